@@ -1,0 +1,136 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+/// Every target builds in the Swift 6 language mode (strict concurrency) with the
+/// upcoming features that keep imports explicit.
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "appstore-reconcile",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "appstore-reconcile", targets: ["AppStoreReconcile"]),
+        .library(name: "SignedData", targets: ["SignedData"]),
+        .library(name: "AppStoreServerAPI", targets: ["AppStoreServerAPI"]),
+        .library(name: "Ledger", targets: ["Ledger"]),
+        .library(name: "Reconciliation", targets: ["Reconciliation"]),
+        .library(name: "AppStoreSimulator", targets: ["AppStoreSimulator"]),
+        .library(name: "ThrowawayPostgres", targets: ["ThrowawayPostgres"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
+        .package(url: "https://github.com/apple/swift-atomics.git", from: "1.3.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+    ],
+    targets: [
+        // Verifying Apple's signed data (JWS + x5c chain) and the decoded payload models.
+        .target(
+            name: "SignedData",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Atomics", package: "swift-atomics"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The App Store Server API client: JWT auth, paging, rate limits, retries.
+        .target(
+            name: "AppStoreServerAPI",
+            dependencies: [
+                "SignedData",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The Postgres ledger: migrations, reads and the apply path.
+        .target(
+            name: "Ledger",
+            dependencies: [
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strictSettings,
+            plugins: ["EmbedMigrations"]
+        ),
+        // Both passes, the plan, the report, and the configuration contract.
+        .target(
+            name: "Reconciliation",
+            dependencies: [
+                "SignedData", "AppStoreServerAPI", "Ledger",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // A private PostgreSQL cluster for tests and the demo.
+        .target(
+            name: "ThrowawayPostgres",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Test PKI and a fake App Store Server API that follows Apple's documented behaviour.
+        .target(
+            name: "AppStoreSimulator",
+            dependencies: [
+                "SignedData",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The thin command-line interface.
+        .executableTarget(
+            name: "AppStoreReconcile",
+            dependencies: [
+                "SignedData", "AppStoreServerAPI", "Ledger", "Reconciliation",
+                "AppStoreSimulator", "ThrowawayPostgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Build-time embedding of sql/*.sql into the Ledger target, so the binary is self-contained.
+        .executableTarget(name: "MigrationEmbedder", path: "Plugins/MigrationEmbedder"),
+        .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["MigrationEmbedder"]),
+
+        .testTarget(name: "SignedDataTests", dependencies: ["SignedData", "AppStoreSimulator"], swiftSettings: strictSettings),
+        .testTarget(name: "LedgerTests", dependencies: ["Ledger", "ThrowawayPostgres", "TestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "TestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "AppStoreReconcileTests", dependencies: ["TestSupport", "AppStoreSimulator", "SignedData"], swiftSettings: strictSettings),
+        // Shared by the test targets: a database per test, running the built binary.
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                "Ledger", "ThrowawayPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/TestSupport",
+            swiftSettings: strictSettings
+        ),
+    ]
+)

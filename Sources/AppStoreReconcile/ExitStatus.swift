@@ -1,0 +1,28 @@
+import ArgumentParser
+
+/// Exit codes are part of the interface: cron, systemd and Kubernetes act on them.
+enum ExitStatus {
+    /// Done.
+    static let success: Int32 = 0
+    /// Anything else: an unexpected failure, a migration that refuses to run.
+    static let failure: Int32 = 1
+    /// Done, but some payloads were rejected or left for retry.
+    static let doneWithRejections: Int32 = 3
+    /// Bad usage: unknown flag, invalid argument.
+    static let usage: Int32 = 64
+    /// The payload given to `verify` was rejected.
+    static let payloadRejected: Int32 = 65
+    /// The input file could not be read.
+    static let noInput: Int32 = 66
+    /// A temporary failure: Apple or the database unreachable, a revocation check that could
+    /// not be completed. Try again later.
+    static let temporaryFailure: Int32 = 75
+    /// A configuration error: a setting missing or malformed, credentials refused.
+    static let configuration: Int32 = 78
+
+    static let summary = """
+        Exit codes: 0 done; 1 unexpected failure; 3 done, but some payloads were rejected or left for retry; \
+        64 usage error; 65 the payload given to verify was rejected; 66 input not readable; \
+        75 temporary failure (Apple or the database unavailable: try again later); 78 configuration error.
+        """
+}

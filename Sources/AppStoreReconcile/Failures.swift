@@ -1,0 +1,53 @@
+import ArgumentParser
+import Foundation
+import Ledger
+import PostgresNIO
+import Reconciliation
+import ThrowawayPostgres
+
+/// Writes a line to standard error.
+func printError(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+}
+
+/// Runs a command's body and turns the failures every command shares into a clear one-line
+/// message and the documented exit code. Messages never include secrets: configuration errors
+/// name the setting, database errors the server's message, not the URL's password.
+func withExitStatus(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let exit as ExitCode {
+        throw exit
+    } catch let error as ConfigurationError {
+        printError("configuration error: \(error)")
+        throw ExitCode(ExitStatus.configuration)
+    } catch let error as MigrationRefused {
+        printError("error: \(error)")
+        throw ExitCode(ExitStatus.failure)
+    } catch let error as PSQLError {
+        printError("database error: \(describe(error))")
+        throw ExitCode(error.code == .connectionError || error.code == .serverClosedConnection ? ExitStatus.temporaryFailure : ExitStatus.failure)
+    } catch let error as ThrowawayPostgresError {
+        printError("error: \(error)")
+        throw ExitCode(ExitStatus.failure)
+    } catch is CancellationError {
+        printError("interrupted")
+        throw ExitCode(ExitStatus.temporaryFailure)
+    } catch {
+        printError("error: \(error)")
+        throw ExitCode(ExitStatus.failure)
+    }
+}
+
+/// A PostgreSQL error in one line: the server's own message when there is one.
+func describe(_ error: PSQLError) -> String {
+    if let message = error.serverInfo?[.message] {
+        let code = error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
+        return message + code
+    }
+    if error.code == .connectionError {
+        let underlying = error.underlying.map { ": \($0)" } ?? ""
+        return "cannot connect to the database\(underlying)"
+    }
+    return "\(error.code)"
+}

@@ -1,0 +1,36 @@
+import ArgumentParser
+import Ledger
+import Logging
+import Reconciliation
+
+struct MigrateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Create or update the ledger schema (app_store) in the database.",
+        discussion: """
+            Applies the numbered migrations this build carries (the files in sql/) that the database has not \
+            applied yet, each in its own transaction, and records each with its checksum in \
+            app_store.schema_migrations. Running it again changes nothing. It refuses to run if an applied \
+            migration file was edited since. Concurrent runs wait for each other (advisory lock). Only \
+            DATABASE_URL is needed.
+            """
+    )
+
+    @OptionGroup var database: DatabaseOptions
+
+    func run() async throws {
+        try await withExitStatus {
+            let url = try database.settings.databaseURL()
+            let logger = Logger(label: "appstore-reconcile.migrate")
+            let outcome = try await LedgerDatabase.withClient(url, logger: logger) { client in
+                try await Migrator().migrate(client, logger: logger)
+            }
+            if outcome.applied.isEmpty {
+                print("The ledger is up to date (\(outcome.alreadyApplied) migrations applied before).")
+            } else {
+                for name in outcome.applied { print("applied \(name)") }
+                print("The ledger is up to date: applied \(outcome.applied.count), \(outcome.alreadyApplied) applied before.")
+            }
+        }
+    }
+}

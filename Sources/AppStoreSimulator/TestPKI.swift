@@ -1,0 +1,146 @@
+import Crypto
+import Foundation
+import SignedData
+import SwiftASN1
+import X509
+
+/// A root, an Apple-like intermediate and a leaf, minted on the spot, that sign payloads the way
+/// Apple does (ES256 JWS with an x5c chain). Tests, the simulator and the demo use it; no key or
+/// certificate is ever checked in. Every property that verification depends on can be bent, so
+/// tests can produce each kind of bad chain.
+public struct TestPKI: Sendable {
+    /// How to mint the chain. The defaults resemble Apple's: a long-lived root, an intermediate
+    /// of several years, a leaf of about two years, all around `referenceTime`.
+    public struct Options: Sendable {
+        public var referenceTime: Date
+        public var rootValidity: ClosedRange<Date>?
+        public var intermediateValidity: ClosedRange<Date>?
+        public var leafValidity: ClosedRange<Date>?
+        public var leafHasAppleMarker = true
+        public var intermediateHasAppleMarker = true
+        public var intermediateIsCertificateAuthority = true
+        public var rootCommonName = "Test Root CA - G3"
+        /// Where OCSP requests for the leaf and intermediate go (Authority Information Access).
+        public var ocspResponderURL: String?
+
+        public init(referenceTime: Date = Date()) {
+            self.referenceTime = referenceTime
+        }
+    }
+
+    public let rootKey: P256.Signing.PrivateKey
+    public let root: Certificate
+    public let intermediateKey: P256.Signing.PrivateKey
+    public let intermediate: Certificate
+    public let leafKey: P256.Signing.PrivateKey
+    public let leaf: Certificate
+
+    private static let day: TimeInterval = 86_400
+
+    public init(_ options: Options = Options()) throws {
+        let now = options.referenceTime
+        let rootKey = P256.Signing.PrivateKey()
+        let rootName = try DistinguishedName {
+            CommonName(options.rootCommonName)
+            OrganizationalUnitName("Test Certification Authority")
+            OrganizationName("appstore-reconcile test PKI")
+            CountryName("US")
+        }
+        let rootValidity = options.rootValidity ?? (now - 3650 * Self.day)...(now + 3650 * Self.day)
+        let root = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey),
+            notValidBefore: rootValidity.lowerBound, notValidAfter: rootValidity.upperBound,
+            issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                SubjectKeyIdentifier(hash: .init(rootKey.publicKey))
+            },
+            issuerPrivateKey: .init(rootKey)
+        )
+
+        let intermediateKey = P256.Signing.PrivateKey()
+        let intermediateName = try DistinguishedName {
+            CommonName("Test Worldwide Developer Relations Certification Authority")
+            OrganizationalUnitName("G6")
+            OrganizationName("appstore-reconcile test PKI")
+            CountryName("US")
+        }
+        let intermediateValidity = options.intermediateValidity ?? (now - 1000 * Self.day)...(now + 1500 * Self.day)
+        let ocspAccess = options.ocspResponderURL.map { url in
+            AuthorityInformationAccess([.init(method: .ocspServer, location: .uniformResourceIdentifier(url))])
+        }
+        let intermediate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(intermediateKey.publicKey),
+            notValidBefore: intermediateValidity.lowerBound, notValidAfter: intermediateValidity.upperBound,
+            issuer: rootName, subject: intermediateName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                if options.intermediateIsCertificateAuthority {
+                    Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
+                    Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                } else {
+                    Critical(BasicConstraints.notCertificateAuthority)
+                    Critical(KeyUsage(digitalSignature: true))
+                }
+                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: .init(rootKey.publicKey)).keyIdentifier)
+                SubjectKeyIdentifier(hash: .init(intermediateKey.publicKey))
+                if options.intermediateHasAppleMarker {
+                    Certificate.Extension(oid: [1, 2, 840, 113635, 100, 6, 2, 1], critical: false, value: [0x05, 0x00])
+                }
+                if let ocspAccess { ocspAccess }
+            },
+            issuerPrivateKey: .init(rootKey)
+        )
+
+        let leafKey = P256.Signing.PrivateKey()
+        let leafName = try DistinguishedName {
+            CommonName("Test ECC Mac App Store and iTunes Store Receipt Signing")
+            OrganizationalUnitName("Test Worldwide Developer Relations")
+            OrganizationName("appstore-reconcile test PKI")
+            CountryName("US")
+        }
+        let leafValidity = options.leafValidity ?? (now - 365 * Self.day)...(now + 395 * Self.day)
+        let leaf = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey),
+            notValidBefore: leafValidity.lowerBound, notValidAfter: leafValidity.upperBound,
+            issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: .init(intermediateKey.publicKey)).keyIdentifier)
+                if options.leafHasAppleMarker {
+                    Certificate.Extension(oid: [1, 2, 840, 113635, 100, 6, 11, 1], critical: false, value: [0x05, 0x00])
+                }
+                if let ocspAccess { ocspAccess }
+            },
+            issuerPrivateKey: .init(intermediateKey)
+        )
+
+        self.rootKey = rootKey
+        self.root = root
+        self.intermediateKey = intermediateKey
+        self.intermediate = intermediate
+        self.leafKey = leafKey
+        self.leaf = leaf
+    }
+
+    /// The root in PEM, as an operator would configure it.
+    public func rootPEM() throws -> String {
+        try root.serializeAsPEM().pemString
+    }
+
+    /// DER of a certificate, standard base64, as `x5c` carries it.
+    public static func x5cEntry(_ certificate: Certificate) throws -> String {
+        var serializer = DER.Serializer()
+        try serializer.serialize(certificate)
+        return Data(serializer.serializedBytes).base64EncodedString()
+    }
+
+    /// A signer that uses this chain's leaf, with the usual header.
+    public func signer() throws -> JWSSigner {
+        try JWSSigner(
+            key: leafKey,
+            x5c: [Self.x5cEntry(leaf), Self.x5cEntry(intermediate), Self.x5cEntry(root)]
+        )
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import NIOSSL
+import PostgresNIO
+
+/// A PostgreSQL connection URL (`DATABASE_URL`), libpq style:
+/// `postgresql://user:password@host:5432/database?sslmode=require`, or a Unix socket with
+/// `?host=/path/to/socket/dir`. Its `description` never shows the password.
+public struct DatabaseURL: Sendable, CustomStringConvertible {
+    public enum SSLMode: String, Sendable {
+        case disable, allow, prefer, require
+        case verifyCA = "verify-ca"
+        case verifyFull = "verify-full"
+    }
+
+    public var user: String
+    public var password: String?
+    public var host: String
+    public var port: Int
+    public var database: String
+    /// Directory of the server's Unix socket, when connecting through one.
+    public var socketDirectory: String?
+    public var sslMode: SSLMode
+
+    public init(_ text: String) throws {
+        guard let components = URLComponents(string: text),
+            let scheme = components.scheme, ["postgres", "postgresql"].contains(scheme)
+        else {
+            throw DatabaseURLError("DATABASE_URL must look like postgresql://user:password@host:5432/database")
+        }
+        let query = Dictionary(
+            (components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { _, last in last }
+        )
+        self.user = components.percentEncodedUser.flatMap { $0.removingPercentEncoding } ?? "postgres"
+        self.password = components.percentEncodedPassword.flatMap { $0.removingPercentEncoding }
+        self.host = components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
+        self.port = components.port ?? 5432
+        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        self.database = path.isEmpty ? self.user : (path.removingPercentEncoding ?? path)
+        if let hostParameter = query["host"], hostParameter.hasPrefix("/") {
+            self.socketDirectory = hostParameter
+        }
+        if let mode = query["sslmode"] {
+            guard let parsed = SSLMode(rawValue: mode) else {
+                throw DatabaseURLError("DATABASE_URL has an unknown sslmode '\(mode)' (disable, prefer, require, verify-ca, verify-full)")
+            }
+            self.sslMode = parsed
+        } else {
+            self.sslMode = socketDirectory == nil ? .prefer : .disable
+        }
+    }
+
+    /// The same URL pointing at another database on the same server.
+    public func with(database: String) -> DatabaseURL {
+        var copy = self
+        copy.database = database
+        return copy
+    }
+
+    public var description: String {
+        let credentials = password == nil ? user : "\(user):***"
+        var text = "postgresql://\(credentials)@\(host):\(port)/\(database)"
+        if let socketDirectory { text += "?host=\(socketDirectory)" }
+        return text
+    }
+
+    public var clientConfiguration: PostgresClient.Configuration {
+        if let socketDirectory {
+            return PostgresClient.Configuration(
+                unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: user, password: password, database: database
+            )
+        }
+        var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
+        let tls: PostgresClient.Configuration.TLS
+        switch sslMode {
+        case .disable:
+            tls = .disable
+        case .allow, .prefer:
+            tlsConfiguration.certificateVerification = .none
+            tls = .prefer(tlsConfiguration)
+        case .require:
+            tlsConfiguration.certificateVerification = .none
+            tls = .require(tlsConfiguration)
+        case .verifyCA:
+            tlsConfiguration.certificateVerification = .noHostnameVerification
+            tls = .require(tlsConfiguration)
+        case .verifyFull:
+            tls = .require(tlsConfiguration)
+        }
+        return PostgresClient.Configuration(
+            host: host, port: port, username: user, password: password, database: database, tls: tls
+        )
+    }
+}
+
+public struct DatabaseURLError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}

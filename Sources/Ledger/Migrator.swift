@@ -1,0 +1,99 @@
+import Logging
+import PostgresNIO
+
+/// Applies the pending migrations: each in its own transaction, recorded with its checksum in
+/// `app_store.schema_migrations`, under a session advisory lock so that concurrent runs (two
+/// deploys, two pods) take turns instead of colliding. Running it again changes nothing.
+public struct Migrator: Sendable {
+    public var migrations: [Migration]
+
+    /// The advisory lock key all `migrate` runs share ("appstore" in ASCII).
+    public static let lockKey: Int64 = 0x6170_7073_746f_7265
+
+    public init(migrations: [Migration] = Migration.bundled) {
+        self.migrations = migrations
+    }
+
+    public struct Outcome: Hashable, Sendable {
+        /// File names applied by this call, in order.
+        public var applied: [String]
+        /// How many were already applied before.
+        public var alreadyApplied: Int
+    }
+
+    public func migrate(_ client: PostgresClient, logger: Logger) async throws -> Outcome {
+        try await client.withConnection { connection in
+            try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
+            do {
+                let outcome = try await migrateHoldingLock(connection, logger: logger)
+                try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                return outcome
+            } catch {
+                // The lock is released with the session if this fails too.
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    /// The migrations already recorded in the database (none for a fresh database).
+    public func applied(_ connection: PostgresConnection, logger: Logger) async throws -> [AppliedMigration] {
+        let exists = try await connection.query(
+            "SELECT to_regclass('app_store.schema_migrations') IS NOT NULL", logger: logger
+        ).collect().first?.decode(Bool.self) ?? false
+        guard exists else { return [] }
+        var applied: [AppliedMigration] = []
+        let rows = try await connection.query(
+            "SELECT version, name, checksum FROM app_store.schema_migrations ORDER BY version", logger: logger
+        )
+        for try await (version, name, checksum) in rows.decode((Int, String, String).self) {
+            applied.append(AppliedMigration(version: version, name: name, checksum: checksum))
+        }
+        return applied
+    }
+
+    private func migrateHoldingLock(_ connection: PostgresConnection, logger: Logger) async throws -> Outcome {
+        try await connection.query("CREATE SCHEMA IF NOT EXISTS app_store", logger: logger)
+        try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS app_store.schema_migrations (
+                version integer PRIMARY KEY,
+                name text NOT NULL,
+                checksum text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            logger: logger
+        )
+        let applied = try await applied(connection, logger: logger)
+        switch MigrationPlan(available: migrations, applied: applied) {
+        case .refuse(let reason):
+            throw MigrationRefused(reason: reason)
+        case .apply(let pending):
+            for migration in pending {
+                logger.info("applying migration", metadata: ["migration": "\(migration.name)"])
+                try await connection.withTransaction(logger: logger) { transaction in
+                    for statement in migration.statements {
+                        // Migration files are the one place SQL text is not built with bound
+                        // values: they are fixed files of this project, embedded at build time.
+                        try await transaction.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                    try await transaction.query(
+                        """
+                        INSERT INTO app_store.schema_migrations (version, name, checksum)
+                        VALUES (\(migration.version), \(migration.name), \(migration.checksum))
+                        """,
+                        logger: logger
+                    )
+                }
+            }
+            return Outcome(applied: pending.map(\.name), alreadyApplied: applied.count)
+        }
+    }
+}
+
+/// `migrate` would not run, with the reason (an edited or unknown applied migration).
+public struct MigrationRefused: Error, Hashable, Sendable, CustomStringConvertible {
+    public var reason: String
+    public var description: String { "migration refused: \(reason)" }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import SignedData
+
+/// What `appstore-reconcile verify` does, as a library call: accept what an operator has at
+/// hand (a bare JWS, Apple's webhook body `{"signedPayload": …}`, or a Get Notification History
+/// item), verify it, and describe the result as JSON with nested signed payloads decoded in place.
+public struct PayloadInspection: Sendable {
+    public enum Verdict: String, Sendable, Codable {
+        case verified
+        case rejected
+        case retryLater = "retry-later"
+    }
+
+    public var kind: SignedPayloadKind
+    public var verdict: Verdict
+    public var rejection: Rejection?
+    public var retryReason: String?
+    /// The decoded payload: verified when the verdict is `verified`, for information only otherwise.
+    public var payload: JSONValue?
+
+    /// Extracts the JWS from any of the accepted input forms.
+    public static func signedPayload(fromInput text: String) throws -> String {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard trimmed.hasPrefix("{") else { return trimmed }
+        guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(trimmed.utf8)) else {
+            throw InspectionInputError(description: "the input starts with '{' but is not a JSON object")
+        }
+        guard case .string(let jws) = object["signedPayload"] else {
+            throw InspectionInputError(description: "the JSON input has no \"signedPayload\" string (expected Apple's webhook body or a notification history item)")
+        }
+        return jws
+    }
+
+    /// Verifies `jws` as `kind` (judged from its fields when nil).
+    public static func inspect(_ jws: String, kind: SignedPayloadKind?, verifier: SignedDataVerifier) async -> PayloadInspection {
+        let kind = kind ?? UnverifiedPayload.kind(of: jws) ?? .notification
+        let unverified = UnverifiedPayload.fields(of: jws).map { JSONValue.object($0) }
+        switch kind {
+        case .notification:
+            return make(kind, await verifier.verifyNotification(jws), unverified) { notification in
+                expand(notification)
+            }
+        case .transaction:
+            return make(kind, await verifier.verifyTransaction(jws), unverified) { json($0) }
+        case .renewalInfo:
+            return make(kind, await verifier.verifyRenewalInfo(jws), unverified) { json($0) }
+        case .appTransaction:
+            return make(kind, await verifier.verifyAppTransaction(jws), unverified) { json($0) }
+        }
+    }
+
+    private static func make<Payload>(
+        _ kind: SignedPayloadKind, _ outcome: VerificationOutcome<Payload>, _ unverified: JSONValue?,
+        _ render: (Payload) -> JSONValue?
+    ) -> PayloadInspection {
+        switch outcome {
+        case .verified(let payload):
+            PayloadInspection(kind: kind, verdict: .verified, payload: render(payload))
+        case .rejected(let rejection):
+            PayloadInspection(kind: kind, verdict: .rejected, rejection: rejection, payload: unverified)
+        case .retryLater(let reason):
+            PayloadInspection(kind: kind, verdict: .retryLater, retryReason: reason, payload: unverified)
+        }
+    }
+
+    /// The notification with its signed transaction, renewal info and app transaction replaced
+    /// by their decoded (and verified) contents.
+    private static func expand(_ notification: VerifiedNotification) -> JSONValue? {
+        guard case .object(var top)? = json(notification.payload) else { return nil }
+        if case .object(var data)? = top["data"] {
+            if let transaction = notification.transaction { data["signedTransactionInfo"] = json(transaction) }
+            if let renewalInfo = notification.renewalInfo { data["signedRenewalInfo"] = json(renewalInfo) }
+            top["data"] = .object(data)
+        }
+        if case .object(var appData)? = top["appData"], let appTransaction = notification.appTransaction {
+            appData["signedAppTransactionInfo"] = json(appTransaction)
+            top["appData"] = .object(appData)
+        }
+        return .object(top)
+    }
+
+    private static func json(_ value: some Encodable) -> JSONValue? {
+        guard let data = try? JSONEncoder().encode(value) else { return nil }
+        return try? JSONDecoder().decode(JSONValue.self, from: data)
+    }
+
+    /// The whole result as pretty JSON for people and scripts.
+    public func renderedJSON() -> String {
+        var object: [String: JSONValue] = ["kind": .string(kind.rawValue), "verdict": .string(verdict.rawValue)]
+        if let rejection {
+            object["reason"] = .string(rejection.reason.rawValue)
+            object["detail"] = .string(rejection.detail)
+        }
+        if let retryReason { object["retryReason"] = .string(retryReason) }
+        if let payload { object[verdict == .verified ? "payload" : "unverifiedPayload"] = payload }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return (try? String(decoding: encoder.encode(JSONValue.object(object)), as: UTF8.self)) ?? "{}"
+    }
+
+    /// One line a person understands.
+    public var summaryLine: String {
+        switch verdict {
+        case .verified: "verified: the \(kind.rawValue) is signed through a configured root certificate and is for this app and environment"
+        case .rejected:
+            "rejected (\(rejection!.reason.rawValue)): \(rejection!.reason.explanation); \(rejection!.detail)"
+        case .retryLater: "not verified yet, retry later: \(retryReason ?? "")"
+        }
+    }
+}
+
+public struct InspectionInputError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+}

@@ -1,0 +1,140 @@
+import Foundation
+import Ledger
+import SignedData
+
+/// The configuration contract shared by every command. Each setting comes from a flag, else
+/// from its environment variable; a missing or malformed one is a `ConfigurationError` that
+/// names it (exit code 78). Secrets (the private key, the database password) are read but
+/// never echoed: messages name the setting or the file, not its content.
+public struct Settings: Sendable {
+    /// The raw values, flags already merged over the environment.
+    public var values: [Name: String]
+
+    public enum Name: String, CaseIterable, Sendable {
+        case issuerId = "APPSTORE_ISSUER_ID"
+        case keyId = "APPSTORE_KEY_ID"
+        case privateKey = "APPSTORE_PRIVATE_KEY"
+        case bundleId = "APPSTORE_BUNDLE_ID"
+        case appAppleId = "APPSTORE_APP_APPLE_ID"
+        case environment = "APPSTORE_ENVIRONMENT"
+        case rootCertificates = "APPSTORE_ROOT_CERTIFICATES"
+        case apiBaseURL = "APPSTORE_API_BASE_URL"
+        case databaseURL = "DATABASE_URL"
+
+        /// The command-line flag that overrides the variable.
+        public var flag: String {
+            switch self {
+            case .issuerId: "--issuer-id"
+            case .keyId: "--key-id"
+            case .privateKey: "--private-key"
+            case .bundleId: "--bundle-id"
+            case .appAppleId: "--app-apple-id"
+            case .environment: "--environment"
+            case .rootCertificates: "--root-certificates"
+            case .apiBaseURL: "--api-base-url"
+            case .databaseURL: "--database-url"
+            }
+        }
+
+        var label: String { "\(rawValue) (\(flag))" }
+    }
+
+    /// Merges flags (non-nil values) over the process environment.
+    public init(flags: [Name: String?], environment: [String: String] = ProcessInfo.processInfo.environment) {
+        var values: [Name: String] = [:]
+        for name in Name.allCases {
+            if let value = environment[name.rawValue], !value.isEmpty { values[name] = value }
+            if let flag = flags[name] ?? nil, !flag.isEmpty { values[name] = flag }
+        }
+        self.values = values
+    }
+
+    public func isSet(_ name: Name) -> Bool { values[name] != nil }
+
+    public func require(_ name: Name) throws -> String {
+        guard let value = values[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else {
+            throw ConfigurationError(name, "is not set")
+        }
+        return value
+    }
+
+    // MARK: - Typed settings
+
+    public func environment() throws -> AppStoreEnvironment {
+        let text = try require(.environment)
+        guard let environment = AppStoreEnvironment(configurationValue: text) else {
+            throw ConfigurationError(.environment, "must be Production or Sandbox, not '\(text.prefix(40))'")
+        }
+        return environment
+    }
+
+    /// Required in Production, optional in Sandbox (sandbox payloads carry none).
+    public func appAppleId(for environment: AppStoreEnvironment) throws -> Int64? {
+        guard let text = values[.appAppleId] else {
+            if environment == .production {
+                throw ConfigurationError(.appAppleId, "is required in Production (the app's numeric App Store ID)")
+            }
+            return nil
+        }
+        guard let value = Int64(text), value > 0 else {
+            throw ConfigurationError(.appAppleId, "must be the app's numeric App Store ID, not '\(text.prefix(40))'")
+        }
+        return value
+    }
+
+    public func bundleId() throws -> String {
+        let value = try require(.bundleId)
+        guard !value.contains(where: \.isWhitespace) else {
+            throw ConfigurationError(.bundleId, "must be a bundle ID such as com.example.app")
+        }
+        return value
+    }
+
+    public func rootCertificatePaths() throws -> [String] {
+        let paths = try require(.rootCertificates).split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !paths.isEmpty else { throw ConfigurationError(.rootCertificates, "names no file") }
+        return paths
+    }
+
+    public func databaseURL() throws -> DatabaseURL {
+        do {
+            return try DatabaseURL(try require(.databaseURL))
+        } catch let error as DatabaseURLError {
+            throw ConfigurationError(.databaseURL, "is malformed: \(error.description)")
+        }
+    }
+
+    /// The verifier's configuration: roots, bundle, app and environment.
+    public func verifierConfiguration() throws -> VerifierConfiguration {
+        let environment = try environment()
+        let roots: [X509Certificate]
+        do {
+            roots = try RootCertificateLoader.load(paths: try rootCertificatePaths())
+        } catch let error as VerifierConfigurationError {
+            throw ConfigurationError(.rootCertificates, error.description)
+        }
+        return VerifierConfiguration(
+            rootCertificates: roots, bundleId: try bundleId(), appAppleId: try appAppleId(for: environment),
+            environment: environment
+        )
+    }
+}
+
+/// A setting that is missing or malformed. The message names the setting; exit code 78.
+public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var setting: String
+    public var problem: String
+
+    public init(_ name: Settings.Name, _ problem: String) {
+        self.setting = name.label
+        self.problem = problem
+    }
+
+    public init(setting: String, problem: String) {
+        self.setting = setting
+        self.problem = problem
+    }
+
+    public var description: String { "\(setting) \(problem)" }
+}

@@ -1,0 +1,189 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import Logging
+import Synchronization
+
+/// A private PostgreSQL cluster in a temporary directory, for tests and the demo: started from
+/// the installed server binaries, reachable only through a Unix socket in a directory only its
+/// owner can enter, tuned for speed over durability, and removed again on `stop()`.
+///
+/// PostgreSQL refuses to run as root, so when started by root the server runs as the `postgres`
+/// system user (or `nobody`). A watchdog process stops the server and deletes the directory if
+/// the process that started it dies without calling `stop()` (a crash, SIGKILL), so nothing is
+/// left behind either way.
+public final class ThrowawayPostgres: Sendable {
+    /// The temporary directory holding the data directory, the socket and the log.
+    public let directory: String
+    /// The database superuser (trust authentication on the private socket).
+    public let user: String
+    public let port: Int
+    private let binaries: String
+    private let runAs: String?
+    private let stopped = Mutex(false)
+    private let logger: Logger
+
+    public var dataDirectory: String { directory + "/data" }
+    public var socketPath: String { "\(directory)/.s.PGSQL.\(port)" }
+    /// A libpq-style URL: `postgresql://postgres@localhost:5432/postgres?host=/tmp/...`.
+    public func url(database: String = "postgres") -> String {
+        "postgresql://\(user)@localhost:\(port)/\(database)?host=\(directory)"
+    }
+
+    /// Creates and starts a cluster. Takes a second or two.
+    public static func start(logger: Logger = Logger(label: "throwaway-postgres")) throws -> ThrowawayPostgres {
+        let binaries = try findServerBinaries()
+        let runAs: String? = geteuid() == 0 ? try unprivilegedUser() : nil
+        let temporary = NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()
+        var template = Array("\(temporary)/appstore-reconcile-pg.XXXXXX".utf8CString)
+        guard let created = mkdtemp(&template) else {
+            throw ThrowawayPostgresError("cannot create a temporary directory: \(String(cString: strerror(errno)))")
+        }
+        let directory = String(cString: created)
+        let cluster = ThrowawayPostgres(directory: directory, binaries: binaries, runAs: runAs, logger: logger)
+        do {
+            try cluster.initializeAndStart()
+        } catch {
+            cluster.stop()
+            throw error
+        }
+        return cluster
+    }
+
+    private init(directory: String, binaries: String, runAs: String?, logger: Logger) {
+        self.directory = directory
+        self.binaries = binaries
+        self.runAs = runAs
+        self.user = "postgres"
+        self.port = 5432
+        self.logger = logger
+    }
+
+    private func initializeAndStart() throws {
+        if let runAs {
+            guard let account = getpwnam(runAs) else { throw ThrowawayPostgresError("no user \(runAs)") }
+            guard chown(directory, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
+                throw ThrowawayPostgresError("cannot hand \(directory) to \(runAs): \(String(cString: strerror(errno)))")
+            }
+        }
+        chmod(directory, 0o700)
+        startWatchdog()
+        try run(
+            "initdb",
+            ["-D", dataDirectory, "-U", user, "--auth=trust", "--encoding=UTF8", "--no-locale", "--no-sync"],
+            what: "initialize the cluster"
+        )
+        let settings = [
+            "listen_addresses=''", "unix_socket_directories='\(directory)'", "unix_socket_permissions=0700",
+            "port=\(port)", "fsync=off", "synchronous_commit=off", "full_page_writes=off",
+            "max_connections=200", "shared_buffers=128MB", "max_locks_per_transaction=256",
+        ]
+        try run(
+            "pg_ctl",
+            ["-D", dataDirectory, "-l", directory + "/server.log", "-w", "-t", "60",
+             "-o", settings.map { "-c \($0)" }.joined(separator: " "), "start"],
+            what: "start the server"
+        )
+        logger.debug("throwaway PostgreSQL started", metadata: ["directory": "\(directory)"])
+    }
+
+    /// Stops the server and deletes its directory. Safe to call more than once.
+    public func stop() {
+        let alreadyStopped = stopped.withLock { value in
+            defer { value = true }
+            return value
+        }
+        if alreadyStopped { return }
+        if FileManager.default.fileExists(atPath: dataDirectory + "/postmaster.pid") {
+            try? run("pg_ctl", ["-D", dataDirectory, "-m", "fast", "-w", "-t", "30", "stop"], what: "stop the server")
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+        logger.debug("throwaway PostgreSQL stopped and removed", metadata: ["directory": "\(directory)"])
+    }
+
+    deinit { stop() }
+
+    // MARK: - Processes
+
+    /// Runs a server binary, as the unprivileged user when we are root.
+    private func run(_ tool: String, _ arguments: [String], what: String) throws {
+        let completion: ChildProcess.Completion
+        if let runAs {
+            let runuser = try Self.which("runuser", in: ["/usr/sbin", "/sbin", "/usr/bin", "/bin"])
+            completion = try ChildProcess.run(runuser, ["-u", runAs, "--", "\(binaries)/\(tool)"] + arguments, directory: directory)
+        } else {
+            // The server user may not be able to enter the caller's working directory.
+            completion = try ChildProcess.run("\(binaries)/\(tool)", arguments, directory: directory)
+        }
+        guard completion.status == 0 else {
+            var detail = (completion.standardOutput + completion.standardError).split(separator: "\n").suffix(8).joined(separator: "\n")
+            if let log = try? String(contentsOfFile: directory + "/server.log", encoding: .utf8) {
+                detail += "\nserver log:\n" + log.split(separator: "\n").suffix(8).joined(separator: "\n")
+            }
+            throw ThrowawayPostgresError("could not \(what) (\(tool) exited with \(completion.status)):\n\(detail)")
+        }
+    }
+
+    /// A detached shell, in a process group of its own, that waits for this process to end,
+    /// then stops the server and removes the directory: the safety net for a crash, SIGKILL or
+    /// Ctrl-C, when `stop()` never runs.
+    private func startWatchdog() {
+        let pgCtl = runAs.map { "runuser -u \($0) -- \(binaries)/pg_ctl" } ?? "\(binaries)/pg_ctl"
+        let script = """
+            trap '' INT TERM HUP
+            while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done
+            if [ -f '\(dataDirectory)/postmaster.pid' ]; then \(pgCtl) -D '\(dataDirectory)' -m immediate -w stop >/dev/null 2>&1; fi
+            rm -rf '\(directory)'
+            """
+        _ = try? ChildProcess.spawn("/bin/sh", ["-c", script], directory: "/")
+    }
+
+    // MARK: - Finding things
+
+    /// The directory of `initdb` and `pg_ctl`: `$POSTGRES_BIN_DIR`, else the newest
+    /// `/usr/lib/postgresql/N/bin` (Debian's layout), else wherever `PATH` has them.
+    static func findServerBinaries() throws -> String {
+        let environment = ProcessInfo.processInfo.environment
+        var candidates: [String] = []
+        if let configured = environment["POSTGRES_BIN_DIR"] { candidates.append(configured) }
+        let debian = "/usr/lib/postgresql"
+        if let versions = try? FileManager.default.contentsOfDirectory(atPath: debian) {
+            for version in versions.sorted(by: { (Int($0) ?? 0) > (Int($1) ?? 0) }) {
+                candidates.append("\(debian)/\(version)/bin")
+            }
+        }
+        candidates += (environment["PATH"] ?? "").split(separator: ":").map(String.init)
+        for candidate in candidates
+        where FileManager.default.isExecutableFile(atPath: candidate + "/initdb")
+            && FileManager.default.isExecutableFile(atPath: candidate + "/pg_ctl")
+        {
+            return candidate
+        }
+        throw ThrowawayPostgresError(
+            "PostgreSQL server binaries (initdb, pg_ctl) were not found; install them with "
+                + "'apt-get install postgresql' or set POSTGRES_BIN_DIR, or set DATABASE_URL to use a running server"
+        )
+    }
+
+    private static func unprivilegedUser() throws -> String {
+        for name in ["postgres", "nobody"] where getpwnam(name) != nil { return name }
+        throw ThrowawayPostgresError("running as root, and neither a 'postgres' nor a 'nobody' user exists to run the server")
+    }
+
+    private static func which(_ tool: String, in directories: [String]) throws -> String {
+        for directory in directories where FileManager.default.isExecutableFile(atPath: "\(directory)/\(tool)") {
+            return "\(directory)/\(tool)"
+        }
+        throw ThrowawayPostgresError("\(tool) is needed to run PostgreSQL as an unprivileged user when root, and was not found")
+    }
+}
+
+public struct ThrowawayPostgresError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import ThrowawayPostgres
+
+/// Runs the built `appstore-reconcile` executable, as a user would, and captures what it says.
+public enum BuiltBinary {
+    public typealias Result = ChildProcess.Completion
+
+    /// The executable beside the test bundle in the build directory.
+    public static var path: String {
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            ?? CommandLine.arguments[0]
+        var directory = URL(fileURLWithPath: executable).deletingLastPathComponent()
+        while directory.path != "/" {
+            let candidate = directory.appendingPathComponent("appstore-reconcile").path
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        return "appstore-reconcile"
+    }
+
+    /// The environment the binary runs with: this process's, without any configuration
+    /// variable (APPSTORE_*, DATABASE_URL), plus `overrides`.
+    public static func environment(_ overrides: [String: String]) -> [String: String] {
+        var merged = ProcessInfo.processInfo.environment.filter { key, _ in
+            !key.hasPrefix("APPSTORE_") && key != "DATABASE_URL"
+        }
+        for (key, value) in overrides { merged[key] = value }
+        return merged
+    }
+
+    /// Runs the binary to its end.
+    /// - Parameter user: when running as root, run as this user instead (through runuser).
+    public static func run(
+        _ arguments: [String], environment overrides: [String: String] = [:], standardInput: String? = nil,
+        user: String? = nil
+    ) throws -> Result {
+        if let user {
+            return try ChildProcess.run(
+                "/usr/sbin/runuser", ["-u", user, "--", path] + arguments, environment: environment(overrides),
+                directory: "/tmp", input: standardInput
+            )
+        }
+        return try ChildProcess.run(path, arguments, environment: environment(overrides), input: standardInput)
+    }
+}
+
+extension ChildProcess.Completion {
+    public var exitCode: Int32 { status }
+    public var combined: String { standardOutput + standardError }
+}
