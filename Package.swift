@@ -109,6 +109,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSettings
         ),
@@ -116,9 +117,9 @@ let package = Package(
         .executableTarget(name: "MigrationEmbedder", path: "Plugins/MigrationEmbedder"),
         .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["MigrationEmbedder"]),
 
-        .testTarget(name: "SignedDataTests", dependencies: ["SignedData", "AppStoreSimulator"], swiftSettings: strictSettings),
-        .testTarget(name: "LedgerTests", dependencies: ["Ledger", "ThrowawayPostgres", "TestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "SignedDataTests", dependencies: ["SignedData", "AppStoreSimulator", "AppStoreServerAPI"], swiftSettings: strictSettings),
+        .testTarget(name: "LedgerTests", dependencies: ["Ledger", "ThrowawayPostgres", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
+        .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "TestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreReconcileTests", dependencies: ["TestSupport", "AppStoreSimulator", "SignedData"], swiftSettings: strictSettings),
         // Shared by the test targets: a database per test, running the built binary.

@@ -9,10 +9,10 @@ import SignedData
 /// which the verifier reports as "retry later".
 public struct HTTPOCSPTransport: OCSPTransport {
     public var httpClient: HTTPClient
-    public var timeout: TimeAmount
+    public var timeout: Duration
     public var maximumResponseBytes: Int
 
-    public init(httpClient: HTTPClient = .shared, timeout: TimeAmount = .seconds(10), maximumResponseBytes: Int = 64 * 1024) {
+    public init(httpClient: HTTPClient = .shared, timeout: Duration = .seconds(10), maximumResponseBytes: Int = 64 * 1024) {
         self.httpClient = httpClient
         self.timeout = timeout
         self.maximumResponseBytes = maximumResponseBytes
@@ -24,7 +24,7 @@ public struct HTTPOCSPTransport: OCSPTransport {
         httpRequest.headers.add(name: "Content-Type", value: "application/ocsp-request")
         httpRequest.headers.add(name: "Accept", value: "application/ocsp-response")
         httpRequest.body = .bytes(ByteBuffer(bytes: request))
-        let response = try await httpClient.execute(httpRequest, timeout: timeout)
+        let response = try await httpClient.execute(httpRequest, timeout: .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000))
         guard response.status == .ok else {
             throw OCSPTransportError(description: "the OCSP responder answered HTTP \(response.status.code)")
         }

@@ -136,7 +136,7 @@ public final class ThrowawayPostgres: Sendable {
         let pgCtl = runAs.map { "runuser -u \($0) -- \(binaries)/pg_ctl" } ?? "\(binaries)/pg_ctl"
         let script = """
             trap '' INT TERM HUP
-            while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done
+            while kill -0 \(getpid()) 2>/dev/null && [ -d '\(directory)' ]; do sleep 1; done
             if [ -f '\(dataDirectory)/postmaster.pid' ]; then \(pgCtl) -D '\(dataDirectory)' -m immediate -w stop >/dev/null 2>&1; fi
             rm -rf '\(directory)'
             """

@@ -10,7 +10,11 @@ import ThrowawayPostgres
 /// stopped at exit (its watchdog removes it even if the process is killed).
 public enum TestDatabase {
     private static let cluster = Mutex<ThrowawayPostgres?>(nil)
-    public static let logger = Logger(label: "tests")
+    public static let logger: Logger = {
+        var logger = Logger(label: "tests")
+        logger.logLevel = .error
+        return logger
+    }()
 
     /// The server's URL (its `postgres` database).
     public static func serverURL() throws -> DatabaseURL {

@@ -1,0 +1,133 @@
+import Foundation
+import Ledger
+import Logging
+import PostgresNIO
+import TestSupport
+import ThrowawayPostgres
+import Testing
+
+@Suite("Migrations against a real PostgreSQL")
+struct MigrationTests {
+    let logger = TestDatabase.logger
+
+    /// Every column of the app_store schema, as "table.column type nullability", in order.
+    static func schemaShape(_ client: PostgresClient) async throws -> [String] {
+        let rows = try await client.query(
+            """
+            SELECT table_name, column_name, data_type, is_nullable
+            FROM information_schema.columns WHERE table_schema = 'app_store'
+            ORDER BY table_name, ordinal_position
+            """
+        )
+        var shape: [String] = []
+        for try await (table, column, type, nullable) in rows.decode((String, String, String, String).self) {
+            shape.append("\(table).\(column) \(type) \(nullable)")
+        }
+        return shape
+    }
+
+    static func appliedCount(_ client: PostgresClient) async throws -> Int {
+        let rows = try await client.query("SELECT count(*) FROM app_store.schema_migrations")
+        for try await count in rows.decode(Int.self) { return count }
+        return -1
+    }
+
+    @Test func migrateCreatesTheLedgerTablesInAnEmptyDatabase() async throws {
+        try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
+            let outcome = try await Migrator().migrate(client, logger: logger)
+            #expect(outcome.applied == Migration.bundled.map(\.name))
+            #expect(outcome.alreadyApplied == 0)
+            let shape = try await Self.schemaShape(client)
+            for column in [
+                "notifications.notification_uuid uuid NO", "notifications.subtype text YES",
+                "notifications.signed_date timestamp with time zone NO", "notifications.source text NO",
+                "transactions.signed_transaction text NO", "subscriptions.status smallint YES",
+                "subscriptions.last_signed_date timestamp with time zone NO", "history_revisions.revision text NO",
+                "runs.run_id uuid NO", "rejected_payloads.reason text NO",
+            ] {
+                #expect(shape.contains(column), "missing \(column)")
+            }
+        }
+    }
+
+    @Test func secondMigrateAppliesNothingAndLeavesTheSchemaAsItWas() async throws {
+        try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
+            _ = try await Migrator().migrate(client, logger: logger)
+            let before = try await Self.schemaShape(client)
+            let again = try await Migrator().migrate(client, logger: logger)
+            #expect(again.applied.isEmpty)
+            #expect(again.alreadyApplied == Migration.bundled.count)
+            #expect(try await Self.schemaShape(client) == before)
+            #expect(try await Self.appliedCount(client) == Migration.bundled.count)
+        }
+    }
+
+    @Test func anAppliedMigrationThatWasEditedIsRefusedWithAMessage() async throws {
+        try await TestDatabase.withFreshLedger(migrated: true) { client, _ in
+            var edited = Migration.bundled
+            edited[0].text += "\n-- an innocent-looking edit\n"
+            await #expect(throws: MigrationRefused.self) {
+                try await Migrator(migrations: edited).migrate(client, logger: logger)
+            }
+            do {
+                _ = try await Migrator(migrations: edited).migrate(client, logger: logger)
+            } catch let refusal as MigrationRefused {
+                #expect(refusal.reason.contains("0001_ledger.sql was edited after it was applied"))
+            }
+        }
+    }
+
+    @Test func aDatabaseMigratedByANewerBuildIsRefused() async throws {
+        try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
+            let newer = Migration.bundled + [Migration(version: 9999, name: "9999_future.sql", text: "SELECT 1;")]
+            _ = try await Migrator(migrations: newer).migrate(client, logger: logger)
+            await #expect(throws: MigrationRefused.self) {
+                try await Migrator().migrate(client, logger: logger)
+            }
+        }
+    }
+
+    @Test func concurrentMigrationsTakeTurnsAndApplyEachFileOnce() async throws {
+        let url = try await TestDatabase.freshDatabase()
+        let outcomes = try await withThrowingTaskGroup(of: Migrator.Outcome.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    // Separate clients: separate sessions racing for the advisory lock.
+                    try await LedgerDatabase.withClient(url, logger: logger) { client in
+                        try await Migrator().migrate(client, logger: logger)
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.count == 4)
+        #expect(outcomes.filter { !$0.applied.isEmpty }.count == 1, "exactly one run applies the files")
+        #expect(outcomes.filter { $0.applied.isEmpty }.allSatisfy { $0.alreadyApplied == Migration.bundled.count })
+        let applied = try await LedgerDatabase.withClient(url, logger: logger) { client in
+            try await Self.appliedCount(client)
+        }
+        #expect(applied == Migration.bundled.count)
+    }
+
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/psql")))
+    func migrationFilesApplyWithPlainPsqlAndMigrateThenAdoptsThem() async throws {
+        let url = try await TestDatabase.freshDatabase()
+        let sqlDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("sql")
+        let files = try FileManager.default.contentsOfDirectory(atPath: sqlDirectory.path).filter { $0.hasSuffix(".sql") }.sorted()
+        #expect(files == Migration.bundled.map(\.name), "the binary embeds exactly the files in sql/")
+        for file in files {
+            var arguments = ["-X", "-q", "-v", "ON_ERROR_STOP=1", "--single-transaction", "-f", sqlDirectory.appendingPathComponent(file).path]
+            arguments += ["-U", url.user, "-d", url.database, "-h", url.socketDirectory ?? url.host, "-p", String(url.port)]
+            var environment = ProcessInfo.processInfo.environment
+            if let password = url.password { environment["PGPASSWORD"] = password }
+            let result = try ChildProcess.run("/usr/bin/psql", arguments, environment: environment)
+            #expect(result.status == 0, "psql -f \(file): \(result.standardError)")
+        }
+        try await LedgerDatabase.withClient(url, logger: logger) { client in
+            #expect(try await Self.schemaShape(client).contains("notifications.notification_uuid uuid NO"))
+            let outcome = try await Migrator().migrate(client, logger: logger)
+            #expect(outcome.applied == Migration.bundled.map(\.name), "idempotent files are recorded on top of psql's work")
+        }
+    }
+}
