@@ -121,7 +121,7 @@ let package = Package(
         .testTarget(name: "LedgerTests", dependencies: ["Ledger", "ThrowawayPostgres", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "TestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "AppStoreReconcileTests", dependencies: ["TestSupport", "AppStoreSimulator", "SignedData"], swiftSettings: strictSettings),
+        .testTarget(name: "AppStoreReconcileTests", dependencies: ["TestSupport", "AppStoreSimulator", "SignedData", "ThrowawayPostgres", "Ledger"], swiftSettings: strictSettings),
         // Shared by the test targets: a database per test, running the built binary.
         .target(
             name: "TestSupport",

@@ -14,6 +14,7 @@ func printError(_ line: String) {
 /// message and the documented exit code. Messages never include secrets: configuration errors
 /// name the setting, database errors the server's message, not the URL's password.
 func withExitStatus(_ body: () async throws -> Void) async throws {
+    LoggingSetup.bootstrapped
     do {
         try await body()
     } catch let exit as ExitCode {

@@ -63,32 +63,52 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
         return text
     }
 
+    /// TLS as libpq's sslmode asks: nil for none, else the configuration and whether the
+    /// server must accept it.
+    private var tlsChoice: (configuration: TLSConfiguration, required: Bool)? {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        switch sslMode {
+        case .disable:
+            return nil
+        case .allow, .prefer:
+            configuration.certificateVerification = .none
+            return (configuration, false)
+        case .require:
+            configuration.certificateVerification = .none
+            return (configuration, true)
+        case .verifyCA:
+            configuration.certificateVerification = .noHostnameVerification
+            return (configuration, true)
+        case .verifyFull:
+            return (configuration, true)
+        }
+    }
+
+    /// For a connection pool (`PostgresClient`).
     public var clientConfiguration: PostgresClient.Configuration {
         if let socketDirectory {
             return PostgresClient.Configuration(
                 unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: user, password: password, database: database
             )
         }
-        var tlsConfiguration = TLSConfiguration.makeClientConfiguration()
-        let tls: PostgresClient.Configuration.TLS
-        switch sslMode {
-        case .disable:
-            tls = .disable
-        case .allow, .prefer:
-            tlsConfiguration.certificateVerification = .none
-            tls = .prefer(tlsConfiguration)
-        case .require:
-            tlsConfiguration.certificateVerification = .none
-            tls = .require(tlsConfiguration)
-        case .verifyCA:
-            tlsConfiguration.certificateVerification = .noHostnameVerification
-            tls = .require(tlsConfiguration)
-        case .verifyFull:
-            tls = .require(tlsConfiguration)
+        let tls: PostgresClient.Configuration.TLS =
+            tlsChoice.map { $0.required ? .require($0.configuration) : .prefer($0.configuration) } ?? .disable
+        return PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: tls)
+    }
+
+    /// For a single connection (`PostgresConnection.connect`).
+    public func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        if let socketDirectory {
+            return PostgresConnection.Configuration(
+                unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: user, password: password, database: database
+            )
         }
-        return PostgresClient.Configuration(
-            host: host, port: port, username: user, password: password, database: database, tls: tls
-        )
+        var tls = PostgresConnection.Configuration.TLS.disable
+        if let choice = tlsChoice {
+            let context = try NIOSSLContext(configuration: choice.configuration)
+            tls = choice.required ? .require(context) : .prefer(context)
+        }
+        return PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: tls)
     }
 }
 

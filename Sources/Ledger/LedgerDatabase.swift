@@ -3,12 +3,21 @@ import PostgresNIO
 
 /// Opens the ledger's database for the duration of a closure: a `PostgresClient` whose
 /// `run()` lives in a child task and is cancelled (connections closed) when the closure ends.
+/// One connection is made first, on its own: a pool retries a server that is down without end,
+/// while an operator wants to hear at once that it cannot be reached.
 public enum LedgerDatabase {
+    /// Connects once and disconnects; throws the connection's error (a `PSQLError`).
+    public static func checkReachable(_ url: DatabaseURL, logger: Logger) async throws {
+        let connection = try await PostgresConnection.connect(configuration: try url.connectionConfiguration(), id: 0, logger: logger)
+        try await connection.close()
+    }
+
     public static func withClient<Result: Sendable>(
         _ url: DatabaseURL,
         logger: Logger,
         _ body: @Sendable (PostgresClient) async throws -> Result
     ) async throws -> Result {
+        try await checkReachable(url, logger: logger)
         let client = PostgresClient(configuration: url.clientConfiguration, backgroundLogger: logger)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }

@@ -57,3 +57,13 @@ public enum TestDatabase {
         }
     }
 }
+
+extension DatabaseURL {
+    /// The URL as text for DATABASE_URL, password included (tests only).
+    public var connectionString: String {
+        let credentials = password.map { "\(user):\($0)" } ?? user
+        var text = "postgresql://\(credentials)@\(host):\(port)/\(database)"
+        if let socketDirectory { text += "?host=\(socketDirectory)" }
+        return text
+    }
+}

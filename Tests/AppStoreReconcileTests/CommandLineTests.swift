@@ -1,0 +1,191 @@
+import AppStoreSimulator
+import Foundation
+import SignedData
+import TestSupport
+import ThrowawayPostgres
+import Testing
+
+/// The built binary, run as an operator would run it.
+@Suite("appstore-reconcile on the command line")
+struct CommandLineTests {
+    /// A scratch directory removed when the value goes away.
+    final class Scratch {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("appstore-reconcile-test-\(UUID().uuidString)")
+        init() throws { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) }
+        deinit { try? FileManager.default.removeItem(at: url) }
+        func write(_ name: String, _ text: String) throws -> String {
+            let path = url.appendingPathComponent(name).path
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+    }
+
+    static let bundleId = "com.example.cli"
+
+    /// A genuine sandbox notification from a fresh test PKI, and the root to configure.
+    static func signedNotification(bundleId: String = bundleId) throws -> (jws: String, rootPEM: String) {
+        let pki = try TestPKI()
+        let signer = try pki.signer()
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        var transaction = TransactionPayload(transactionId: "3000000000000001", originalTransactionId: "3000000000000000")
+        transaction.bundleId = bundleId
+        transaction.environment = .sandbox
+        transaction.signedDate = now
+        transaction.productId = "com.example.cli.yearly"
+        var renewal = RenewalInfoPayload(originalTransactionId: "3000000000000000")
+        renewal.environment = .sandbox
+        renewal.signedDate = now
+        renewal.autoRenewStatus = 0
+        let notification = NotificationPayload(
+            notificationType: .expired, subtype: .voluntary, notificationUUID: "4b0e3c1a-9f9e-4c7a-8d2b-1a2b3c4d5e6f",
+            signedDate: now,
+            data: NotificationData(
+                bundleId: bundleId, environment: .sandbox, signedTransactionInfo: try signer.sign(transaction),
+                signedRenewalInfo: try signer.sign(renewal), status: .expired
+            )
+        )
+        return (try signer.sign(notification), try pki.rootPEM())
+    }
+
+    @Test func helpNamesEverySubcommandAndTheExitCodes() throws {
+        let result = try BuiltBinary.run(["--help"])
+        #expect(result.exitCode == 0)
+        for word in ["migrate", "verify", "demo", "throwaway-postgres", "APPSTORE_ROOT_CERTIFICATES", "78 configuration error"] {
+            #expect(result.standardOutput.contains(word), "--help mentions \(word)")
+        }
+        for subcommand in ["migrate", "verify", "demo", "throwaway-postgres"] {
+            let help = try BuiltBinary.run([subcommand, "--help"])
+            #expect(help.exitCode == 0, "\(subcommand) --help")
+            #expect(help.standardOutput.contains("USAGE: appstore-reconcile \(subcommand)"))
+        }
+    }
+
+    @Test func anUnknownFlagIsAUsageError() throws {
+        let result = try BuiltBinary.run(["migrate", "--no-such-flag"])
+        #expect(result.exitCode == 64)
+    }
+
+    @Test func migrateWithoutADatabaseIsAConfigurationErrorNamingTheSetting() throws {
+        let result = try BuiltBinary.run(["migrate"])
+        #expect(result.exitCode == 78)
+        #expect(result.standardError.contains("DATABASE_URL"))
+    }
+
+    @Test func migrateCreatesTheLedgerThenFindsItUpToDate() async throws {
+        let url = try await TestDatabase.freshDatabase()
+        let first = try BuiltBinary.run(["migrate"], environment: ["DATABASE_URL": url.connectionString])
+        #expect(first.exitCode == 0, "\(first.combined)")
+        #expect(first.standardOutput.contains("applied 0001_ledger.sql"))
+        let second = try BuiltBinary.run(["migrate"], environment: ["DATABASE_URL": url.connectionString])
+        #expect(second.exitCode == 0)
+        #expect(second.standardOutput.contains("up to date"))
+        #expect(!second.standardOutput.contains("applied 0001"))
+    }
+
+    @Test func anUnreachableDatabaseIsATemporaryFailureAndThePasswordStaysSecret() throws {
+        let result = try BuiltBinary.run(["migrate"], environment: ["DATABASE_URL": "postgresql://ledger:Hunter2Secret@127.0.0.1:1/ledger"])
+        #expect(result.exitCode == 75, "\(result.combined)")
+        #expect(result.standardError.contains("database"))
+        #expect(!result.combined.contains("Hunter2Secret"))
+    }
+
+    @Test func verifyPrintsTheNotificationWithNestedPayloadsDecodedAndExitsZero() throws {
+        let scratch = try Scratch()
+        let (jws, rootPEM) = try Self.signedNotification()
+        let root = try scratch.write("root.pem", rootPEM)
+        let result = try BuiltBinary.run(
+            ["verify", "-"],
+            environment: ["APPSTORE_ROOT_CERTIFICATES": root, "APPSTORE_BUNDLE_ID": Self.bundleId, "APPSTORE_ENVIRONMENT": "Sandbox"],
+            standardInput: jws
+        )
+        #expect(result.exitCode == 0, "\(result.combined)")
+        let output = try JSONDecoder().decode([String: JSONValue].self, from: Data(result.standardOutput.utf8))
+        #expect(output["verdict"] == .string("verified"))
+        guard case .object(let payload)? = output["payload"], case .object(let data)? = payload["data"],
+            case .object(let transaction)? = data["signedTransactionInfo"], case .object(let renewal)? = data["signedRenewalInfo"]
+        else {
+            Issue.record("nested payloads are not decoded in place: \(result.standardOutput)")
+            return
+        }
+        #expect(transaction["transactionId"] == .string("3000000000000001"))
+        #expect(renewal["autoRenewStatus"] == .number(0))
+        #expect(result.standardError.hasPrefix("verified"))
+    }
+
+    @Test func verifyAcceptsApplesWebhookBodyAndAHistoryItemFromAFile() throws {
+        let scratch = try Scratch()
+        let (jws, rootPEM) = try Self.signedNotification()
+        let environment = [
+            "APPSTORE_ROOT_CERTIFICATES": try scratch.write("root.pem", rootPEM), "APPSTORE_BUNDLE_ID": Self.bundleId,
+            "APPSTORE_ENVIRONMENT": "sandbox",
+        ]
+        let webhook = try scratch.write("webhook.json", "{\"signedPayload\": \"\(jws)\"}")
+        let historyItem = try scratch.write(
+            "item.json",
+            "{\"sendAttempts\":[{\"attemptDate\":1698148900000,\"sendAttemptResult\":\"TIMED_OUT\"}],\"signedPayload\":\"\(jws)\"}"
+        )
+        for file in [webhook, historyItem] {
+            let result = try BuiltBinary.run(["verify", file], environment: environment)
+            #expect(result.exitCode == 0, "\(file): \(result.combined)")
+        }
+    }
+
+    @Test func verifyExplainsARejectionInOneLineAndExits65() throws {
+        let scratch = try Scratch()
+        let (jws, _) = try Self.signedNotification()
+        let unrelatedRoot = try TestPKI().rootPEM()
+        let result = try BuiltBinary.run(
+            ["verify", "-", "--root-certificates", try scratch.write("other.pem", unrelatedRoot), "--bundle-id", Self.bundleId,
+             "--environment", "Sandbox"],
+            standardInput: jws
+        )
+        #expect(result.exitCode == 65)
+        let line = result.standardError.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!line.contains("\n"), "one line: \(line)")
+        #expect(line.hasPrefix("rejected (untrusted_chain): the certificate chain does not lead to a configured Apple root certificate"))
+        #expect(result.standardOutput.contains("\"unverifiedPayload\""))
+    }
+
+    @Test func verifyWithABundleMismatchSaysSo() throws {
+        let scratch = try Scratch()
+        let (jws, rootPEM) = try Self.signedNotification(bundleId: "com.example.someone-else")
+        let result = try BuiltBinary.run(
+            ["verify", "--root-certificates", try scratch.write("root.pem", rootPEM), "--bundle-id", Self.bundleId, "--environment", "Sandbox"],
+            standardInput: jws
+        )
+        #expect(result.exitCode == 65)
+        #expect(result.standardError.contains("wrong_bundle"))
+        #expect(result.standardError.contains("com.example.someone-else"))
+    }
+
+    @Test func verifyWithoutRootCertificatesIsAConfigurationError() throws {
+        let result = try BuiltBinary.run(["verify", "--bundle-id", "x.y", "--environment", "Sandbox"], standardInput: "a.b.c")
+        #expect(result.exitCode == 78)
+        #expect(result.standardError.contains("APPSTORE_ROOT_CERTIFICATES"))
+    }
+
+    @Test func verifyInProductionWithoutTheAppAppleIdIsAConfigurationError() throws {
+        let scratch = try Scratch()
+        let root = try scratch.write("root.pem", try TestPKI().rootPEM())
+        let result = try BuiltBinary.run(
+            ["verify", "--root-certificates", root, "--bundle-id", "x.y", "--environment", "Production"], standardInput: "a.b.c"
+        )
+        #expect(result.exitCode == 78)
+        #expect(result.standardError.contains("APPSTORE_APP_APPLE_ID"))
+    }
+
+    @Test func verifyOfAnUnreadableFileExits66() throws {
+        let scratch = try Scratch()
+        let root = try scratch.write("root.pem", try TestPKI().rootPEM())
+        let result = try BuiltBinary.run(["verify", "/nonexistent/payload.jws", "--root-certificates", root, "--bundle-id", "x.y", "--environment", "Sandbox"])
+        #expect(result.exitCode == 66)
+    }
+
+    @Test func demoRunsOnEmbeddedDefaults() throws {
+        let result = try BuiltBinary.run(["demo"])
+        #expect(result.exitCode == 0, "\(result.combined)")
+        #expect(result.standardOutput.contains("Migrated the ledger"))
+        #expect(result.standardOutput.contains("genuine SUBSCRIBED/INITIAL_BUY: verified"))
+        #expect(result.standardOutput.contains("subtype altered: rejected (bad_signature)"))
+    }
+}
