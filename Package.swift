@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "Reconciliation", targets: ["Reconciliation"]),
         .library(name: "AppStoreSimulator", targets: ["AppStoreSimulator"]),
         .library(name: "ThrowawayPostgres", targets: ["ThrowawayPostgres"]),
+        .executable(name: "verification-benchmark", targets: ["VerificationBenchmark"]),
     ],
     dependencies: [
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
@@ -113,11 +114,21 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // Benchmarks: ratios measured in one run, never timed tests (see README, Performance).
+        .executableTarget(
+            name: "VerificationBenchmark",
+            dependencies: ["SignedData", "AppStoreSimulator", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Benchmarks/VerificationBenchmark",
+            swiftSettings: strictSettings
+        ),
         // Build-time embedding of sql/*.sql into the Ledger target, so the binary is self-contained.
         .executableTarget(name: "MigrationEmbedder", path: "Plugins/MigrationEmbedder"),
         .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["MigrationEmbedder"]),
 
-        .testTarget(name: "SignedDataTests", dependencies: ["SignedData", "AppStoreSimulator", "AppStoreServerAPI"], swiftSettings: strictSettings),
+        .testTarget(
+            name: "SignedDataTests", dependencies: ["SignedData", "AppStoreSimulator", "AppStoreServerAPI"],
+            exclude: ["ApplePayloads"], swiftSettings: strictSettings
+        ),
         .testTarget(name: "LedgerTests", dependencies: ["Ledger", "ThrowawayPostgres", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "TestSupport"], swiftSettings: strictSettings),

@@ -81,7 +81,9 @@ final class ChainCache: Sendable {
     private static func key(_ header: Substring) -> Int {
         var hasher = Hasher()
         hasher.combine(header.utf8.count)
-        for byte in header.utf8.prefix(256) { hasher.combine(byte) }
+        if header.utf8.withContiguousStorageIfAvailable({ hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: $0.prefix(256)))) }) == nil {
+            for byte in header.utf8.prefix(256) { hasher.combine(byte) }
+        }
         return hasher.finalize()
     }
 

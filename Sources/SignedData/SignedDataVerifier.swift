@@ -185,7 +185,9 @@ public final class SignedDataVerifier: Sendable {
         else {
             return .rejected(Rejection(.badSignature, "the signature is \(signatureBytes.count) bytes, not a 64-byte ES256 (r‖s) signature"))
         }
-        let digest = SHA256.hash(data: Array(jws.signingInput))
+        // Hashed in place: the signing input is most of a 20 KB notification.
+        let digest = jws.signingInput.withContiguousStorageIfAvailable { SHA256.hash(data: UnsafeRawBufferPointer($0)) }
+            ?? SHA256.hash(data: Array(jws.signingInput))
         guard chain.leafKey.isValidSignature(signature, for: digest) else {
             return .rejected(Rejection(.badSignature, "the ES256 signature does not verify with the leaf certificate's key"))
         }

@@ -1,0 +1,27 @@
+/// The App Store Server API endpoints this tool calls, each with Apple's documented rate limit.
+/// Limits apply per app and per endpoint; sandbox limits are 10% of production's.
+public enum Endpoint: String, Hashable, Sendable, CaseIterable, Codable {
+    case notificationHistory
+    case transactionHistory
+    case subscriptionStatuses
+    case requestTestNotification
+    case testNotificationStatus
+
+    public var name: String {
+        switch self {
+        case .notificationHistory: "Get Notification History"
+        case .transactionHistory: "Get Transaction History"
+        case .subscriptionStatuses: "Get All Subscription Statuses"
+        case .requestTestNotification: "Request a Test Notification"
+        case .testNotificationStatus: "Get Test Notification Status"
+        }
+    }
+
+    /// Requests per second Apple allows in Production.
+    public var productionRequestsPerSecond: Double {
+        switch self {
+        case .notificationHistory, .transactionHistory, .subscriptionStatuses: 50
+        case .requestTestNotification, .testNotificationStatus: 1
+        }
+    }
+}
