@@ -34,6 +34,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0", traits: []),
     ],
     targets: [
         // Verifying Apple's signed data (JWS + x5c chain) and the decoded payload models.
@@ -98,6 +99,9 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strictSettings
         ),
@@ -131,6 +135,8 @@ let package = Package(
         ),
         .testTarget(name: "LedgerTests", dependencies: ["Ledger", "ThrowawayPostgres", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
+        .testTarget(name: "AppStoreServerAPITests", dependencies: ["AppStoreServerAPI", "AppStoreSimulator", "SignedData", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
+        .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
         .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "TestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreReconcileTests", dependencies: ["TestSupport", "AppStoreSimulator", "SignedData", "ThrowawayPostgres", "Ledger"], swiftSettings: strictSettings),
         // Shared by the test targets: a database per test, running the built binary.

@@ -6,12 +6,15 @@ public struct AppStoreAPIError: Error, Hashable, Sendable, CustomStringConvertib
     public var httpStatus: Int
     public var code: Code?
     public var message: String?
+    /// For a 429: how long Apple asked to wait (from `Retry-After`).
+    public var retryAfter: Duration?
 
-    public init(endpoint: Endpoint, httpStatus: Int, code: Code?, message: String?) {
+    public init(endpoint: Endpoint, httpStatus: Int, code: Code?, message: String?, retryAfter: Duration? = nil) {
         self.endpoint = endpoint
         self.httpStatus = httpStatus
         self.code = code
         self.message = message
+        self.retryAfter = retryAfter
     }
 
     /// Apple's numeric error codes, as an extensible set of constants.

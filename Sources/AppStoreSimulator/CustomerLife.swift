@@ -1,0 +1,216 @@
+import Foundation
+import SignedData
+
+/// One customer's subscription from first purchase to the scenario's present: the events, the
+/// notifications they produce and their delivery attempts, and the truth at the end.
+struct CustomerLife {
+    var notifications: [Scenario.Notification] = []
+    var customer: Scenario.Customer
+
+    /// Apple retries a failed production delivery 1, 12, 24, 48 and 72 hours after the previous attempt.
+    static let retryDelays: [Int64] = [1, 12, 24, 48, 72].map { Int64($0) * 3_600_000 }
+    static let failureResults = [
+        "TIMED_OUT", "NO_RESPONSE", "SOCKET_ISSUE", "UNSUCCESSFUL_HTTP_RESPONSE_CODE", "TLS_ISSUE", "PREMATURE_CLOSE",
+    ]
+
+    static func generate(customer index: Int, configuration: Scenario.Configuration, random: inout SeededGenerator) -> CustomerLife {
+        var builder = Builder(index: index, configuration: configuration)
+        builder.live(random: &random)
+        return builder.finish(random: &random)
+    }
+
+    struct Builder {
+        let index: Int
+        let configuration: Scenario.Configuration
+        let now: Int64
+        let period: Int64
+        let originalTransactionId: String
+        let productId: String
+        var transactionCount = 0
+        var versions: [Scenario.TransactionVersion] = []
+        var current: TransactionPayload
+        var renewal: RenewalInfoPayload
+        var status: SubscriptionStatus = .active
+        var pending: [(type: NotificationType, subtype: NotificationSubtype?, date: Int64, transaction: TransactionPayload, renewal: RenewalInfoPayload?, status: SubscriptionStatus?)] = []
+
+        init(index: Int, configuration: Scenario.Configuration) {
+            self.index = index
+            self.configuration = configuration
+            self.now = Int64(configuration.now.timeIntervalSince1970 * 1000)
+            self.period = Int64(configuration.period * 1000)
+            self.originalTransactionId = String(2_000_000_000_000_000 + Int64(index) * 1000)
+            self.productId = configuration.bundleId + ".monthly"
+            self.current = TransactionPayload(transactionId: originalTransactionId, originalTransactionId: originalTransactionId)
+            self.renewal = RenewalInfoPayload(originalTransactionId: originalTransactionId)
+        }
+
+        mutating func purchase(at date: Int64, reason: String) {
+            var transaction = TransactionPayload(
+                transactionId: transactionCount == 0 ? originalTransactionId : String(Int64(originalTransactionId)! + Int64(transactionCount)),
+                originalTransactionId: originalTransactionId
+            )
+            transactionCount += 1
+            transaction.webOrderLineItemId = String(3_000_000_000_000_000 + Int64(index) * 1000 + Int64(transactionCount))
+            transaction.bundleId = configuration.bundleId
+            transaction.productId = productId
+            transaction.subscriptionGroupIdentifier = "21000001"
+            transaction.purchaseDate = date
+            transaction.originalPurchaseDate = versions.first?.transaction.purchaseDate ?? date
+            transaction.expiresDate = date + period
+            transaction.quantity = 1
+            transaction.type = .autoRenewable
+            transaction.inAppOwnershipType = "PURCHASED"
+            transaction.environment = configuration.environment
+            transaction.transactionReason = reason
+            transaction.storefront = "USA"
+            transaction.storefrontId = "143441"
+            transaction.price = 4990
+            transaction.currency = "USD"
+            transaction.signedDate = date
+            current = transaction
+            versions.append(Scenario.TransactionVersion(modified: date, transaction: transaction))
+            renewal.productId = productId
+            renewal.autoRenewProductId = productId
+            renewal.autoRenewStatus = 1
+            renewal.expirationIntent = nil
+            renewal.isInBillingRetryPeriod = false
+            renewal.gracePeriodExpiresDate = nil
+            renewal.renewalDate = date + period
+            renewal.recentSubscriptionStartDate = transaction.originalPurchaseDate
+            renewal.environment = configuration.environment
+        }
+
+        mutating func emit(_ type: NotificationType, _ subtype: NotificationSubtype?, at date: Int64) {
+            guard date <= now else { return }
+            var transaction = current
+            transaction.signedDate = date
+            var renewalInfo = renewal
+            renewalInfo.signedDate = date
+            pending.append((type, subtype, date, transaction, renewalInfo, status))
+        }
+
+        mutating func live(random: inout SeededGenerator) {
+            let start = now - Int64(configuration.history * 1000)
+            let first = start + Int64.random(in: 0...max(1, Int64(configuration.history * 500)), using: &random)
+            purchase(at: first, reason: "PURCHASE")
+            emit(.subscribed, .initialBuy, at: first)
+            var expires = first + period
+            while expires <= now {
+                // Above the renewal share, the other fates keep their relative sizes.
+                let draw = Double.random(in: 0..<1, using: &random)
+                let renewalShare = configuration.renewalShare
+                let fate = draw < renewalShare ? 0 : 0.70 + (draw - renewalShare) / max(1 - renewalShare, 0.000_001) * 0.30
+                if fate < 0.70 {
+                    purchase(at: expires, reason: "RENEWAL")
+                    emit(.didRenew, nil, at: expires)
+                } else if fate < 0.76 {
+                    renewal.autoRenewStatus = 0
+                    emit(.didChangeRenewalStatus, .autoRenewDisabled, at: expires - period / 2)
+                    status = .expired
+                    renewal.expirationIntent = 1
+                    emit(.expired, .voluntary, at: expires)
+                    return
+                } else if fate < 0.82 {
+                    let grace = Bool.random(using: &random)
+                    status = grace ? .billingGracePeriod : .billingRetry
+                    renewal.isInBillingRetryPeriod = true
+                    renewal.expirationIntent = 2
+                    if grace { renewal.gracePeriodExpiresDate = expires + period / 8 }
+                    emit(.didFailToRenew, grace ? .gracePeriod : nil, at: expires)
+                    if Bool.random(using: &random) {
+                        status = .active
+                        let recovered = expires + period / 4
+                        purchase(at: recovered, reason: "RENEWAL")
+                        emit(.didRenew, .billingRecovery, at: recovered)
+                        expires = recovered + period
+                        continue
+                    }
+                    status = .expired
+                    emit(.expired, .billingRetry, at: expires + period / 2)
+                    return
+                } else if fate < 0.86 {
+                    let refundDate = (current.purchaseDate ?? expires) + period / 3
+                    guard refundDate <= now else { return }
+                    current.revocationDate = refundDate
+                    current.revocationReason = 0
+                    current.signedDate = refundDate
+                    versions.append(Scenario.TransactionVersion(modified: refundDate, transaction: current))
+                    status = .revoked
+                    renewal.autoRenewStatus = 0
+                    emit(.refund, nil, at: refundDate)
+                    return
+                } else if fate < 0.89 {
+                    emit(.priceIncrease, .pending, at: expires - period / 3)
+                    status = .expired
+                    renewal.autoRenewStatus = 0
+                    renewal.expirationIntent = 3
+                    emit(.expired, .priceIncrease, at: expires)
+                    return
+                } else if fate < 0.91 {
+                    status = .expired
+                    renewal.expirationIntent = 4
+                    emit(.expired, .productNotForSale, at: expires)
+                    return
+                } else if fate < 0.94 {
+                    status = .expired
+                    renewal.expirationIntent = 5
+                    emit(.expired, nil, at: expires)
+                    return
+                } else {
+                    renewal.autoRenewProductId = configuration.bundleId + ".monthly.lite"
+                    emit(.didChangeRenewalPref, .downgrade, at: expires - period / 2)
+                    renewal.autoRenewProductId = productId
+                    purchase(at: expires, reason: "RENEWAL")
+                    emit(.didRenew, nil, at: expires)
+                }
+                expires += period
+            }
+        }
+
+        mutating func finish(random: inout SeededGenerator) -> CustomerLife {
+            let outage = configuration.outage.map {
+                Int64($0.lowerBound.timeIntervalSince1970 * 1000)..<Int64($0.upperBound.timeIntervalSince1970 * 1000)
+            }
+            var notifications: [Scenario.Notification] = []
+            for (offset, event) in pending.enumerated() {
+                var attempts: [Scenario.SendAttemptRecord] = []
+                var attempt = event.date + 2_000
+                var retries = configuration.environment == .production ? CustomerLife.retryDelays[...] : []
+                while attempt <= now {
+                    if let outage, outage.contains(attempt) {
+                        attempts.append(.init(date: attempt, result: CustomerLife.failureResults.randomElement(using: &random)!))
+                        guard let delay = retries.popFirst() else { break }
+                        attempt += delay
+                    } else {
+                        attempts.append(.init(date: attempt, result: "SUCCESS"))
+                        break
+                    }
+                }
+                var uuidGenerator = SeededGenerator(seed: configuration.seed &* 1_000_003 &+ UInt64(index) &* 7919 &+ UInt64(offset))
+                notifications.append(
+                    Scenario.Notification(
+                        uuid: Self.uuid(&uuidGenerator), type: event.type, subtype: event.subtype, signedDate: event.date,
+                        customer: index, originalTransactionId: originalTransactionId, transaction: event.transaction,
+                        renewalInfo: event.renewal, status: event.status, sendAttempts: attempts
+                    )
+                )
+            }
+            var latest = current
+            latest.signedDate = now
+            let customer = Scenario.Customer(
+                index: index, originalTransactionId: originalTransactionId, transactionVersions: versions,
+                subscriptionStatus: status, latestTransaction: latest, renewalInfo: renewal
+            )
+            return CustomerLife(notifications: notifications, customer: customer)
+        }
+
+        static func uuid(_ generator: inout SeededGenerator) -> String {
+            var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            bytes[6] = (bytes[6] & 0x0F) | 0x40
+            bytes[8] = (bytes[8] & 0x3F) | 0x80
+            let hex = bytes.map { String(format: "%02x", $0) }.joined()
+            let characters = Array(hex)
+            return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+        }
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import SignedData
+
+/// A simulated App Store world: customers whose subscriptions and one-time purchases evolve
+/// through events, each event a notification Apple signs, and an outage during which deliveries
+/// to the app's server failed. Generated from a seed, so the same configuration always yields
+/// the same world. Holds compact records, never signed payloads: those are signed when served.
+public struct Scenario: Sendable {
+    public struct Configuration: Sendable {
+        public var seed: UInt64 = 1
+        public var customers: Int = 100
+        public var environment: AppStoreEnvironment = .production
+        public var bundleId: String = "com.example.simulated"
+        public var appAppleId: Int64 = 1_234_567_890
+        /// The scenario's present; everything happened before it.
+        public var now: Date = Date()
+        /// How far back the first subscriptions start.
+        public var history: TimeInterval = 7 * 86_400
+        /// The length of one subscription period (sandbox-style: short).
+        public var period: TimeInterval = 86_400
+        /// Deliveries attempted in here failed.
+        public var outage: Range<Date>?
+        /// Chance that a period ends in a plain renewal; the rest is split among voluntary
+        /// expiry, billing trouble, refunds, price increases, withdrawn products and downgrades.
+        public var renewalShare: Double = 0.70
+
+        public init() {}
+    }
+
+    /// One notification as the world recorded it.
+    public struct Notification: Sendable, Hashable {
+        public var uuid: String
+        public var type: NotificationType
+        public var subtype: NotificationSubtype?
+        public var signedDate: UnixMilliseconds
+        public var customer: Int
+        public var originalTransactionId: String
+        /// The transaction and renewal info as of `signedDate`.
+        public var transaction: TransactionPayload
+        public var renewalInfo: RenewalInfoPayload?
+        public var status: SubscriptionStatus?
+        /// Delivery attempts made before the scenario's present.
+        public var sendAttempts: [SendAttemptRecord]
+
+        /// Whether a live server received it (some attempt succeeded).
+        public var delivered: Bool { sendAttempts.contains { $0.result == "SUCCESS" } }
+    }
+
+    public struct SendAttemptRecord: Sendable, Hashable {
+        public var date: UnixMilliseconds
+        public var result: String
+    }
+
+    /// A transaction's versions: it changes when refunded, and moves to the end of the history.
+    public struct TransactionVersion: Sendable, Hashable {
+        public var modified: UnixMilliseconds
+        public var transaction: TransactionPayload
+    }
+
+    public struct Customer: Sendable, Hashable {
+        public var index: Int
+        public var originalTransactionId: String
+        public var transactionVersions: [TransactionVersion]
+        /// The subscription's truth now (nil for customers with only one-time purchases).
+        public var subscriptionStatus: SubscriptionStatus?
+        public var latestTransaction: TransactionPayload
+        public var renewalInfo: RenewalInfoPayload?
+    }
+
+    public let configuration: Configuration
+    /// Every notification, oldest first (by signedDate, then UUID).
+    public let notifications: [Notification]
+    public let customers: [Customer]
+    private let customerByTransaction: [String: Int]
+
+    public init(_ configuration: Configuration) {
+        self.configuration = configuration
+        var random = SeededGenerator(seed: configuration.seed)
+        var notifications: [Notification] = []
+        var customers: [Customer] = []
+        var index: [String: Int] = [:]
+        for customer in 0..<configuration.customers {
+            let life = CustomerLife.generate(customer: customer, configuration: configuration, random: &random)
+            notifications += life.notifications
+            customers.append(life.customer)
+            for version in life.customer.transactionVersions {
+                index[version.transaction.transactionId!] = customer
+            }
+        }
+        notifications.sort { ($0.signedDate, $0.uuid) < ($1.signedDate, $1.uuid) }
+        self.notifications = notifications
+        self.customers = customers
+        self.customerByTransaction = index
+    }
+
+    /// The customer a transaction ID (original or not) belongs to.
+    public func customer(forTransactionId id: String) -> Customer? {
+        customerByTransaction[id].map { customers[$0] }
+    }
+
+    /// Notifications a live server would have received (the ledger before the reconciler runs).
+    public var deliveredNotifications: [Notification] { notifications.filter(\.delivered) }
+
+    /// Notifications whose every delivery attempt failed: what the reconciler must recover.
+    public var missedNotifications: [Notification] { notifications.filter { !$0.delivered } }
+
+    public var nowMilliseconds: UnixMilliseconds { Int64(configuration.now.timeIntervalSince1970 * 1000) }
+}
+
+/// A small deterministic generator (SplitMix64), so a seed always yields the same scenario.
+public struct SeededGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,293 @@
+import Crypto
+import Foundation
+import SignedData
+import Synchronization
+
+extension SimulatedAPI {
+    static let pageSize = 20
+
+    struct HistoryBody: Codable, Hashable {
+        var startDate: Int64?
+        var endDate: Int64?
+        var notificationType: String?
+        var notificationSubtype: String?
+        var transactionId: String?
+        var originalTransactionId: String?
+        var onlyFailures: Bool?
+    }
+
+    /// A pagination token: where the next page starts, for which body, issued when.
+    struct PageToken: Codable {
+        var offset: Int
+        var body: String
+        var issued: Int64
+    }
+
+    // MARK: Get Notification History
+
+    func notificationHistory(query: [(String, String)], body: [UInt8], now: Date) -> Answer {
+        guard let request = try? JSONDecoder().decode(HistoryBody.self, from: Data(body)) else {
+            return .error(400, 4_000_000, "Invalid request.")
+        }
+        let nowMs = Int64(now.timeIntervalSince1970 * 1000)
+        guard let start = request.startDate else { return .error(400, 4_000_015, "Invalid request. The start date is not a timestamp value in milliseconds.") }
+        guard var end = request.endDate else { return .error(400, 4_000_016, "Invalid request. The end date is not a timestamp value in milliseconds.") }
+        if end > nowMs { end = nowMs }
+        guard start < end else { return .error(400, 4_000_013, "Invalid request. The start date is later than or equal to the end date.") }
+        let retentionDays: Int64 = scenario.configuration.environment == .production ? 180 : 30
+        guard start >= nowMs - retentionDays * 86_400_000 else {
+            return .error(400, 4_000_012, "Invalid request. The start date is earlier than the allowed start date.")
+        }
+        if request.transactionId != nil && (request.notificationType != nil || request.notificationSubtype != nil) {
+            return .error(400, 4_000_019, "Invalid request. Too many constraints applied.")
+        }
+        var type: NotificationType?
+        var subtype: NotificationSubtype?
+        if let rawType = request.notificationType {
+            let candidate = NotificationType(rawValue: rawType)
+            guard NotificationType.documented.contains(candidate) else { return .error(400, 4_000_018, "Invalid request. The notification type or subtype is invalid.") }
+            type = candidate
+        }
+        if let rawSubtype = request.notificationSubtype {
+            guard let type, type.documentedSubtypes.contains(NotificationSubtype(rawValue: rawSubtype)) else {
+                return .error(400, 4_000_018, "Invalid request. The notification type or subtype is invalid.")
+            }
+            subtype = NotificationSubtype(rawValue: rawSubtype)
+        }
+        var customer: Int?
+        if let id = request.transactionId ?? request.originalTransactionId {
+            guard id.allSatisfy(\.isNumber), !id.isEmpty else { return .error(400, 4_000_006, "Invalid transaction id.") }
+            guard let found = scenario.customer(forTransactionId: id) else { return .error(404, 4_040_010, "Transaction id not found.") }
+            customer = found.index
+        }
+
+        // The token is bound to the exact request body and expires.
+        let bodyKey = Self.bodyKey(request)
+        var offset = 0
+        if let tokenText = query.first(where: { $0.0 == "paginationToken" })?.1 {
+            guard let bytes = Base64URL.decode(Substring(tokenText)), let token = try? JSONDecoder().decode(PageToken.self, from: Data(bytes)),
+                token.body == bodyKey, token.offset >= 0
+            else {
+                return .error(400, 4_000_014, "Invalid request. The pagination token is invalid.")
+            }
+            guard Double(nowMs - token.issued) / 1000 <= options.paginationTokenLifetime else {
+                return .error(400, 4_000_017, "Invalid request. The pagination token is expired.")
+            }
+            offset = token.offset
+        }
+
+        let matching = scenario.notifications.lazy.filter { notification in
+            guard notification.signedDate >= start, notification.signedDate < end else { return false }
+            if let type {
+                // A type without a subtype matches only notifications that have no subtype.
+                guard notification.type == type, notification.subtype == subtype else { return false }
+            }
+            if let customer, notification.customer != customer { return false }
+            if request.onlyFailures == true, notification.sendAttempts.contains(where: { $0.result == "SUCCESS" && $0.date <= nowMs }) { return false }
+            return true
+        }
+        var page: [NotificationHistoryItemBody] = []
+        var index = 0
+        var hasMore = false
+        for notification in matching {
+            defer { index += 1 }
+            if index < offset { continue }
+            if page.count == Self.pageSize {
+                hasMore = true
+                break
+            }
+            page.append(
+                NotificationHistoryItemBody(
+                    signedPayload: (try? signNotification(notification)) ?? "",
+                    sendAttempts: notification.sendAttempts.filter { $0.date <= nowMs }.map { .init(attemptDate: $0.date, sendAttemptResult: $0.result) }
+                )
+            )
+        }
+        var token: String?
+        if hasMore {
+            let next = PageToken(offset: offset + page.count, body: bodyKey, issued: nowMs)
+            token = Base64URL.encode((try? JSONEncoder().encode(next)) ?? Data())
+        }
+        return .json(NotificationHistoryResponseBody(notificationHistory: page, hasMore: hasMore, paginationToken: token))
+    }
+
+    struct NotificationHistoryItemBody: Encodable {
+        struct Attempt: Encodable { var attemptDate: Int64; var sendAttemptResult: String }
+        var signedPayload: String
+        var sendAttempts: [Attempt]
+    }
+
+    struct NotificationHistoryResponseBody: Encodable {
+        var notificationHistory: [NotificationHistoryItemBody]
+        var hasMore: Bool
+        var paginationToken: String?
+    }
+
+    static func bodyKey(_ body: HistoryBody) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let data = (try? encoder.encode(body)) ?? Data()
+        return SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The notification as Apple would have signed it at its `signedDate`.
+    public func signNotification(_ notification: Scenario.Notification) throws -> String {
+        let configuration = scenario.configuration
+        let payload = NotificationPayload(
+            notificationType: notification.type, subtype: notification.subtype, notificationUUID: notification.uuid,
+            signedDate: notification.signedDate,
+            data: NotificationData(
+                appAppleId: configuration.environment == .production ? configuration.appAppleId : nil,
+                bundleId: configuration.bundleId, bundleVersion: "1", environment: configuration.environment,
+                signedTransactionInfo: try signer.sign(notification.transaction),
+                signedRenewalInfo: try notification.renewalInfo.map { try signer.sign($0) }, status: notification.status
+            )
+        )
+        return try signer.sign(payload)
+    }
+
+    // MARK: Get Transaction History
+
+    func transactionHistory(id: String, query: [(String, String)], now: Date) -> Answer {
+        guard !id.isEmpty, id.allSatisfy(\.isNumber) else { return .error(400, 4_000_006, "Invalid transaction id.") }
+        guard let customer = scenario.customer(forTransactionId: id) else { return .error(404, 4_040_010, "Transaction id not found.") }
+        let nowMs = Int64(now.timeIntervalSince1970 * 1000)
+        let sort = query.first { $0.0 == "sort" }?.1 ?? "ASCENDING"
+        guard sort == "ASCENDING" || sort == "DESCENDING" else { return .error(400, 4_000_021, "Invalid request. The sort parameter is invalid.") }
+        let revoked = query.first { $0.0 == "revoked" }?.1
+        let productIds = query.filter { $0.0 == "productId" }.map(\.1)
+
+        // Each transaction at its latest modification: a refunded one moves to the end.
+        var latest: [String: Scenario.TransactionVersion] = [:]
+        for version in customer.transactionVersions where version.modified <= nowMs {
+            latest[version.transaction.transactionId!] = version
+        }
+        var items = latest.values.sorted { ($0.modified, $0.transaction.transactionId!) < ($1.modified, $1.transaction.transactionId!) }
+        if let revoked { items = items.filter { ($0.transaction.revocationDate != nil) == (revoked == "true") } }
+        if !productIds.isEmpty { items = items.filter { productIds.contains($0.transaction.productId ?? "") } }
+        if sort == "DESCENDING" { items.reverse() }
+
+        var startIndex = 0
+        if let revision = query.first(where: { $0.0 == "revision" })?.1 {
+            guard let cursor = Self.decodeRevision(revision) else { return .error(400, 4_000_005, "Invalid request revision.") }
+            startIndex = items.firstIndex { sort == "ASCENDING" ? Self.key($0) > cursor : Self.key($0) < cursor } ?? items.count
+        }
+        let page = Array(items[startIndex...].prefix(Self.pageSize))
+        let hasMore = startIndex + page.count < items.count
+        let cursor = page.last.map(Self.key) ?? query.first(where: { $0.0 == "revision" }).flatMap { Self.decodeRevision($0.1) } ?? (0, "")
+        let signed = page.map { version -> String in
+            var transaction = version.transaction
+            transaction.signedDate = nowMs
+            return (try? signer.sign(transaction)) ?? ""
+        }
+        let configuration = scenario.configuration
+        return .json(
+            HistoryResponseBody(
+                revision: Self.encodeRevision(cursor), hasMore: hasMore, bundleId: configuration.bundleId,
+                appAppleId: configuration.appAppleId, environment: configuration.environment.rawValue, signedTransactions: signed
+            )
+        )
+    }
+
+    struct HistoryResponseBody: Encodable {
+        var revision: String
+        var hasMore: Bool
+        var bundleId: String
+        var appAppleId: Int64
+        var environment: String
+        var signedTransactions: [String]
+    }
+
+    static func key(_ version: Scenario.TransactionVersion) -> (Int64, String) { (version.modified, version.transaction.transactionId!) }
+
+    static func encodeRevision(_ cursor: (Int64, String)) -> String {
+        Base64URL.encode(Array("rev:\(cursor.0):\(cursor.1)".utf8))
+    }
+
+    static func decodeRevision(_ text: String) -> (Int64, String)? {
+        guard let bytes = Base64URL.decode(Substring(text)) else { return nil }
+        let parts = String(decoding: bytes, as: UTF8.self).split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "rev", let modified = Int64(parts[1]) else { return nil }
+        return (modified, String(parts[2]))
+    }
+
+    // MARK: Get All Subscription Statuses
+
+    func subscriptionStatuses(id: String, now: Date) -> Answer {
+        guard !id.isEmpty, id.allSatisfy(\.isNumber) else { return .error(400, 4_000_006, "Invalid transaction id.") }
+        guard let customer = scenario.customer(forTransactionId: id) else { return .error(404, 4_040_010, "Transaction id not found.") }
+        let nowMs = Int64(now.timeIntervalSince1970 * 1000)
+        var transaction = customer.latestTransaction
+        transaction.signedDate = nowMs
+        var renewal = customer.renewalInfo
+        renewal?.signedDate = nowMs
+        let configuration = scenario.configuration
+        let body = StatusResponseBody(
+            environment: configuration.environment.rawValue, bundleId: configuration.bundleId, appAppleId: configuration.appAppleId,
+            data: [
+                .init(
+                    subscriptionGroupIdentifier: transaction.subscriptionGroupIdentifier ?? "21000001",
+                    lastTransactions: [
+                        .init(
+                            status: customer.subscriptionStatus?.rawValue ?? 1, originalTransactionId: customer.originalTransactionId,
+                            signedTransactionInfo: (try? signer.sign(transaction)) ?? "",
+                            signedRenewalInfo: renewal.flatMap { try? signer.sign($0) } ?? ""
+                        )
+                    ]
+                )
+            ]
+        )
+        return .json(body)
+    }
+
+    struct StatusResponseBody: Encodable {
+        struct Group: Encodable {
+            struct Last: Encodable {
+                var status: Int
+                var originalTransactionId: String
+                var signedTransactionInfo: String
+                var signedRenewalInfo: String
+            }
+            var subscriptionGroupIdentifier: String
+            var lastTransactions: [Last]
+        }
+        var environment: String
+        var bundleId: String
+        var appAppleId: Int64
+        var data: [Group]
+    }
+
+    // MARK: Test notifications
+
+    func requestTestNotification(now: Date) -> Answer {
+        let token = UUID().uuidString.lowercased() + "_" + String(Int64(now.timeIntervalSince1970 * 1000))
+        state.withLock { $0.testNotifications[token] = now }
+        return .json(["testNotificationToken": token])
+    }
+
+    func testNotificationStatus(token: String, now: Date) -> Answer {
+        guard let sent = state.withLock({ $0.testNotifications[token] }) else {
+            return .error(404, 4_040_008, "Test notification not found.")
+        }
+        let configuration = scenario.configuration
+        let sentMs = Int64(sent.timeIntervalSince1970 * 1000)
+        let payload = NotificationPayload(
+            notificationType: .test, notificationUUID: UUID().uuidString.lowercased(), signedDate: sentMs,
+            data: NotificationData(
+                appAppleId: configuration.environment == .production ? configuration.appAppleId : nil,
+                bundleId: configuration.bundleId, environment: configuration.environment
+            )
+        )
+        struct Body: Encodable {
+            struct Attempt: Encodable { var attemptDate: Int64; var sendAttemptResult: String }
+            var signedPayload: String
+            var sendAttempts: [Attempt]
+        }
+        return .json(
+            Body(
+                signedPayload: (try? signer.sign(payload)) ?? "",
+                sendAttempts: [.init(attemptDate: sentMs + 1000, sendAttemptResult: options.webhookReachable ? "SUCCESS" : "NO_RESPONSE")]
+            )
+        )
+    }
+}

@@ -1,0 +1,172 @@
+import Crypto
+import Foundation
+import SignedData
+import Synchronization
+
+/// The App Store Server API as the simulator implements it, without HTTP: a request in, an
+/// answer out. It follows Apple's documented behaviour, including the easily missed parts:
+/// a type filter without a subtype matches only notifications without one; pagination tokens
+/// are bound to the request body and expire; `Retry-After` is an epoch time in milliseconds.
+public final class SimulatedAPI: Sendable {
+    public struct Answer: Sendable {
+        public var status: Int
+        public var headers: [(String, String)]
+        public var body: [UInt8]
+
+        static func json(_ value: some Encodable, status: Int = 200) -> Answer {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            return Answer(status: status, headers: [("Content-Type", "application/json")], body: Array((try? encoder.encode(value)) ?? Data()))
+        }
+
+        static func error(_ status: Int, _ code: Int64, _ message: String, headers: [(String, String)] = []) -> Answer {
+            let body = "{\"errorCode\":\(code),\"errorMessage\":\"\(message)\"}"
+            return Answer(status: status, headers: [("Content-Type", "application/json")] + headers, body: Array(body.utf8))
+        }
+    }
+
+    public let scenario: Scenario
+    public let options: SimulatorOptions
+    public let credentials: SimulatorCredentials
+    public let pki: TestPKI
+    let signer: JWSSigner
+    let state: Mutex<State>
+
+    struct State {
+        var injected: [InjectedAnswer] = []
+        var buckets: [String: (tokens: Double, updated: Date)] = [:]
+        var random: SeededGenerator
+        var requestCounts: [String: Int] = [:]
+        var rateLimited = 0
+        var testNotifications: [String: Date] = [:]
+    }
+
+    public init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), credentials: SimulatorCredentials = SimulatorCredentials(), pki: TestPKI? = nil) throws {
+        self.scenario = scenario
+        self.options = options
+        self.credentials = credentials
+        let pki = try pki ?? TestPKI(TestPKI.Options(referenceTime: scenario.configuration.now))
+        self.pki = pki
+        self.signer = try pki.signer()
+        self.state = Mutex(State(random: SeededGenerator(seed: options.faultSeed)))
+    }
+
+    /// Makes the next requests (any endpoint) get these answers, in order.
+    public func inject(_ answers: [InjectedAnswer]) {
+        state.withLock { $0.injected += answers }
+    }
+
+    /// Requests served per endpoint path prefix, and how many were refused with 429.
+    public var requestCounts: [String: Int] { state.withLock { $0.requestCounts } }
+    public var rateLimitedCount: Int { state.withLock { $0.rateLimited } }
+
+    // MARK: - Dispatch
+
+    public func handle(method: String, path: String, query: [(String, String)], authorization: String?, body: [UInt8], now: Date = Date()) -> Answer {
+        let route = Route(method: method, path: path)
+        guard let route else { return Answer(status: 404, headers: [], body: []) }
+        state.withLock { $0.requestCounts[route.endpointName, default: 0] += 1 }
+        guard authorize(authorization, now: now) else { return Answer(status: 401, headers: [], body: []) }
+        if let limited = rateLimit(route.endpointName, now: now) { return limited }
+        if let injected = state.withLock({ $0.injected.isEmpty ? nil : $0.injected.removeFirst() }) {
+            switch injected {
+            case .error(let status, let code, let message, let retryAfter):
+                return .error(status, code, message, headers: retryAfter.map { [("Retry-After", String($0))] } ?? [])
+            case .garbage:
+                return Answer(status: 200, headers: [("Content-Type", "application/json")], body: Array("<html>oops".utf8))
+            }
+        }
+        if options.retryableErrorRate > 0, state.withLock({ Double.random(in: 0..<1, using: &$0.random) }) < options.retryableErrorRate {
+            return .error(500, 5_000_001, "An unknown error occurred. Please try again.")
+        }
+        var answer: Answer
+        switch route {
+        case .notificationHistory: answer = notificationHistory(query: query, body: body, now: now)
+        case .transactionHistory(let id): answer = transactionHistory(id: id, query: query, now: now)
+        case .subscriptionStatuses(let id): answer = subscriptionStatuses(id: id, now: now)
+        case .requestTestNotification: answer = requestTestNotification(now: now)
+        case .testNotificationStatus(let token): answer = testNotificationStatus(token: token, now: now)
+        }
+        if answer.status == 200, options.truncatedBodyRate > 0,
+            state.withLock({ Double.random(in: 0..<1, using: &$0.random) }) < options.truncatedBodyRate
+        {
+            answer.body = Array(answer.body.prefix(answer.body.count / 2))
+        }
+        return answer
+    }
+
+    enum Route {
+        case notificationHistory
+        case transactionHistory(String)
+        case subscriptionStatuses(String)
+        case requestTestNotification
+        case testNotificationStatus(String)
+
+        init?(method: String, path: String) {
+            let parts = path.split(separator: "/").map(String.init)
+            switch (method, parts.count) {
+            case ("POST", 4) where parts == ["inApps", "v1", "notifications", "history"]: self = .notificationHistory
+            case ("POST", 4) where parts == ["inApps", "v1", "notifications", "test"]: self = .requestTestNotification
+            case ("GET", 5) where Array(parts.prefix(4)) == ["inApps", "v1", "notifications", "test"]: self = .testNotificationStatus(parts[4])
+            case ("GET", 4) where Array(parts.prefix(3)) == ["inApps", "v2", "history"]: self = .transactionHistory(parts[3].removingPercentEncoding ?? parts[3])
+            case ("GET", 4) where Array(parts.prefix(3)) == ["inApps", "v1", "subscriptions"]: self = .subscriptionStatuses(parts[3].removingPercentEncoding ?? parts[3])
+            default: return nil
+            }
+        }
+
+        var endpointName: String {
+            switch self {
+            case .notificationHistory: "notificationHistory"
+            case .transactionHistory: "transactionHistory"
+            case .subscriptionStatuses: "subscriptionStatuses"
+            case .requestTestNotification: "requestTestNotification"
+            case .testNotificationStatus: "testNotificationStatus"
+            }
+        }
+    }
+
+    // MARK: - Authentication and rate limit
+
+    /// Checks the bearer JWT as Apple does: ES256 signature by the configured key, `kid`, `iss`,
+    /// `aud` appstoreconnect-v1, `bid`, not expired, `exp` at most 60 minutes after `iat`.
+    func authorize(_ header: String?, now: Date) -> Bool {
+        guard let header, header.hasPrefix("Bearer ") else { return false }
+        let token = String(header.dropFirst("Bearer ".count))
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerBytes = Base64URL.decode(parts[0]), let claimBytes = Base64URL.decode(parts[1]),
+            let signatureBytes = Base64URL.decode(parts[2]),
+            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes)
+        else { return false }
+        struct Header: Decodable { var alg: String?; var kid: String?; var typ: String? }
+        struct Claims: Decodable { var iss: String?; var iat: Int64?; var exp: Int64?; var aud: String?; var bid: String? }
+        guard let jwtHeader = try? JSONDecoder().decode(Header.self, from: Data(headerBytes)),
+            let claims = try? JSONDecoder().decode(Claims.self, from: Data(claimBytes)),
+            jwtHeader.alg == "ES256", jwtHeader.kid == credentials.keyId,
+            credentials.privateKey.publicKey.isValidSignature(signature, for: Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count)))
+        else { return false }
+        let seconds = Int64(now.timeIntervalSince1970)
+        guard claims.iss == credentials.issuerId, claims.aud == "appstoreconnect-v1", claims.bid == scenario.configuration.bundleId,
+            let expires = claims.exp, expires > seconds
+        else { return false }
+        if let issued = claims.iat, expires - issued > 3600 || issued > seconds + 60 { return false }
+        return true
+    }
+
+    /// A token bucket per endpoint holding one second's worth of requests.
+    func rateLimit(_ endpoint: String, now: Date) -> Answer? {
+        guard let rate = options.requestsPerSecond else { return nil }
+        return state.withLock { state -> Answer? in
+            var bucket = state.buckets[endpoint] ?? (tokens: rate, updated: now)
+            bucket.tokens = min(rate, bucket.tokens + now.timeIntervalSince(bucket.updated) * rate)
+            bucket.updated = now
+            defer { state.buckets[endpoint] = bucket }
+            if bucket.tokens >= 1 {
+                bucket.tokens -= 1
+                return nil
+            }
+            state.rateLimited += 1
+            let resume = now.addingTimeInterval((1 - bucket.tokens) / rate)
+            return .error(429, 4_290_000, "Rate limit exceeded.", headers: [("Retry-After", String(Int64((resume.timeIntervalSince1970 * 1000).rounded(.up))))])
+        }
+    }
+}

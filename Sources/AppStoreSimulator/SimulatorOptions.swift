@@ -1,0 +1,30 @@
+import Foundation
+
+/// How the simulator behaves beyond Apple's rules: its limits, its faults, its credentials.
+public struct SimulatorOptions: Sendable {
+    /// Requests per second allowed per endpoint (Apple's figures are 50 in Production); nil: no limit.
+    public var requestsPerSecond: Double?
+    /// How long a pagination token stays usable before PaginationTokenExpiredError.
+    public var paginationTokenLifetime: TimeInterval = 3600
+    /// Share of requests answered 500 with GeneralInternalRetryableError (5000001).
+    public var retryableErrorRate: Double = 0
+    /// Added to every answer.
+    public var latency: Duration = .zero
+    /// Share of 200 answers whose body is cut short.
+    public var truncatedBodyRate: Double = 0
+    /// Whether Request a Test Notification reaches the app's server.
+    public var webhookReachable = true
+    /// Seed of the fault injection, so a faulty run can be replayed.
+    public var faultSeed: UInt64 = 7
+
+    public init() {}
+}
+
+/// An answer the simulator is told to give to the next requests, whatever they ask: for tests
+/// of one behaviour at a time (a 429, a retryable error, ...).
+public enum InjectedAnswer: Sendable, Hashable {
+    /// HTTP status with Apple's error body; `retryAfter` (epoch ms) adds the header.
+    case error(status: Int, errorCode: Int64, message: String, retryAfterMilliseconds: Int64? = nil)
+    /// A 200 whose body is not JSON.
+    case garbage
+}

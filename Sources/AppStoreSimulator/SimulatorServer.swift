@@ -1,0 +1,61 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The simulated API served over HTTP on a loopback port, for the client, the reconciler, the
+/// demo and the benchmarks to talk to exactly as they talk to Apple.
+public enum SimulatorServer {
+    /// Serves `api` while `body` runs; `body` gets the base URL (`http://127.0.0.1:PORT`).
+    public static func withRunning<Result: Sendable>(
+        _ api: SimulatedAPI, port: Int = 0, logger: Logger = Logger(label: "appstore-simulator"),
+        _ body: @Sendable (String) async throws -> Result
+    ) async throws -> Result {
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        var quiet = logger
+        quiet.logLevel = min(logger.logLevel, .warning) == .warning ? .warning : logger.logLevel
+        let latency = api.options.latency
+        let responder = CallbackResponder<BasicRequestContext> { request, _ in
+            var request = request
+            let bytes = try await request.collectBody(upTo: 1 << 20)
+            if latency > .zero { try await Task.sleep(for: latency) }
+            let answer = api.handle(
+                method: request.method.rawValue, path: request.uri.path, query: parseQuery(request.uri.query),
+                authorization: request.headers[.authorization], body: Array(bytes.readableBytesView)
+            )
+            var headers = HTTPFields()
+            for (name, value) in answer.headers {
+                if let field = HTTPField.Name(name) { headers[field] = value }
+            }
+            return Response(
+                status: HTTPResponse.Status(code: answer.status), headers: headers,
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body))
+            )
+        }
+        let application = Application(
+            responder: responder,
+            configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: port), serverName: "appstore-simulator"),
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) },
+            logger: quiet
+        )
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await application.run() }
+            var iterator = ports.makeAsyncIterator()
+            guard let boundPort = await iterator.next() else { throw CancellationError() }
+            defer { group.cancelAll() }
+            return try await body("http://127.0.0.1:\(boundPort)")
+        }
+    }
+
+    /// Query items in order, repeated names kept (`productType=A&productType=B`).
+    static func parseQuery(_ query: String?) -> [(String, String)] {
+        guard let query, !query.isEmpty else { return [] }
+        return query.split(separator: "&").map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0]).removingPercentEncoding ?? String(parts[0])
+            let value = parts.count > 1 ? (String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(parts[1])) : ""
+            return (name, value)
+        }
+    }
+}

@@ -1,0 +1,225 @@
+import AppStoreServerAPI
+import AppStoreSimulator
+import Foundation
+import SignedData
+import Testing
+
+@Suite("The API client against the simulator")
+struct ClientTests {
+    @Test func notificationHistoryPagesToTheEndAndReturnsEachNotificationOnce() async throws {
+        let harness = try SimulatorHarness(customers: 40)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL)
+            var uuids: [String] = []
+            var pages = 0
+            for try await page in client.notificationHistory(harness.wholeHistory) {
+                pages += 1
+                #expect(page.response.notificationHistory.count <= 20)
+                for item in page.response.notificationHistory {
+                    uuids.append(try #require(UnverifiedPayload.notificationUUID(of: item.signedPayload)))
+                }
+            }
+            let expected = harness.scenario.notifications.map(\.uuid)
+            #expect(uuids == expected, "every notification, oldest first, once")
+            #expect(pages == (expected.count + 19) / 20)
+            // The simulator refuses a token with any other body, so reaching the end proves
+            // that every page carried the identical body.
+            #expect(client.counts.requests[.notificationHistory] == pages)
+        }
+    }
+
+    @Test func aTokenSentWithAnotherBodyIsReportedAsAPaginationTokenProblem() async throws {
+        let harness = try SimulatorHarness(customers: 40)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL)
+            let first = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil)
+            let token = try #require(first.paginationToken)
+            var other = harness.wholeHistory
+            other.onlyFailures = true
+            do {
+                _ = try await client.notificationHistoryPage(other, paginationToken: token)
+                Issue.record("a token bound to another body was accepted")
+            } catch let error as AppStoreAPIError {
+                #expect(error.code == .invalidPaginationToken)
+                #expect(error.isPaginationTokenProblem)
+            }
+        }
+    }
+
+    @Test func anExpiredPaginationTokenSurfacesAsItsOwnError() async throws {
+        var options = SimulatorOptions()
+        options.paginationTokenLifetime = 0.3
+        let harness = try SimulatorHarness(customers: 40, options: options)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL)
+            var iterator = client.notificationHistory(harness.wholeHistory).makeAsyncIterator()
+            _ = try await iterator.next()
+            try await Task.sleep(for: .milliseconds(600))
+            do {
+                _ = try await iterator.next()
+                Issue.record("an expired token was accepted")
+            } catch let error as AppStoreAPIError {
+                #expect(error.code == .paginationTokenExpired)
+                #expect(error.httpStatus == 400)
+                #expect(error.isPaginationTokenProblem)
+            }
+        }
+    }
+
+    @Test func transactionHistoryContinuesByRevisionAndAStoredRevisionReturnsOnlyChanges() async throws {
+        // Hourly periods over three days: long-lived customers have dozens of transactions.
+        let harness = try SimulatorHarness(customers: 20, period: 3600, history: 3 * 86_400, renewalShare: 0.98)
+        let customer = try #require(harness.scenario.customers.max { $0.transactionVersions.count < $1.transactionVersions.count })
+        #expect(customer.transactionVersions.count > 40, "needs several pages")
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL)
+            var transactionIds: [String] = []
+            var finalRevision: String?
+            var pages = 0
+            for try await page in client.transactionHistory(transactionId: customer.originalTransactionId) {
+                pages += 1
+                #expect(page.signedTransactions.count <= 20)
+                for signed in page.signedTransactions {
+                    if case .string(let id)? = UnverifiedPayload.fields(of: signed)?["transactionId"] { transactionIds.append(id) }
+                }
+                finalRevision = page.finalRevision
+            }
+            let expected = Set(customer.transactionVersions.map { $0.transaction.transactionId! })
+            #expect(Set(transactionIds) == expected)
+            #expect(transactionIds.count == expected.count, "each transaction once when nothing changed meanwhile")
+            #expect(pages == (expected.count + 19) / 20)
+            let revision = try #require(finalRevision)
+
+            var again: [HistoryResponse] = []
+            for try await page in client.transactionHistory(transactionId: customer.originalTransactionId, startingAt: revision) { again.append(page) }
+            #expect(again.count == 1, "one request from the stored revision")
+            #expect(again.first?.signedTransactions.isEmpty == true, "nothing changed since")
+            #expect(again.first?.finalRevision == revision)
+        }
+    }
+
+    @Test func allSubscriptionStatusesReturnsTheCustomersTruth() async throws {
+        let harness = try SimulatorHarness(customers: 10)
+        let customer = harness.scenario.customers[3]
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL)
+            let statuses = try await client.allSubscriptionStatuses(transactionId: customer.latestTransaction.transactionId!)
+            let last = try #require(statuses.data.first?.lastTransactions.first)
+            #expect(last.originalTransactionId == customer.originalTransactionId)
+            #expect(last.status == customer.subscriptionStatus)
+        }
+    }
+
+    @Test func a429WaitsUntilTheRetryAfterTimeThenSucceeds() async throws {
+        let harness = try SimulatorHarness(customers: 5)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL)
+            let resumeAt = Int64(Date().timeIntervalSince1970 * 1000) + 1_500
+            harness.api.inject([.error(status: 429, errorCode: 4_290_000, message: "Rate limit exceeded.", retryAfterMilliseconds: resumeAt)])
+            let started = ContinuousClock.now
+            _ = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil)
+            let waited = ContinuousClock.now - started
+            #expect(waited >= .milliseconds(1_300), "waited \(waited), asked for about 1.5 s")
+            #expect(waited < .seconds(5), "waited \(waited), asked for about 1.5 s")
+            #expect(client.counts.rateLimited == 1)
+        }
+    }
+
+    @Test func aRetryableErrorIsRetriedUntilItSucceeds() async throws {
+        let harness = try SimulatorHarness(customers: 5)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL)
+            let retryable = InjectedAnswer.error(status: 500, errorCode: 5_000_001, message: "An unknown error occurred. Please try again.")
+            harness.api.inject([retryable, retryable])
+            let page = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil)
+            #expect(!page.notificationHistory.isEmpty)
+            #expect(client.counts.retries == 2)
+            #expect(client.counts.requests[.notificationHistory] == 3)
+        }
+    }
+
+    @Test func anInvalidTransactionIdIsNotRetried() async throws {
+        let harness = try SimulatorHarness(customers: 5)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL)
+            do {
+                _ = try await client.allSubscriptionStatuses(transactionId: "not-a-number")
+                Issue.record("accepted an invalid transaction id")
+            } catch let error as AppStoreAPIError {
+                #expect(error.code == .invalidTransactionId)
+                #expect(error.httpStatus == 400)
+            }
+            #expect(client.counts.requests[.subscriptionStatuses] == 1, "sent once, never retried")
+            #expect(harness.api.requestCounts["subscriptionStatuses"] == 1)
+        }
+    }
+
+    @Test func retriesStopAtTheConfiguredNumberOfAttempts() async throws {
+        let harness = try SimulatorHarness(customers: 5)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL, retryPolicy: RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(10), maximumDelay: .milliseconds(50)))
+            harness.api.inject(Array(repeating: .error(status: 503, errorCode: 5_000_000, message: "down"), count: 5))
+            await #expect(throws: RetriesExhausted.self) {
+                _ = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil)
+            }
+            #expect(harness.api.requestCounts["notificationHistory"] == 3)
+        }
+    }
+
+    @Test func rejectedCredentialsAreReportedAsACredentialsProblem() async throws {
+        let harness = try SimulatorHarness(customers: 5)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let stranger = SimulatorCredentials(keyId: harness.api.credentials.keyId, issuerId: harness.api.credentials.issuerId)
+            let client = try harness.client(baseURL: baseURL, key: stranger)
+            do {
+                _ = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil)
+                Issue.record("a token signed by another key was accepted")
+            } catch let error as AppStoreAPIError {
+                #expect(error.httpStatus == 401)
+                #expect(error.isCredentialsProblem)
+                #expect(error.description.contains("APPSTORE_PRIVATE_KEY"))
+                #expect(!error.description.contains("Bearer"))
+            }
+            #expect(client.counts.requests[.notificationHistory] == 1, "401 is not retried")
+        }
+    }
+
+    @Test func aGarbage200IsRetriedAsAnIncompleteAnswer() async throws {
+        let harness = try SimulatorHarness(customers: 5)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL)
+            harness.api.inject([.garbage])
+            let page = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil)
+            #expect(!page.notificationHistory.isEmpty)
+            #expect(client.counts.retries == 1)
+        }
+    }
+
+    @Test func concurrentCallersUnderOneLimiterStayWithinTheRate() async throws {
+        var options = SimulatorOptions()
+        options.requestsPerSecond = 20
+        let harness = try SimulatorHarness(customers: 10, options: options)
+        let customers = harness.scenario.customers
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL, requestsPerSecond: 20)
+            let started = ContinuousClock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for worker in 0..<8 {
+                    group.addTask {
+                        for request in 0..<8 {
+                            let customer = customers[(worker * 8 + request) % customers.count]
+                            _ = try await client.allSubscriptionStatuses(transactionId: customer.originalTransactionId)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let elapsed = ContinuousClock.now - started
+            // 64 requests at 20 per second, evenly spaced: at least 63/20 s, and the simulator,
+            // holding only one second's worth of tokens, never had to refuse one.
+            #expect(harness.api.rateLimitedCount == 0)
+            #expect(client.counts.rateLimited == 0)
+            #expect(elapsed >= .milliseconds(3_100), "64 requests took \(elapsed)")
+        }
+    }
+}

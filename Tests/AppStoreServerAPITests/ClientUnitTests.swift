@@ -1,0 +1,93 @@
+import AppStoreServerAPI
+import Crypto
+import Foundation
+import SignedData
+import Testing
+
+@Suite("Client pieces without a server")
+struct ClientUnitTests {
+    @Test func theBearerTokenCarriesApplesHeaderAndClaimsAndIsReused() throws {
+        let key = P256.Signing.PrivateKey()
+        let issuer = BearerTokenIssuer(credentials: APICredentials(issuerId: "issuer-1", keyId: "KEY123", bundleId: "com.example.app", signingKey: key))
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let token = try issuer.token(now: now)
+        let parts = token.split(separator: ".")
+        #expect(parts.count == 3)
+        let header = try JSONDecoder().decode([String: String].self, from: Data(Base64URL.decode(parts[0])!))
+        #expect(header == ["alg": "ES256", "kid": "KEY123", "typ": "JWT"])
+        let claims = try JSONDecoder().decode([String: JSONValue].self, from: Data(Base64URL.decode(parts[1])!))
+        #expect(claims["iss"] == .string("issuer-1"))
+        #expect(claims["aud"] == .string("appstoreconnect-v1"))
+        #expect(claims["bid"] == .string("com.example.app"))
+        guard case .number(let iat)? = claims["iat"], case .number(let exp)? = claims["exp"] else {
+            Issue.record("iat and exp are numbers of seconds")
+            return
+        }
+        #expect(iat == 1_800_000_000)
+        #expect(exp > iat && exp - iat <= 3600)
+        let signature = try P256.Signing.ECDSASignature(rawRepresentation: Base64URL.decode(parts[2])!)
+        #expect(key.publicKey.isValidSignature(signature, for: Array("\(parts[0]).\(parts[1])".utf8)))
+        #expect(try issuer.token(now: now.addingTimeInterval(60)) == token, "reused while far from expiry")
+        #expect(try issuer.token(now: now.addingTimeInterval(290)) != token, "renewed shortly before expiry")
+    }
+
+    @Test func theHistoryRequestOmitsEveryUnsetField() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let plain = String(decoding: try encoder.encode(NotificationHistoryRequest(startDate: 1, endDate: 2)), as: UTF8.self)
+        #expect(plain == "{\"endDate\":2,\"startDate\":1}")
+        let empty = NotificationHistoryRequest(startDate: 1, endDate: 2, notificationType: NotificationType(rawValue: ""), transactionId: "")
+        #expect(String(decoding: try encoder.encode(empty), as: UTF8.self) == "{\"endDate\":2,\"startDate\":1}", "never an empty string")
+        let filtered = NotificationHistoryRequest(startDate: 1, endDate: 2, notificationType: .expired, notificationSubtype: .voluntary, onlyFailures: true)
+        #expect(String(decoding: try encoder.encode(filtered), as: UTF8.self) == "{\"endDate\":2,\"notificationSubtype\":\"VOLUNTARY\",\"notificationType\":\"EXPIRED\",\"onlyFailures\":true,\"startDate\":1}")
+    }
+
+    @Test func transactionHistoryFiltersAreRepeatedQueryParameters() {
+        let query = TransactionHistoryQuery(productTypes: ["AUTO_RENEWABLE", "NON_CONSUMABLE"], revoked: false)
+        let items = query.queryItems(revision: "abc")
+        #expect(items.map(\.0) == ["revision", "sort", "productType", "productType", "revoked"])
+        #expect(items.map(\.1) == ["abc", "ASCENDING", "AUTO_RENEWABLE", "NON_CONSUMABLE", "false"])
+    }
+
+    @Test func plainHTTPIsAcceptedOnlyToLoopback() throws {
+        #expect(try APIBaseURL("http://127.0.0.1:8080/").url == "http://127.0.0.1:8080")
+        #expect(throws: Never.self) { try APIBaseURL("http://localhost:1") }
+        #expect(throws: Never.self) { try APIBaseURL("http://[::1]:9") }
+        #expect(throws: APIBaseURLError.self) { try APIBaseURL("http://10.0.0.5") }
+        #expect(throws: APIBaseURLError.self) { try APIBaseURL("http://api.storekit.apple.com") }
+        #expect(throws: APIBaseURLError.self) { try APIBaseURL("ftp://127.0.0.1") }
+        #expect(APIBaseURL.apple(.production).url == "https://api.storekit.apple.com")
+        #expect(APIBaseURL.apple(.sandbox).url == "https://api.storekit-sandbox.apple.com")
+    }
+
+    @Test func defaultRatesAreApplesLimitsAndTenPercentInSandbox() throws {
+        let credentials = APICredentials(issuerId: "i", keyId: "k", bundleId: "b", signingKey: P256.Signing.PrivateKey())
+        let production = AppStoreServerAPIConfiguration(credentials: credentials, environment: .production)
+        let sandbox = AppStoreServerAPIConfiguration(credentials: credentials, environment: .sandbox)
+        #expect(production.requestsPerSecond[.notificationHistory] == 50)
+        #expect(production.requestsPerSecond[.transactionHistory] == 50)
+        #expect(sandbox.requestsPerSecond[.notificationHistory] == 5)
+    }
+
+    @Test func credentialsNeverPrintTheKey() throws {
+        let key = P256.Signing.PrivateKey()
+        let credentials = APICredentials(issuerId: "i", keyId: "K1", bundleId: "b", signingKey: key)
+        #expect(!"\(credentials)".contains(key.pemRepresentation.split(separator: "\n")[1]))
+        #expect(throws: APICredentialsError.self) { try APICredentials.signingKey(pem: "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----") }
+    }
+}
+
+@Suite("Retry-After")
+struct RetryAfterTests {
+    @Test func applesEpochMillisecondsBecomeTheTimeLeftUntilThen() {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        #expect(AppStoreServerAPIClient.retryAfter("1800000002500", now: now) == .milliseconds(2_500))
+        #expect(AppStoreServerAPIClient.retryAfter("1799999999000", now: now) == .zero, "a time already past means now")
+    }
+
+    @Test func aSmallNumberIsTakenAsSecondsAndGarbageIsIgnored() {
+        #expect(AppStoreServerAPIClient.retryAfter("3") == .seconds(3))
+        #expect(AppStoreServerAPIClient.retryAfter("soon") == nil)
+        #expect(AppStoreServerAPIClient.retryAfter(nil) == nil)
+    }
+}
