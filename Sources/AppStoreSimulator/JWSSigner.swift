@@ -17,13 +17,15 @@ public struct JWSSigner: Sendable {
             var x5c: [String]
         }
         self.key = key
-        self.encodedHeader = Base64URL.encode(try JSONEncoder().encode(Header(alg: algorithm, x5c: x5c)))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        self.encodedHeader = Base64URL.encode(try encoder.encode(Header(alg: algorithm, x5c: x5c)))
     }
 
     /// Signs a payload value encoded as JSON.
     public func sign(_ payload: some Encodable) throws -> String {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return try sign(json: Array(encoder.encode(payload)))
     }
 

@@ -12,6 +12,8 @@ public final class SimulatedAPI: Sendable {
         public var status: Int
         public var headers: [(String, String)]
         public var body: [UInt8]
+        /// The HTTP shell sends half the body, then closes the connection.
+        public var dropMidBody = false
 
         static func json(_ value: some Encodable, status: Int = 200) -> Answer {
             let encoder = JSONEncoder()
@@ -22,6 +24,12 @@ public final class SimulatedAPI: Sendable {
         static func error(_ status: Int, _ code: Int64, _ message: String, headers: [(String, String)] = []) -> Answer {
             let body = "{\"errorCode\":\(code),\"errorMessage\":\"\(message)\"}"
             return Answer(status: status, headers: [("Content-Type", "application/json")] + headers, body: Array(body.utf8))
+        }
+
+        init(status: Int, headers: [(String, String)], body: [UInt8]) {
+            self.status = status
+            self.headers = headers
+            self.body = body
         }
     }
 
@@ -91,6 +99,10 @@ public final class SimulatedAPI: Sendable {
             state.withLock({ Double.random(in: 0..<1, using: &$0.random) }) < options.truncatedBodyRate
         {
             answer.body = Array(answer.body.prefix(answer.body.count / 2))
+        } else if answer.status == 200, options.droppedConnectionRate > 0,
+            state.withLock({ Double.random(in: 0..<1, using: &$0.random) }) < options.droppedConnectionRate
+        {
+            answer.dropMidBody = true
         }
         return answer
     }

@@ -10,8 +10,10 @@ public struct SimulatorOptions: Sendable {
     public var retryableErrorRate: Double = 0
     /// Added to every answer.
     public var latency: Duration = .zero
-    /// Share of 200 answers whose body is cut short.
+    /// Share of 200 answers whose body is cut short (a complete HTTP answer with half the JSON).
     public var truncatedBodyRate: Double = 0
+    /// Share of 200 answers whose connection is dropped in the middle of the body.
+    public var droppedConnectionRate: Double = 0
     /// Whether Request a Test Notification reaches the app's server.
     public var webhookReachable = true
     /// Seed of the fault injection, so a faulty run can be replayed.

@@ -28,6 +28,17 @@ public enum SimulatorServer {
             for (name, value) in answer.headers {
                 if let field = HTTPField.Name(name) { headers[field] = value }
             }
+            if answer.dropMidBody {
+                // Promise the whole body, send half, then fail the stream: the connection closes.
+                let half = ByteBuffer(bytes: answer.body.prefix(answer.body.count / 2))
+                return Response(
+                    status: HTTPResponse.Status(code: answer.status), headers: headers,
+                    body: ResponseBody(contentLength: answer.body.count) { writer in
+                        try await writer.write(half)
+                        throw DroppedConnection()
+                    }
+                )
+            }
             return Response(
                 status: HTTPResponse.Status(code: answer.status), headers: headers,
                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body))
@@ -47,6 +58,8 @@ public enum SimulatorServer {
             return try await body("http://127.0.0.1:\(boundPort)")
         }
     }
+
+    struct DroppedConnection: Error {}
 
     /// Query items in order, repeated names kept (`productType=A&productType=B`).
     static func parseQuery(_ query: String?) -> [(String, String)] {

@@ -1,4 +1,7 @@
 import AppStoreSimulator
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import SignedData
 import TestSupport
@@ -50,10 +53,10 @@ struct CommandLineTests {
     @Test func helpNamesEverySubcommandAndTheExitCodes() throws {
         let result = try BuiltBinary.run(["--help"])
         #expect(result.exitCode == 0)
-        for word in ["migrate", "verify", "demo", "throwaway-postgres", "APPSTORE_ROOT_CERTIFICATES", "78 configuration error"] {
+        for word in ["migrate", "verify", "demo", "throwaway-postgres", "simulate", "APPSTORE_ROOT_CERTIFICATES", "78 configuration error"] {
             #expect(result.standardOutput.contains(word), "--help mentions \(word)")
         }
-        for subcommand in ["migrate", "verify", "demo", "throwaway-postgres"] {
+        for subcommand in ["migrate", "verify", "demo", "throwaway-postgres", "simulate"] {
             let help = try BuiltBinary.run([subcommand, "--help"])
             #expect(help.exitCode == 0, "\(subcommand) --help")
             #expect(help.standardOutput.contains("USAGE: appstore-reconcile \(subcommand)"))
@@ -187,5 +190,44 @@ struct CommandLineTests {
         #expect(result.standardOutput.contains("Migrated the ledger"))
         #expect(result.standardOutput.contains("genuine SUBSCRIBED/INITIAL_BUY: verified"))
         #expect(result.standardOutput.contains("subtype altered: rejected (bad_signature)"))
+    }
+}
+
+@Suite("appstore-reconcile simulate")
+struct SimulateCommandTests {
+    @Test func simulateStartsPrintsHowToUseItAndCurlGetsAPage() async throws {
+        var descriptors: [Int32] = [0, 0]
+        #expect(pipe(&descriptors) == 0)
+        let child = try ChildProcess.spawn(
+            BuiltBinary.path, ["simulate", "--customers", "30", "--seed", "3"], environment: BuiltBinary.environment([:]),
+            standardOutput: descriptors[1]
+        )
+        close(descriptors[1])
+        var text = ""
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        let deadline = Date().addingTimeInterval(60)
+        while !text.contains("Press Ctrl-C"), Date() < deadline {
+            let count = buffer.withUnsafeMutableBytes { read(descriptors[0], $0.baseAddress, $0.count) }
+            if count <= 0 { break }
+            text += String(decoding: buffer[0..<count], as: UTF8.self)
+        }
+        close(descriptors[0])
+        defer { child.send(SIGKILL); child.wait() }
+        for variable in ["APPSTORE_API_BASE_URL=http://127.0.0.1:", "APPSTORE_PRIVATE_KEY=", "APPSTORE_ROOT_CERTIFICATES=", "APPSTORE_BUNDLE_ID="] {
+            #expect(text.contains("export \(variable)"), "prints \(variable)")
+        }
+        let curl = try #require(text.split(separator: "\n").first { $0.contains("curl -s") }).trimmingCharacters(in: .whitespaces)
+        let result = try ChildProcess.run("/bin/sh", ["-c", curl])
+        #expect(result.status == 0)
+        let page = try JSONDecoder().decode(NotificationHistoryPageShape.self, from: Data(result.standardOutput.utf8))
+        #expect(!page.notificationHistory.isEmpty, "a page of notifications: \(result.standardOutput.prefix(200))")
+        child.send(SIGTERM)
+        #expect(child.wait() == 0, "stops cleanly on SIGTERM")
+    }
+
+    struct NotificationHistoryPageShape: Decodable {
+        struct Item: Decodable { var signedPayload: String }
+        var notificationHistory: [Item]
+        var hasMore: Bool
     }
 }

@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import AppStoreSimulator
 import Foundation
+import Logging
 import SignedData
 import Testing
 
@@ -220,6 +221,75 @@ struct ClientTests {
             #expect(harness.api.rateLimitedCount == 0)
             #expect(client.counts.rateLimited == 0)
             #expect(elapsed >= .milliseconds(3_100), "64 requests took \(elapsed)")
+        }
+    }
+}
+
+@Suite("The client survives the simulator's injected faults")
+struct FaultTests {
+    func pageThrough(_ options: SimulatorOptions) async throws -> (uuids: [String], expected: [String], retries: Int) {
+        // Enough pages (about 20) that a 30% fault rate surely strikes.
+        let harness = try SimulatorHarness(customers: 100, options: options)
+        return try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL, retryPolicy: RetryPolicy(maximumAttempts: 12, initialDelay: .milliseconds(5), maximumDelay: .milliseconds(40)))
+            var uuids: [String] = []
+            for try await page in client.notificationHistory(harness.wholeHistory) {
+                uuids += page.response.notificationHistory.compactMap { UnverifiedPayload.notificationUUID(of: $0.signedPayload) }
+            }
+            return (uuids, harness.scenario.notifications.map(\.uuid), client.counts.retries)
+        }
+    }
+
+    @Test func aShareOfRetryableServerErrorsStillYieldsEveryNotificationOnce() async throws {
+        var options = SimulatorOptions()
+        options.retryableErrorRate = 0.3
+        let (uuids, expected, retries) = try await pageThrough(options)
+        #expect(uuids == expected)
+        #expect(retries > 0)
+    }
+
+    @Test func truncatedBodiesAreRetriedAndNothingIsLost() async throws {
+        var options = SimulatorOptions()
+        options.truncatedBodyRate = 0.3
+        let (uuids, expected, retries) = try await pageThrough(options)
+        #expect(uuids == expected)
+        #expect(retries > 0)
+    }
+
+    @Test func connectionsDroppedMidBodyAreRetriedAndNothingIsLost() async throws {
+        var options = SimulatorOptions()
+        options.droppedConnectionRate = 0.3
+        let (uuids, expected, retries) = try await pageThrough(options)
+        #expect(uuids == expected)
+        #expect(retries > 0)
+    }
+
+    @Test func addedLatencyDelaysEveryAnswer() async throws {
+        var options = SimulatorOptions()
+        options.latency = .milliseconds(300)
+        let harness = try SimulatorHarness(customers: 5, options: options)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL)
+            let started = ContinuousClock.now
+            _ = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil)
+            #expect(ContinuousClock.now - started >= .milliseconds(300))
+        }
+    }
+
+    @Test func aRequestThatOutlivesItsDeadlineIsATimeout() async throws {
+        var options = SimulatorOptions()
+        options.latency = .seconds(3)
+        let harness = try SimulatorHarness(customers: 5, options: options)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            var configuration = try harness.client(baseURL: baseURL).configuration
+            configuration.requestTimeout = .milliseconds(500)
+            configuration.retryPolicy = RetryPolicy(maximumAttempts: 2, initialDelay: .milliseconds(10), maximumDelay: .milliseconds(10))
+            let client = AppStoreServerAPIClient(configuration: configuration, logger: .init(label: "timeout"))
+            let started = ContinuousClock.now
+            await #expect(throws: RetriesExhausted.self) {
+                _ = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil)
+            }
+            #expect(ContinuousClock.now - started < .seconds(3), "gave up at the deadline, not when the server answered")
         }
     }
 }

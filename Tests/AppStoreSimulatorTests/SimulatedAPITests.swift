@@ -243,3 +243,42 @@ struct SimulatedAPITests {
         #expect(sandbox.missedNotifications.count > production.filter { !$0.delivered }.count)
     }
 }
+
+@Suite("The simulator checks the JWT's claims")
+struct SimulatorJWTTests {
+    /// A JWT with any claims, signed by `key`.
+    static func jwt(key: P256.Signing.PrivateKey, kid: String, claims: [String: JSONValue]) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let header = Base64URL.encode(try encoder.encode(["alg": "ES256", "kid": kid, "typ": "JWT"]))
+        let body = Base64URL.encode(try encoder.encode(JSONValue.object(claims)))
+        let signature = try key.signature(for: Array("\(header).\(body)".utf8))
+        return "\(header).\(body).\(Base64URL.encode(signature.rawRepresentation))"
+    }
+
+    @Test func theAudienceTheBundleAndALifetimeOverAnHourAreChecked() throws {
+        var configuration = Scenario.Configuration()
+        configuration.customers = 3
+        let api = try SimulatedAPI(scenario: Scenario(configuration))
+        let now = Date()
+        let seconds = Double(Int64(now.timeIntervalSince1970))
+        func status(_ changes: [String: JSONValue]) throws -> Int {
+            var claims: [String: JSONValue] = [
+                "iss": .string(api.credentials.issuerId), "iat": .number(seconds), "exp": .number(seconds + 300),
+                "aud": .string("appstoreconnect-v1"), "bid": .string(configuration.bundleId),
+            ]
+            for (key, value) in changes { claims[key] = value }
+            let token = try Self.jwt(key: api.credentials.privateKey, kid: api.credentials.keyId, claims: claims)
+            return api.handle(
+                method: "POST", path: "/inApps/v1/notifications/history", query: [], authorization: "Bearer \(token)",
+                body: Array("{\"startDate\":\(Int64(seconds * 1000) - 86_400_000),\"endDate\":\(Int64(seconds * 1000))}".utf8), now: now
+            ).status
+        }
+        #expect(try status([:]) == 200)
+        #expect(try status(["aud": .string("appstoreconnect-v2")]) == 401)
+        #expect(try status(["bid": .string("com.someone.else")]) == 401)
+        #expect(try status(["iss": .string("another-issuer")]) == 401)
+        #expect(try status(["exp": .number(seconds + 3_700)]) == 401, "more than 60 minutes after iat")
+        #expect(try status(["exp": .number(seconds - 1)]) == 401, "expired")
+    }
+}
