@@ -8,9 +8,11 @@ enum ExitStatus {
     static let failure: Int32 = 1
     /// Done, but some payloads were rejected or left for retry.
     static let doneWithRejections: Int32 = 3
+    /// `ingest`: the notification was already in the ledger.
+    static let duplicate: Int32 = 4
     /// Bad usage: unknown flag, invalid argument.
     static let usage: Int32 = 64
-    /// The payload given to `verify` was rejected.
+    /// The payload given to `verify` or `ingest` was rejected.
     static let payloadRejected: Int32 = 65
     /// The input file could not be read.
     static let noInput: Int32 = 66
@@ -22,7 +24,7 @@ enum ExitStatus {
 
     static let summary = """
         Exit codes: 0 done; 1 unexpected failure; 3 done, but some payloads were rejected or left for retry; \
-        64 usage error; 65 the payload given to verify was rejected; 66 input not readable; \
+        4 ingest: already recorded; 64 usage error; 65 the payload given to verify or ingest was rejected; 66 input not readable; \
         75 temporary failure (Apple or the database unavailable: try again later); 78 configuration error.
         """
 }

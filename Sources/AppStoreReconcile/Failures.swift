@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import ArgumentParser
 import Foundation
 import Ledger
@@ -25,6 +26,18 @@ func withExitStatus(_ body: () async throws -> Void) async throws {
     } catch let error as MigrationRefused {
         printError("error: \(error)")
         throw ExitCode(ExitStatus.failure)
+    } catch let error as AppStoreAPIError {
+        printError("error: \(error)")
+        throw ExitCode(error.isCredentialsProblem ? ExitStatus.configuration : ExitStatus.failure)
+    } catch let error as RetriesExhausted {
+        printError("error: Apple's API is unavailable: \(error). Nothing applied was lost (each page is committed); run again later.")
+        throw ExitCode(ExitStatus.temporaryFailure)
+    } catch let error as AppStoreTransportError {
+        printError("error: \(error)")
+        throw ExitCode(error.isRetryable ? ExitStatus.temporaryFailure : ExitStatus.failure)
+    } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" || error.serverInfo?[.sqlState] == "3F000" {
+        printError("configuration error: the ledger schema is missing in this database: run `appstore-reconcile migrate` first (\(describe(error)))")
+        throw ExitCode(ExitStatus.configuration)
     } catch let error as PSQLError {
         printError("database error: \(describe(error))")
         throw ExitCode(error.code == .connectionError || error.code == .serverClosedConnection ? ExitStatus.temporaryFailure : ExitStatus.failure)

@@ -89,3 +89,6 @@ public final class BearerTokenIssuer: Sendable {
         return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
     }
 }
+
+/// The key type of an In-App Purchase key, for modules that do not import Crypto.
+public typealias P256SigningKey = P256.Signing.PrivateKey

@@ -10,7 +10,7 @@ public struct NotificationHistoryPages: AsyncSequence, Sendable {
     let request: NotificationHistoryRequest
     let firstToken: String?
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
         let client: AppStoreServerAPIClient
         let request: NotificationHistoryRequest
         var token: String?
@@ -59,7 +59,7 @@ public struct TransactionHistoryPages: AsyncSequence, Sendable {
     let query: TransactionHistoryQuery
     let firstRevision: String?
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
         let client: AppStoreServerAPIClient
         let transactionId: String
         let query: TransactionHistoryQuery

@@ -98,7 +98,8 @@ extension SimulatedAPI {
             }
             page.append(
                 NotificationHistoryItemBody(
-                    signedPayload: (try? signNotification(notification)) ?? "",
+                    signedPayload: options.tamperedNotifications.contains(notification.uuid)
+                        ? Self.tampered((try? signNotification(notification)) ?? "") : ((try? signNotification(notification)) ?? ""),
                     sendAttempts: notification.sendAttempts.filter { $0.date <= nowMs }.map { .init(attemptDate: $0.date, sendAttemptResult: $0.result) }
                 )
             )
@@ -121,6 +122,14 @@ extension SimulatedAPI {
         var notificationHistory: [NotificationHistoryItemBody]
         var hasMore: Bool
         var paginationToken: String?
+    }
+
+    /// The same JWS with one character of its signature changed.
+    static func tampered(_ jws: String) -> String {
+        var characters = Array(jws)
+        guard let last = characters.indices.last else { return jws }
+        characters[last - 5] = characters[last - 5] == "A" ? "B" : "A"
+        return String(characters)
     }
 
     static func bodyKey(_ body: HistoryBody) -> String {

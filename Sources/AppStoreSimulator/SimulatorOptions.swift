@@ -16,6 +16,9 @@ public struct SimulatorOptions: Sendable {
     public var droppedConnectionRate: Double = 0
     /// Whether Request a Test Notification reaches the app's server.
     public var webhookReachable = true
+    /// Notifications (by UUID) served with a byte of their signed payload altered, as if
+    /// tampered with on the way: the reconciler must reject them.
+    public var tamperedNotifications: Set<String> = []
     /// Seed of the fault injection, so a faulty run can be replayed.
     public var faultSeed: UInt64 = 7
 

@@ -1,4 +1,5 @@
 import Foundation
+import AppStoreServerAPI
 import Ledger
 import SignedData
 
@@ -137,4 +138,41 @@ public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvert
     }
 
     public var description: String { "\(setting) \(problem)" }
+}
+
+extension Settings {
+    /// The API client's configuration: the key file read and checked, the host validated.
+    /// `warn` hears about a private key file that others can read.
+    public func apiConfiguration(warn: (String) -> Void = { _ in }) throws -> AppStoreServerAPIConfiguration {
+        let environment = try environment()
+        let issuerId = try require(.issuerId)
+        let keyId = try require(.keyId)
+        let keyPath = try require(.privateKey)
+        guard let data = FileManager.default.contents(atPath: keyPath) else {
+            throw ConfigurationError(.privateKey, "names a file that cannot be read: \(keyPath)")
+        }
+        if let attributes = try? FileManager.default.attributesOfItem(atPath: keyPath),
+            let permissions = attributes[.posixPermissions] as? NSNumber, permissions.intValue & 0o077 != 0
+        {
+            warn("warning: the private key \(keyPath) is readable by other users (mode \(String(permissions.intValue & 0o777, radix: 8))); chmod 600 it")
+        }
+        let key: P256SigningKey
+        do {
+            key = try APICredentials.signingKey(pem: String(decoding: data, as: UTF8.self))
+        } catch {
+            throw ConfigurationError(.privateKey, "is not the In-App Purchase key (.p8, PEM, P-256) App Store Connect issues: \(keyPath)")
+        }
+        var baseURL: APIBaseURL?
+        if let override = values[.apiBaseURL] {
+            do {
+                baseURL = try APIBaseURL(override)
+            } catch let error as APIBaseURLError {
+                throw ConfigurationError(.apiBaseURL, error.description)
+            }
+        }
+        return AppStoreServerAPIConfiguration(
+            credentials: APICredentials(issuerId: issuerId, keyId: keyId, bundleId: try bundleId(), signingKey: key),
+            environment: environment, baseURL: baseURL
+        )
+    }
 }

@@ -1,0 +1,110 @@
+import AppStoreServerAPI
+import ArgumentParser
+import Foundation
+import Ledger
+import Logging
+import Reconciliation
+import SignedData
+
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Recover an outage window: apply to the ledger exactly the notifications it missed.",
+        discussion: """
+            Pages Apple's Get Notification History for [--start, --end): first DID_RENEW and EXPIRED, one query \
+            per subtype (a type filter without a subtype returns only notifications without one), then every \
+            other notification once. Verifies every signed payload, compares notificationUUID and signedDate with \
+            the ledger a page at a time, and applies only what was missed, one database transaction per page. A \
+            notification signed earlier never overwrites a subscription's state from one signed later.
+
+            Run it first with --dry-run: it writes nothing and reports what would change. Every run writes \
+            report.md (for people) and report.json (for scripts) to --report-dir and prints a summary.
+
+            Needs every setting: APPSTORE_ISSUER_ID, APPSTORE_KEY_ID, APPSTORE_PRIVATE_KEY, APPSTORE_BUNDLE_ID, \
+            APPSTORE_APP_APPLE_ID (Production), APPSTORE_ENVIRONMENT, APPSTORE_ROOT_CERTIFICATES, DATABASE_URL.
+
+            \(ExitStatus.summary)
+            """
+    )
+
+    @Option(help: "Start of the window: ISO 8601 with an offset (2026-11-18T02:00:00Z) or UNIX milliseconds.")
+    var start: String
+
+    @Option(help: "End of the window (exclusive), same forms; a future time means now.")
+    var end: String
+
+    @Flag(help: "Fetch, verify and compare, write nothing, and report what a real run would apply.")
+    var dryRun = false
+
+    @Option(help: "Where to write report.md and report.json (default: ./appstore-reconcile-report-TIMESTAMP).")
+    var reportDir: String?
+
+    @Flag(help: "Ask Apple only for notifications it never delivered (fewer pages; cannot see ones delivered and then lost by the server).")
+    var onlyFailures = false
+
+    @Flag(help: "No live progress line.")
+    var noProgress = false
+
+    @OptionGroup var options: ConfigurationOptions
+
+    func validate() throws {
+        do {
+            let startTime = try OutageWindow.parseTime(start)
+            let endTime = try OutageWindow.parseTime(end)
+            guard startTime < endTime else {
+                throw ValidationError(startTime == endTime ? "the window is empty: --start equals --end" : "--start must be before --end")
+            }
+        } catch let error as WindowError {
+            throw ValidationError(error.description)
+        }
+    }
+
+    func run() async throws {
+        try await withExitStatus {
+            let settings = options.settings
+            let verifierConfiguration = try settings.verifierConfiguration()
+            let apiConfiguration = try settings.apiConfiguration(warn: printError)
+            let databaseURL = try settings.databaseURL()
+            let window: OutageWindow
+            do {
+                window = try OutageWindow(
+                    start: try OutageWindow.parseTime(start), end: try OutageWindow.parseTime(end),
+                    environment: verifierConfiguration.environment
+                )
+            } catch let error as WindowError {
+                printError("error: \(error.description)")
+                throw ExitCode(ExitStatus.usage)
+            }
+            let logger = Logger(label: "appstore-reconcile.run")
+            let verifier = try SignedDataVerifier(verifierConfiguration)
+            let client = AppStoreServerAPIClient(configuration: apiConfiguration, logger: logger)
+            printError("Recovering \(window.start.formatted(.iso8601)) to \(window.end.formatted(.iso8601)) (\(verifierConfiguration.environment))\(dryRun ? ", dry run: nothing will be written" : "")")
+            let report = try await LedgerDatabase.withClient(databaseURL, logger: logger) { database in
+                let recovery = NotificationRecovery(
+                    client: client, verifier: verifier, store: LedgerStore(client: database, logger: logger), logger: logger,
+                    progress: ProgressLine(enabled: !noProgress)
+                )
+                return try await recovery.run(.init(window: window, dryRun: dryRun, onlyFailures: onlyFailures))
+            }
+            let directory = try ReportFiles.write(report, to: reportDir)
+            print((dryRun ? "Dry run: " : "Done: ") + report.summaryLine)
+            print("Report: \(directory)/report.md and \(directory)/report.json")
+            if report.counts.rejected + report.counts.retryLater > 0 {
+                printError("\(report.counts.rejected) payload(s) rejected and \(report.counts.retryLater) left for retry: see the report")
+                throw ExitCode(ExitStatus.doneWithRejections)
+            }
+        }
+    }
+}
+
+/// Writes a report's two files.
+enum ReportFiles {
+    static func write(_ report: RecoveryReport, to directory: String?) throws -> String {
+        let stamp = Date().formatted(Date.ISO8601FormatStyle().year().month().day().dateSeparator(.omitted).time(includingFractionalSeconds: false).timeSeparator(.omitted))
+        let path = directory ?? "appstore-reconcile-report-\(stamp)\(report.isDryRun ? "-dry-run" : "")"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try report.markdown().write(toFile: path + "/report.md", atomically: true, encoding: .utf8)
+        try report.json().write(to: URL(fileURLWithPath: path + "/report.json"))
+        return path
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The ledger's reads and writes. Every value reaches SQL as a bound parameter. Writes that
+/// race a live webhook are settled by the database: a notification already recorded is left
+/// alone, and transaction and subscription rows only move to information signed later.
+public struct LedgerStore: Sendable {
+    public let client: PostgresClient
+    public let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    // MARK: Reads for the comparison (one query per batch)
+
+    /// Which of these notifications the ledger already holds.
+    public func existingNotifications(_ uuids: [UUID]) async throws -> Set<UUID> {
+        guard !uuids.isEmpty else { return [] }
+        let rows = try await client.query(
+            "SELECT notification_uuid FROM app_store.notifications WHERE notification_uuid = ANY(\(uuids))", logger: logger
+        )
+        var found: Set<UUID> = []
+        for try await uuid in rows.decode(UUID.self) { found.insert(uuid) }
+        return found
+    }
+
+    /// The stored subscription rows for these customers.
+    public func subscriptions(_ originalTransactionIds: [String]) async throws -> [String: SubscriptionRecord] {
+        guard !originalTransactionIds.isEmpty else { return [:] }
+        let rows = try await client.query(
+            """
+            SELECT original_transaction_id, product_id, status, expires_date, auto_renew_status, auto_renew_product_id,
+                   is_in_billing_retry, grace_period_expires_date, last_signed_date
+            FROM app_store.subscriptions WHERE original_transaction_id = ANY(\(originalTransactionIds))
+            """,
+            logger: logger
+        )
+        var found: [String: SubscriptionRecord] = [:]
+        for try await row in rows.decode((String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date).self) {
+            found[row.0] = SubscriptionRecord(
+                originalTransactionId: row.0, productId: row.1, status: row.2.map(Int.init), expiresDate: row.3,
+                autoRenewStatus: row.4.map(Int.init), autoRenewProductId: row.5, isInBillingRetry: row.6,
+                gracePeriodExpiresDate: row.7, lastSignedDate: row.8
+            )
+        }
+        return found
+    }
+
+    /// The `signed_date` of the stored version of these transactions.
+    public func transactionSignedDates(_ transactionIds: [String]) async throws -> [String: Date] {
+        guard !transactionIds.isEmpty else { return [:] }
+        let rows = try await client.query(
+            "SELECT transaction_id, signed_date FROM app_store.transactions WHERE transaction_id = ANY(\(transactionIds))", logger: logger
+        )
+        var found: [String: Date] = [:]
+        for try await (id, date) in rows.decode((String, Date).self) { found[id] = date }
+        return found
+    }
+
+    // MARK: Writes
+
+    /// Writes a batch in one database transaction: all of it or nothing.
+    public func apply(_ batch: LedgerBatch, runId: UUID?) async throws -> LedgerBatchOutcome {
+        guard !batch.isEmpty else { return LedgerBatchOutcome() }
+        let logger = self.logger
+        return try await client.withTransaction(logger: logger) { connection in
+            var outcome = LedgerBatchOutcome()
+            for record in batch.notifications {
+                let rows = try await connection.query(
+                    """
+                    INSERT INTO app_store.notifications (notification_uuid, notification_type, subtype, signed_date, environment,
+                        original_transaction_id, transaction_id, signed_payload, source)
+                    VALUES (\(record.notificationUUID), \(record.notificationType), \(record.subtype), \(record.signedDate),
+                        \(record.environment), \(record.originalTransactionId), \(record.transactionId), \(record.signedPayload),
+                        \(record.source.rawValue))
+                    ON CONFLICT (notification_uuid) DO NOTHING
+                    RETURNING notification_uuid
+                    """,
+                    logger: logger
+                )
+                for try await uuid in rows.decode(UUID.self) { outcome.insertedNotifications.insert(uuid) }
+            }
+            for record in batch.transactions {
+                let rows = try await connection.query(
+                    """
+                    INSERT INTO app_store.transactions (transaction_id, original_transaction_id, product_id, product_type, purchase_date,
+                        expires_date, revocation_date, revocation_reason, is_upgraded, signed_date, environment, signed_transaction)
+                    VALUES (\(record.transactionId), \(record.originalTransactionId), \(record.productId), \(record.productType),
+                        \(record.purchaseDate), \(record.expiresDate), \(record.revocationDate), \(record.revocationReason),
+                        \(record.isUpgraded), \(record.signedDate), \(record.environment), \(record.signedTransaction))
+                    ON CONFLICT (transaction_id) DO UPDATE SET
+                        original_transaction_id = EXCLUDED.original_transaction_id, product_id = EXCLUDED.product_id,
+                        product_type = EXCLUDED.product_type, purchase_date = EXCLUDED.purchase_date,
+                        expires_date = EXCLUDED.expires_date, revocation_date = EXCLUDED.revocation_date,
+                        revocation_reason = EXCLUDED.revocation_reason, is_upgraded = EXCLUDED.is_upgraded,
+                        signed_date = EXCLUDED.signed_date, environment = EXCLUDED.environment,
+                        signed_transaction = EXCLUDED.signed_transaction, updated_at = now()
+                    WHERE app_store.transactions.signed_date < EXCLUDED.signed_date
+                    RETURNING transaction_id
+                    """,
+                    logger: logger
+                )
+                for try await id in rows.decode(String.self) { outcome.changedTransactions.insert(id) }
+            }
+            for record in batch.subscriptions {
+                let rows = try await connection.query(
+                    """
+                    INSERT INTO app_store.subscriptions (original_transaction_id, product_id, status, expires_date, auto_renew_status,
+                        auto_renew_product_id, is_in_billing_retry, grace_period_expires_date, last_signed_date)
+                    VALUES (\(record.originalTransactionId), \(record.productId), \(record.status.map(Int16.init)),
+                        \(record.expiresDate), \(record.autoRenewStatus.map(Int16.init)), \(record.autoRenewProductId),
+                        \(record.isInBillingRetry), \(record.gracePeriodExpiresDate), \(record.lastSignedDate))
+                    ON CONFLICT (original_transaction_id) DO UPDATE SET
+                        product_id = EXCLUDED.product_id, status = EXCLUDED.status, expires_date = EXCLUDED.expires_date,
+                        auto_renew_status = EXCLUDED.auto_renew_status, auto_renew_product_id = EXCLUDED.auto_renew_product_id,
+                        is_in_billing_retry = EXCLUDED.is_in_billing_retry,
+                        grace_period_expires_date = EXCLUDED.grace_period_expires_date,
+                        last_signed_date = EXCLUDED.last_signed_date, updated_at = now()
+                    WHERE app_store.subscriptions.last_signed_date < EXCLUDED.last_signed_date
+                    RETURNING original_transaction_id
+                    """,
+                    logger: logger
+                )
+                for try await id in rows.decode(String.self) { outcome.changedSubscriptions.insert(id) }
+            }
+            for record in batch.rejected {
+                try await connection.query(
+                    """
+                    INSERT INTO app_store.rejected_payloads (run_id, source, notification_uuid, reason, detail, signed_payload)
+                    VALUES (\(runId), \(record.source), \(record.notificationUUID), \(record.reason), \(record.detail), \(record.signedPayload))
+                    """,
+                    logger: logger
+                )
+            }
+            return outcome
+        }
+    }
+
+    // MARK: Runs
+
+    public func startRun(kind: String, environment: String, windowStart: Date?, windowEnd: Date?) async throws -> UUID {
+        let id = UUID()
+        let host = ProcessInfo.processInfo.hostName
+        let pid = Int(ProcessInfo.processInfo.processIdentifier)
+        try await client.query(
+            """
+            INSERT INTO app_store.runs (run_id, kind, environment, window_start, window_end, dry_run, host, pid)
+            VALUES (\(id), \(kind), \(environment), \(windowStart), \(windowEnd), false, \(host), \(pid))
+            """,
+            logger: logger
+        )
+        return id
+    }
+
+    /// Records how a run ended; `counts` is its summary as a JSON object.
+    public func finishRun(_ id: UUID, outcome: String, countsJSON: String) async throws {
+        try await client.query(
+            """
+            UPDATE app_store.runs SET finished_at = now(), outcome = \(outcome), counts = \(countsJSON)::jsonb
+            WHERE run_id = \(id)
+            """,
+            logger: logger
+        )
+    }
+}

@@ -1,0 +1,61 @@
+import AppStoreServerAPI
+import Foundation
+import Ledger
+import SignedData
+
+/// How verified payloads become ledger rows.
+enum LedgerMapping {
+    static func date(_ milliseconds: UnixMilliseconds?) -> Date? {
+        milliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+    }
+
+    static func notificationRecord(_ notification: VerifiedNotification, signedPayload: String, source: NotificationRecord.Source, uuid: UUID) -> NotificationRecord {
+        let payload = notification.payload
+        return NotificationRecord(
+            notificationUUID: uuid, notificationType: payload.notificationType.rawValue, subtype: payload.subtype?.rawValue,
+            signedDate: date(payload.signedDate) ?? Date(), environment: environmentOf(payload)?.rawValue ?? "",
+            originalTransactionId: notification.transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId,
+            transactionId: notification.transaction?.transactionId, signedPayload: signedPayload, source: source
+        )
+    }
+
+    static func environmentOf(_ payload: NotificationPayload) -> AppStoreEnvironment? {
+        payload.data?.environment ?? payload.summary?.environment ?? payload.appData?.environment
+            ?? payload.externalPurchaseToken?.inferredEnvironment
+    }
+
+    static func transactionRecord(_ transaction: TransactionPayload, signed: String, fallbackSignedDate: UnixMilliseconds?) -> TransactionRecord? {
+        guard let id = transaction.transactionId, let original = transaction.originalTransactionId,
+            let signedDate = date(transaction.signedDate ?? fallbackSignedDate)
+        else { return nil }
+        return TransactionRecord(
+            transactionId: id, originalTransactionId: original, productId: transaction.productId,
+            productType: transaction.type?.rawValue, purchaseDate: date(transaction.purchaseDate),
+            expiresDate: date(transaction.expiresDate), revocationDate: date(transaction.revocationDate),
+            revocationReason: transaction.revocationReason, isUpgraded: transaction.isUpgraded, signedDate: signedDate,
+            environment: transaction.environment?.rawValue, signedTransaction: signed
+        )
+    }
+
+    /// The subscription's state a notification reports, as of its `signedDate`; fields the
+    /// notification does not carry keep their current value.
+    static func subscriptionRecord(_ notification: VerifiedNotification, current: SubscriptionRecord?) -> SubscriptionRecord? {
+        let transaction = notification.transaction
+        let renewal = notification.renewalInfo
+        let isSubscription = renewal != nil || transaction?.type == .autoRenewable
+        guard isSubscription, let original = transaction?.originalTransactionId ?? renewal?.originalTransactionId,
+            let signedDate = date(notification.payload.signedDate)
+        else { return nil }
+        return SubscriptionRecord(
+            originalTransactionId: original,
+            productId: transaction?.productId ?? current?.productId,
+            status: notification.payload.data?.status?.rawValue ?? current?.status,
+            expiresDate: date(transaction?.expiresDate) ?? current?.expiresDate,
+            autoRenewStatus: renewal?.autoRenewStatus ?? current?.autoRenewStatus,
+            autoRenewProductId: renewal?.autoRenewProductId ?? current?.autoRenewProductId,
+            isInBillingRetry: renewal?.isInBillingRetryPeriod ?? (renewal == nil ? current?.isInBillingRetry : false),
+            gracePeriodExpiresDate: renewal == nil ? current?.gracePeriodExpiresDate : date(renewal?.gracePeriodExpiresDate),
+            lastSignedDate: signedDate
+        )
+    }
+}

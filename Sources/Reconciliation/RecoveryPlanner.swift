@@ -1,0 +1,160 @@
+import AppStoreServerAPI
+import Foundation
+import Ledger
+import SignedData
+
+/// Decides, for one page of notification history, what happens to each notification: a pure
+/// value computed from the verification outcomes, the rows the ledger holds, and what this run
+/// has already decided. The same plan is printed by a dry run and written by a real one.
+public struct RecoveryPlanner: Sendable {
+    /// One history item and its verification outcome.
+    public struct Input: Sendable {
+        public var item: NotificationHistoryItem
+        public var outcome: VerificationOutcome<VerifiedNotification>
+
+        public init(item: NotificationHistoryItem, outcome: VerificationOutcome<VerifiedNotification>) {
+            self.item = item
+            self.outcome = outcome
+        }
+    }
+
+    /// What the ledger held for the page's notifications, read in one round of queries.
+    public struct LedgerSnapshot: Sendable {
+        public var existingNotifications: Set<UUID> = []
+        public var subscriptions: [String: SubscriptionRecord] = [:]
+        public var transactionSignedDates: [String: Date] = [:]
+        public init() {}
+    }
+
+    public enum Action: String, Sendable, Hashable, Codable {
+        /// Already in the ledger (by notificationUUID): skipped.
+        case alreadyRecorded = "already-recorded"
+        /// Missed, and applied: recorded, its transaction and subscription updated.
+        case applied
+        /// Missed, and recorded, but signed before the state the ledger holds: changes nothing.
+        case stale
+        /// Failed verification: never applied.
+        case rejected
+        /// Could not be verified now: tried again at the end of the run.
+        case retryLater = "retry-later"
+    }
+
+    public struct Decision: Sendable, Hashable {
+        public var notificationUUID: String?
+        public var notificationType: String?
+        public var subtype: String?
+        public var signedDate: Date?
+        public var originalTransactionId: String?
+        public var firstAttemptResult: String?
+        public var firstAttemptDate: Date?
+        public var action: Action
+        public var rejection: Rejection?
+        public var retryReason: String?
+    }
+
+    /// What the run has decided so far, so later pages (and a dry run, which writes nothing) see
+    /// the ledger as the earlier pages left it.
+    public struct RunMemory: Sendable {
+        public var appliedNotifications: Set<UUID> = []
+        public var subscriptions: [String: SubscriptionRecord] = [:]
+        public var transactionSignedDates: [String: Date] = [:]
+        /// The subscription row before the run first changed it (nil: there was none).
+        public var subscriptionsBefore: [String: SubscriptionRecord?] = [:]
+        public init() {}
+    }
+
+    public struct PagePlan: Sendable {
+        public var decisions: [Decision] = []
+        public var batch = LedgerBatch()
+    }
+
+    /// Plans a page. Notifications are taken in `signedDate` order, so that within the page too
+    /// a notification signed earlier never overwrites state from one signed later.
+    public static func plan(
+        _ inputs: [Input], ledger: LedgerSnapshot, memory: inout RunMemory, source: NotificationRecord.Source = .history
+    ) -> PagePlan {
+        var plan = PagePlan()
+        let ordered = inputs.sorted { lhs, rhs in
+            (lhs.outcome.verifiedPayload?.payload.signedDate ?? 0) < (rhs.outcome.verifiedPayload?.payload.signedDate ?? 0)
+        }
+        for input in ordered {
+            let first = input.item.sendAttempts?.min { $0.attemptDate < $1.attemptDate }
+            var decision = Decision(
+                notificationUUID: UnverifiedPayload.notificationUUID(of: input.item.signedPayload),
+                firstAttemptResult: input.item.firstAttemptResult?.rawValue,
+                firstAttemptDate: LedgerMapping.date(first?.attemptDate), action: .rejected
+            )
+            switch input.outcome {
+            case .rejected(let rejection):
+                decision.rejection = rejection
+                plan.batch.rejected.append(
+                    RejectedPayloadRecord(
+                        source: source.rawValue, notificationUUID: decision.notificationUUID, reason: rejection.reason.rawValue,
+                        detail: rejection.detail, signedPayload: input.item.signedPayload
+                    )
+                )
+            case .retryLater(let reason):
+                decision.action = .retryLater
+                decision.retryReason = reason
+            case .verified(let notification):
+                let payload = notification.payload
+                decision.notificationType = payload.notificationType.rawValue
+                decision.subtype = payload.subtype?.rawValue
+                decision.signedDate = LedgerMapping.date(payload.signedDate)
+                decision.originalTransactionId = notification.transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId
+                guard let uuid = UUID(uuidString: payload.notificationUUID) else {
+                    decision.rejection = Rejection(.malformed, "notificationUUID '\(payload.notificationUUID.prefix(40))' is not a UUID")
+                    plan.batch.rejected.append(
+                        RejectedPayloadRecord(
+                            source: source.rawValue, notificationUUID: decision.notificationUUID, reason: RejectionReason.malformed.rawValue,
+                            detail: decision.rejection!.detail, signedPayload: input.item.signedPayload
+                        )
+                    )
+                    break
+                }
+                if ledger.existingNotifications.contains(uuid) || memory.appliedNotifications.contains(uuid) {
+                    decision.action = .alreadyRecorded
+                    break
+                }
+                memory.appliedNotifications.insert(uuid)
+                plan.batch.notifications.append(
+                    LedgerMapping.notificationRecord(notification, signedPayload: input.item.signedPayload, source: source, uuid: uuid)
+                )
+                decision.action = apply(notification, ledger: ledger, memory: &memory, batch: &plan.batch)
+            }
+            plan.decisions.append(decision)
+        }
+        return plan
+    }
+
+    /// Adds the transaction and subscription changes of a missed notification; applied or stale.
+    static func apply(_ notification: VerifiedNotification, ledger: LedgerSnapshot, memory: inout RunMemory, batch: inout LedgerBatch) -> Action {
+        if let transaction = notification.transaction, let signed = notification.payload.data?.signedTransactionInfo,
+            let record = LedgerMapping.transactionRecord(transaction, signed: signed, fallbackSignedDate: notification.payload.signedDate)
+        {
+            let stored = [ledger.transactionSignedDates[record.transactionId], memory.transactionSignedDates[record.transactionId]]
+                .compactMap { $0 }.max()
+            if stored.map({ $0.unixMilliseconds < record.signedDate.unixMilliseconds }) ?? true {
+                memory.transactionSignedDates[record.transactionId] = record.signedDate
+                batch.transactions.removeAll { $0.transactionId == record.transactionId }
+                batch.transactions.append(record)
+            }
+        }
+        let key = notification.transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId
+        guard let key else { return .applied }
+        let current = newer(ledger.subscriptions[key], memory.subscriptions[key])
+        guard let candidate = LedgerMapping.subscriptionRecord(notification, current: current) else { return .applied }
+        if let current, current.lastSignedDate.unixMilliseconds >= candidate.lastSignedDate.unixMilliseconds { return .stale }
+        if memory.subscriptionsBefore[key] == nil { memory.subscriptionsBefore[key] = .some(ledger.subscriptions[key]) }
+        memory.subscriptions[key] = candidate
+        batch.subscriptions.removeAll { $0.originalTransactionId == key }
+        batch.subscriptions.append(candidate)
+        return .applied
+    }
+
+    static func newer(_ lhs: SubscriptionRecord?, _ rhs: SubscriptionRecord?) -> SubscriptionRecord? {
+        guard let lhs else { return rhs }
+        guard let rhs else { return lhs }
+        return rhs.lastSignedDate.unixMilliseconds > lhs.lastSignedDate.unixMilliseconds ? rhs : lhs
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+import Ledger
+
+/// What a recovery run found and did, for people (`report.md`) and machines (`report.json`).
+/// The JSON's shape is documented in the README and is a contract.
+public struct RecoveryReport: Sendable, Codable {
+    public struct Run: Sendable, Codable {
+        public var id: String
+        /// `dry-run` or `apply`.
+        public var mode: String
+        public var environment: String
+        public var window: Window
+        public var startedAt: String
+        public var finishedAt: String
+        public var plan: Plan
+    }
+
+    public struct Window: Sendable, Codable {
+        public var start: String
+        public var end: String
+    }
+
+    public struct Plan: Sendable, Codable {
+        public var priorityQueries: [String]
+        /// `unfiltered` or `per-type`.
+        public var remainder: String
+        public var remainderQueries: Int
+        public var onlyFailures: Bool
+    }
+
+    public struct Counts: Sendable, Codable, Hashable {
+        public var fetched = 0
+        public var alreadyRecorded = 0
+        public var missed = 0
+        public var applied = 0
+        public var stale = 0
+        public var rejected = 0
+        public var retryLater = 0
+        public var apiRequests = 0
+    }
+
+    public struct Missed: Sendable, Codable {
+        public var notificationUUID: String
+        public var notificationType: String
+        public var subtype: String?
+        public var signedDate: String
+        public var originalTransactionId: String?
+        public var firstAttemptResult: String?
+        /// `applied`, `stale`, `would-apply` or `would-apply-stale`.
+        public var action: String
+    }
+
+    public struct Rejected: Sendable, Codable {
+        public var notificationUUID: String?
+        public var reason: String
+        public var detail: String
+    }
+
+    public struct CustomerChange: Sendable, Codable {
+        public var originalTransactionId: String
+        public var before: SubscriptionRecord?
+        public var after: SubscriptionRecord
+    }
+
+    public struct DeliveryFailures: Sendable, Codable {
+        /// Missed notifications by the result of Apple's first delivery attempt.
+        public var byFirstAttemptResult: [String: Int]
+        /// Missed notifications by the hour (UTC) of the first delivery attempt.
+        public var byHourOfFirstAttempt: [String: Int]
+    }
+
+    public var run: Run
+    public var counts: Counts
+    public var missed: [Missed]
+    public var rejected: [Rejected]
+    public var customers: [CustomerChange]
+    public var deliveryFailures: DeliveryFailures
+
+    public var isDryRun: Bool { run.mode == "dry-run" }
+
+    /// The one line printed at the end of every run.
+    public var summaryLine: String {
+        let verb = isDryRun ? "would apply" : "applied"
+        return "fetched \(counts.fetched), already recorded \(counts.alreadyRecorded), missed \(counts.missed), "
+            + "\(verb) \(counts.applied), stale \(counts.stale), rejected \(counts.rejected), retry later \(counts.retryLater), "
+            + "\(counts.apiRequests) history requests"
+    }
+
+    public func json() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        return try encoder.encode(self)
+    }
+
+    /// `report.md`: what happened, what was missed, who changed, and why Apple's deliveries failed.
+    public func markdown() -> String {
+        var lines: [String] = []
+        let title = isDryRun ? "Dry run: what recovering this window would change" : "Recovery of missed App Store notifications"
+        lines.append("# \(title)")
+        lines.append("")
+        lines.append("| | |")
+        lines.append("| --- | --- |")
+        lines.append("| Window | \(run.window.start) to \(run.window.end) |")
+        lines.append("| Environment | \(run.environment) |")
+        lines.append("| Mode | \(isDryRun ? "dry run: nothing was written" : "applied to the ledger") |")
+        lines.append("| Run | \(run.id) (\(run.startedAt) to \(run.finishedAt)) |")
+        lines.append("")
+        lines.append("**\(summaryLine.prefix(1).uppercased() + summaryLine.dropFirst()).**")
+        lines.append("")
+        if counts.rejected > 0 {
+            lines.append("⚠ \(counts.rejected) payload(s) failed verification and were not applied: see Rejected below.")
+            lines.append("")
+        }
+        lines.append("## Plan")
+        lines.append("")
+        lines.append("Queries to Get Notification History, in order\(run.plan.onlyFailures ? ", each with onlyFailures" : ""):")
+        lines.append("")
+        for (index, query) in run.plan.priorityQueries.enumerated() { lines.append("\(index + 1). \(query)") }
+        let remainder = run.plan.remainder == "unfiltered"
+            ? "one unfiltered pass over the window, skipping the pairs above (cheaper than one query per remaining type, and it sees types Apple adds later)"
+            : "one query per remaining documented type and subtype (\(run.plan.remainderQueries) queries; cheaper here than re-reading the priority notifications)"
+        lines.append("\(run.plan.priorityQueries.count + 1). Then everything else: \(remainder).")
+        lines.append("")
+        lines.append("## Missed notifications (\(missed.count))")
+        lines.append("")
+        if missed.isEmpty {
+            lines.append("None: the ledger already holds every notification of the window.")
+        } else {
+            lines.append("| notificationUUID | type / subtype | signedDate | originalTransactionId | first attempt | action |")
+            lines.append("| --- | --- | --- | --- | --- | --- |")
+            for entry in missed {
+                let type = entry.subtype.map { "\(entry.notificationType) / \($0)" } ?? entry.notificationType
+                lines.append("| \(entry.notificationUUID) | \(type) | \(entry.signedDate) | \(entry.originalTransactionId ?? "") | \(entry.firstAttemptResult ?? "") | \(entry.action) |")
+            }
+        }
+        lines.append("")
+        lines.append("## Customers whose subscription \(isDryRun ? "would change" : "changed") (\(customers.count))")
+        lines.append("")
+        if customers.isEmpty {
+            lines.append("None.")
+        } else {
+            lines.append("| originalTransactionId | status | expires | auto-renew | signed |")
+            lines.append("| --- | --- | --- | --- | --- |")
+            for change in customers {
+                let before = change.before
+                let after = change.after
+                lines.append(
+                    "| \(change.originalTransactionId) | \(Self.status(before?.status)) → \(Self.status(after.status)) | "
+                        + "\(Self.day(before?.expiresDate)) → \(Self.day(after.expiresDate)) | "
+                        + "\(Self.autoRenew(before?.autoRenewStatus)) → \(Self.autoRenew(after.autoRenewStatus)) | "
+                        + "\(Self.day(before?.lastSignedDate)) → \(Self.day(after.lastSignedDate)) |"
+                )
+            }
+        }
+        lines.append("")
+        if !rejected.isEmpty {
+            lines.append("## Rejected (\(rejected.count)): never applied")
+            lines.append("")
+            lines.append("| notificationUUID (unverified) | reason | detail |")
+            lines.append("| --- | --- | --- |")
+            for entry in rejected {
+                lines.append("| \(entry.notificationUUID ?? "unreadable") | \(entry.reason) | \(entry.detail.replacingOccurrences(of: "|", with: "/")) |")
+            }
+            lines.append("")
+        }
+        lines.append("## Why Apple's deliveries failed")
+        lines.append("")
+        if deliveryFailures.byFirstAttemptResult.isEmpty {
+            lines.append("No missed notification carried a failed delivery attempt.")
+        } else {
+            lines.append("| first attempt result | missed |")
+            lines.append("| --- | --- |")
+            for (result, count) in deliveryFailures.byFirstAttemptResult.sorted(by: { ($1.value, $0.key) < ($0.value, $1.key) }) {
+                lines.append("| \(result) | \(count) |")
+            }
+            lines.append("")
+            lines.append("| hour of first attempt (UTC) | missed |")
+            lines.append("| --- | --- |")
+            for (hour, count) in deliveryFailures.byHourOfFirstAttempt.sorted(by: { $0.key < $1.key }) {
+                lines.append("| \(hour) | \(count) |")
+            }
+        }
+        lines.append("")
+        return lines.joined(separator: "\n")
+    }
+
+    static func status(_ value: Int?) -> String {
+        switch value {
+        case nil: "none"
+        case 1: "active"
+        case 2: "expired"
+        case 3: "billing retry"
+        case 4: "grace period"
+        case 5: "revoked"
+        case let other?: "status \(other)"
+        }
+    }
+
+    static func autoRenew(_ value: Int?) -> String {
+        switch value {
+        case nil: "?"
+        case 0: "off"
+        case 1: "on"
+        case let other?: String(other)
+        }
+    }
+
+    static func day(_ date: Date?) -> String {
+        guard let date else { return "none" }
+        return date.formatted(Date.ISO8601FormatStyle().year().month().day().time(includingFractionalSeconds: false).timeSeparator(.colon))
+    }
+}

@@ -1,0 +1,111 @@
+import AppStoreServerAPI
+import AppStoreSimulator
+import Foundation
+import Ledger
+import Logging
+import PostgresNIO
+import Reconciliation
+import SignedData
+import TestSupport
+
+/// A simulated App Store, a ledger in a fresh database filled with what a live server received,
+/// and the pieces of a recovery run wired to both.
+struct RecoveryHarness: Sendable {
+    let api: SimulatedAPI
+    let logger: Logger
+
+    /// A sandbox world (Apple never retries there) whose outage covers most of its history, so
+    /// that every kind of notification is missed somewhere.
+    init(customers: Int = 150, seed: UInt64 = 21, environment: AppStoreEnvironment = .sandbox, outageHours: Double = 96, options: SimulatorOptions = SimulatorOptions()) throws {
+        var configuration = Scenario.Configuration()
+        configuration.seed = seed
+        configuration.customers = customers
+        configuration.environment = environment
+        let now = configuration.now
+        configuration.outage = now.addingTimeInterval(-(outageHours + 1) * 3600)..<now.addingTimeInterval(-3600)
+        api = try SimulatedAPI(scenario: Scenario(configuration), options: options)
+        var logger = Logger(label: "recovery-tests")
+        logger.logLevel = .error
+        self.logger = logger
+    }
+
+    var scenario: Scenario { api.scenario }
+
+    func verifier() throws -> SignedDataVerifier {
+        let configuration = scenario.configuration
+        return try SignedDataVerifier(
+            VerifierConfiguration(
+                rootCertificates: [api.pki.root], bundleId: configuration.bundleId,
+                appAppleId: configuration.environment == .production ? configuration.appAppleId : nil, environment: configuration.environment
+            )
+        )
+    }
+
+    func client(_ baseURL: String) throws -> AppStoreServerAPIClient {
+        AppStoreServerAPIClient(
+            configuration: AppStoreServerAPIConfiguration(
+                credentials: APICredentials(
+                    issuerId: api.credentials.issuerId, keyId: api.credentials.keyId, bundleId: scenario.configuration.bundleId,
+                    signingKey: api.credentials.privateKey
+                ),
+                environment: scenario.configuration.environment, baseURL: try APIBaseURL(baseURL),
+                requestsPerSecond: Dictionary(uniqueKeysWithValues: Endpoint.allCases.map { ($0, 1000) })
+            ),
+            logger: logger
+        )
+    }
+
+    /// The whole scenario as the window: everything Apple's history holds for it.
+    func window() throws -> OutageWindow {
+        let configuration = scenario.configuration
+        return try OutageWindow(
+            start: configuration.now.addingTimeInterval(-configuration.history - 3600), end: Date(), environment: configuration.environment
+        )
+    }
+
+    /// Records what a live server received, as its webhook would have, in batches.
+    func seedDeliveredNotifications(_ store: LedgerStore) async throws {
+        let verifier = try verifier()
+        var memory = RecoveryPlanner.RunMemory()
+        let delivered = scenario.deliveredNotifications
+        for start in stride(from: 0, to: delivered.count, by: 200) {
+            var inputs: [RecoveryPlanner.Input] = []
+            for notification in delivered[start..<min(start + 200, delivered.count)] {
+                let signed = try api.signNotification(notification)
+                inputs.append(.init(item: NotificationHistoryItem(signedPayload: signed, sendAttempts: nil), outcome: await verifier.verifyNotification(signed)))
+            }
+            let plan = RecoveryPlanner.plan(inputs, ledger: .init(), memory: &memory, source: .webhook)
+            _ = try await store.apply(plan.batch, runId: nil)
+        }
+    }
+
+    func recovery(_ baseURL: String, _ store: LedgerStore) throws -> NotificationRecovery {
+        NotificationRecovery(client: try client(baseURL), verifier: try verifier(), store: store, logger: logger)
+    }
+
+    /// Every row of the ledger's tables, as text, ordered, without the times of recording: two
+    /// ledgers with the same content dump the same.
+    static func dump(_ client: PostgresClient) async throws -> [String] {
+        var lines: [String] = []
+        let queries: [PostgresQuery] = [
+            "SELECT notification_uuid::text || '|' || notification_type || '|' || coalesce(subtype, '') || '|' || signed_date::text || '|' || source FROM app_store.notifications ORDER BY 1",
+            "SELECT transaction_id || '|' || signed_date::text || '|' || coalesce(revocation_date::text, '') || '|' || coalesce(expires_date::text, '') FROM app_store.transactions ORDER BY 1",
+            "SELECT original_transaction_id || '|' || coalesce(status::text, '') || '|' || coalesce(expires_date::text, '') || '|' || coalesce(auto_renew_status::text, '') || '|' || last_signed_date::text FROM app_store.subscriptions ORDER BY 1",
+            "SELECT original_transaction_id || '|' || revision FROM app_store.history_revisions ORDER BY 1",
+            "SELECT kind || '|' || outcome FROM app_store.runs ORDER BY started_at",
+            "SELECT reason || '|' || coalesce(notification_uuid, '') FROM app_store.rejected_payloads ORDER BY 1",
+        ]
+        for (index, query) in queries.enumerated() {
+            for try await line in try await client.query(query).decode(String.self) { lines.append("\(index):\(line)") }
+        }
+        return lines
+    }
+
+    static func historyUUIDs(_ client: PostgresClient) async throws -> Set<String> {
+        var found: Set<String> = []
+        for try await uuid in try await client.query("SELECT notification_uuid::text FROM app_store.notifications WHERE source = 'history'").decode(String.self) {
+            found.insert(uuid)
+        }
+        return found
+    }
+}

@@ -1,0 +1,148 @@
+import AppStoreServerAPI
+import AppStoreSimulator
+import Foundation
+import Ledger
+import PostgresNIO
+import Reconciliation
+import SignedData
+import TestSupport
+import Testing
+
+@Suite("Pass 1 end to end: simulator, real Postgres, recovery")
+struct RecoveryTests {
+    @Test func theRunAppliesExactlyTheMissedNotificationsAndASecondRunAppliesNothing() async throws {
+        let harness = try RecoveryHarness()
+        let missed = Set(harness.scenario.missedNotifications.map(\.uuid))
+        #expect(missed.count > 50, "the scenario misses enough to mean something")
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, _ in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let recovery = try harness.recovery(baseURL, store)
+                let report = try await recovery.run(.init(window: try harness.window()))
+
+                #expect(try await RecoveryHarness.historyUUIDs(client) == missed, "applied = missed, exactly")
+                #expect(report.counts.missed == missed.count)
+                #expect(report.counts.alreadyRecorded == harness.scenario.deliveredNotifications.count)
+                #expect(report.counts.fetched == harness.scenario.notifications.count)
+                #expect(report.counts.rejected == 0)
+                #expect(Set(report.missed.map(\.notificationUUID)) == missed)
+
+                let again = try await recovery.run(.init(window: try harness.window()))
+                #expect(again.counts.missed == 0)
+                #expect(again.counts.applied == 0)
+                #expect(again.counts.alreadyRecorded == harness.scenario.notifications.count)
+            }
+        }
+    }
+
+    @Test func everySubtypeOfDidRenewAndExpiredIsRecovered() async throws {
+        let harness = try RecoveryHarness(customers: 300, seed: 4)
+        let missedPairs = Set(harness.scenario.missedNotifications.filter { [.didRenew, .expired].contains($0.type) }.map { "\($0.type)/\($0.subtype?.rawValue ?? "-")" })
+        for pair in ["DID_RENEW/-", "DID_RENEW/BILLING_RECOVERY", "EXPIRED/VOLUNTARY", "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE", "EXPIRED/PRODUCT_NOT_FOR_SALE", "EXPIRED/-"] {
+            #expect(missedPairs.contains(pair), "the scenario misses a \(pair)")
+        }
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, _ in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                _ = try await harness.recovery(baseURL, store).run(.init(window: try harness.window()))
+                var recovered: Set<String> = []
+                let rows = try await client.query("SELECT notification_type || '/' || coalesce(subtype, '-') FROM app_store.notifications WHERE source = 'history'")
+                for try await pair in rows.decode(String.self) { recovered.insert(pair) }
+                #expect(missedPairs.isSubset(of: recovered))
+            }
+        }
+    }
+
+    @Test func aStaleNotificationNeverRegressesASubscription() async throws {
+        let harness = try RecoveryHarness()
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, _ in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let report = try await harness.recovery(baseURL, store).run(.init(window: try harness.window()))
+                #expect(report.counts.stale > 0, "some missed notifications are older than what the server received later")
+                // Each subscription holds the state of its newest notification, whatever arrived when.
+                var newest: [String: Scenario.Notification] = [:]
+                for notification in harness.scenario.notifications where notification.renewalInfo != nil {
+                    if (newest[notification.originalTransactionId]?.signedDate ?? .min) <= notification.signedDate {
+                        newest[notification.originalTransactionId] = notification
+                    }
+                }
+                let stored = try await store.subscriptions(Array(newest.keys))
+                for (customer, notification) in newest {
+                    let row = try #require(stored[customer])
+                    #expect(row.lastSignedDate.unixMilliseconds == notification.signedDate, "\(customer)")
+                    #expect(row.status == notification.status?.rawValue, "\(customer)")
+                    #expect(row.autoRenewStatus == notification.renewalInfo?.autoRenewStatus, "\(customer)")
+                }
+            }
+        }
+    }
+
+    @Test func aDryRunWritesNothingAndListsExactlyWhatTheRealRunApplies() async throws {
+        let harness = try RecoveryHarness(customers: 120, seed: 8)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, _ in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let before = try await RecoveryHarness.dump(client)
+                let recovery = try harness.recovery(baseURL, store)
+                let dry = try await recovery.run(.init(window: try harness.window(), dryRun: true))
+                #expect(try await RecoveryHarness.dump(client) == before, "no row anywhere")
+                #expect(dry.run.mode == "dry-run")
+                let real = try await recovery.run(.init(window: try harness.window()))
+                #expect(dry.missed.map(\.notificationUUID) == real.missed.map(\.notificationUUID))
+                #expect(dry.missed.map(\.action) == real.missed.map { $0.action == "applied" ? "would-apply" : "would-apply-stale" })
+                #expect(dry.counts.applied == real.counts.applied && dry.counts.stale == real.counts.stale)
+                #expect(dry.customers.map(\.originalTransactionId) == real.customers.map(\.originalTransactionId))
+            }
+        }
+    }
+
+    @Test func tamperedPayloadsAreRejectedReportedAndNeverApplied() async throws {
+        var options = SimulatorOptions()
+        let probe = try RecoveryHarness()
+        let tampered = Set(probe.scenario.missedNotifications.prefix(3).map(\.uuid))
+        options.tamperedNotifications = tampered
+        let harness = try RecoveryHarness(options: options)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, _ in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let report = try await harness.recovery(baseURL, store).run(.init(window: try harness.window()))
+                #expect(report.counts.rejected == 3)
+                #expect(Set(report.rejected.compactMap(\.notificationUUID)) == tampered)
+                #expect(report.rejected.allSatisfy { $0.reason == "bad_signature" })
+                #expect(try await RecoveryHarness.historyUUIDs(client).isDisjoint(with: tampered), "never applied")
+                var stored: Set<String> = []
+                for try await uuid in try await client.query("SELECT notification_uuid FROM app_store.rejected_payloads").decode(String.self) { stored.insert(uuid) }
+                #expect(stored == tampered)
+            }
+        }
+    }
+
+    @Test(arguments: [60, 400])
+    func historyRequestsStayWithinFivePercentOfTheLowerBound(customers: Int) async throws {
+        let harness = try RecoveryHarness(customers: customers, seed: 2)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, _ in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                let report = try await harness.recovery(baseURL, store).run(.init(window: try harness.window(), dryRun: true))
+                let notifications = harness.scenario.notifications
+                let plan = QueryPlan(window: try harness.window(), onlyFailures: false)
+                let priorityPages = plan.priorityPairs.map { pair in
+                    max(1, (notifications.filter { $0.type == pair.type && $0.subtype == pair.subtype }.count + 19) / 20)
+                }.reduce(0, +)
+                let bound = (notifications.count + 19) / 20 + priorityPages
+                // The bound is what the unfiltered remainder costs; per-type, chosen when the priority
+                // notifications are many, costs less still.
+                #expect(Double(report.counts.apiRequests) <= Double(bound) * 1.05 + 3, "\(report.counts.apiRequests) requests, bound \(bound)")
+                let expectedStrategy = plan.remainderStrategy(afterPriority: notifications.filter { [.didRenew, .expired].contains($0.type) }.count)
+                #expect(report.run.plan.remainder == expectedStrategy.rawValue)
+                if expectedStrategy == .unfiltered { #expect(report.counts.apiRequests == bound) }
+            }
+        }
+    }
+}
