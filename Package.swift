@@ -137,7 +137,7 @@ let package = Package(
         .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreServerAPITests", dependencies: ["AppStoreServerAPI", "AppStoreSimulator", "SignedData", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
-        .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
+        .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreReconcileTests", dependencies: ["TestSupport", "AppStoreSimulator", "SignedData", "ThrowawayPostgres", "Ledger"], swiftSettings: strictSettings),
         // Shared by the test targets: a database per test, running the built binary.
         .target(

@@ -45,6 +45,9 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(help: "No live progress line.")
     var noProgress = false
 
+    @Option(help: "How many times a request to Apple is tried before the run gives up with exit code 75.")
+    var retryAttempts = 6
+
     @OptionGroup var options: ConfigurationOptions
 
     func validate() throws {
@@ -63,7 +66,8 @@ struct RunCommand: AsyncParsableCommand {
         try await withExitStatus {
             let settings = options.settings
             let verifierConfiguration = try settings.verifierConfiguration()
-            let apiConfiguration = try settings.apiConfiguration(warn: printError)
+            var apiConfiguration = try settings.apiConfiguration(warn: printError)
+            apiConfiguration.retryPolicy.maximumAttempts = max(1, retryAttempts)
             let databaseURL = try settings.databaseURL()
             let window: OutageWindow
             do {

@@ -50,53 +50,55 @@ struct CommandLineTests {
         return (try signer.sign(notification), try pki.rootPEM())
     }
 
-    @Test func helpNamesEverySubcommandAndTheExitCodes() throws {
-        let result = try BuiltBinary.run(["--help"])
+    @Test func helpNamesEverySubcommandAndTheExitCodes() async throws {
+        let result = try await BuiltBinary.run(["--help"])
         #expect(result.exitCode == 0)
-        for word in ["migrate", "verify", "demo", "throwaway-postgres", "simulate", "APPSTORE_ROOT_CERTIFICATES", "78 configuration error"] {
-            #expect(result.standardOutput.contains(word), "--help mentions \(word)")
+        // Help is wrapped to the terminal's width: compare with whitespace folded.
+        let text = result.standardOutput.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        for word in ["run", "ingest", "migrate", "verify", "demo", "throwaway-postgres", "simulate", "APPSTORE_ROOT_CERTIFICATES", "78 configuration error"] {
+            #expect(text.contains(word), "--help mentions \(word)")
         }
-        for subcommand in ["migrate", "verify", "demo", "throwaway-postgres", "simulate"] {
-            let help = try BuiltBinary.run([subcommand, "--help"])
+        for subcommand in ["run", "ingest", "migrate", "verify", "demo", "throwaway-postgres", "simulate"] {
+            let help = try await BuiltBinary.run([subcommand, "--help"])
             #expect(help.exitCode == 0, "\(subcommand) --help")
             #expect(help.standardOutput.contains("USAGE: appstore-reconcile \(subcommand)"))
         }
     }
 
-    @Test func anUnknownFlagIsAUsageError() throws {
-        let result = try BuiltBinary.run(["migrate", "--no-such-flag"])
+    @Test func anUnknownFlagIsAUsageError() async throws {
+        let result = try await BuiltBinary.run(["migrate", "--no-such-flag"])
         #expect(result.exitCode == 64)
     }
 
-    @Test func migrateWithoutADatabaseIsAConfigurationErrorNamingTheSetting() throws {
-        let result = try BuiltBinary.run(["migrate"])
+    @Test func migrateWithoutADatabaseIsAConfigurationErrorNamingTheSetting() async throws {
+        let result = try await BuiltBinary.run(["migrate"])
         #expect(result.exitCode == 78)
         #expect(result.standardError.contains("DATABASE_URL"))
     }
 
     @Test func migrateCreatesTheLedgerThenFindsItUpToDate() async throws {
         let url = try await TestDatabase.freshDatabase()
-        let first = try BuiltBinary.run(["migrate"], environment: ["DATABASE_URL": url.connectionString])
+        let first = try await BuiltBinary.run(["migrate"], environment: ["DATABASE_URL": url.connectionString])
         #expect(first.exitCode == 0, "\(first.combined)")
         #expect(first.standardOutput.contains("applied 0001_ledger.sql"))
-        let second = try BuiltBinary.run(["migrate"], environment: ["DATABASE_URL": url.connectionString])
+        let second = try await BuiltBinary.run(["migrate"], environment: ["DATABASE_URL": url.connectionString])
         #expect(second.exitCode == 0)
         #expect(second.standardOutput.contains("up to date"))
         #expect(!second.standardOutput.contains("applied 0001"))
     }
 
-    @Test func anUnreachableDatabaseIsATemporaryFailureAndThePasswordStaysSecret() throws {
-        let result = try BuiltBinary.run(["migrate"], environment: ["DATABASE_URL": "postgresql://ledger:Hunter2Secret@127.0.0.1:1/ledger"])
+    @Test func anUnreachableDatabaseIsATemporaryFailureAndThePasswordStaysSecret() async throws {
+        let result = try await BuiltBinary.run(["migrate"], environment: ["DATABASE_URL": "postgresql://ledger:Hunter2Secret@127.0.0.1:1/ledger"])
         #expect(result.exitCode == 75, "\(result.combined)")
         #expect(result.standardError.contains("database"))
         #expect(!result.combined.contains("Hunter2Secret"))
     }
 
-    @Test func verifyPrintsTheNotificationWithNestedPayloadsDecodedAndExitsZero() throws {
+    @Test func verifyPrintsTheNotificationWithNestedPayloadsDecodedAndExitsZero() async throws {
         let scratch = try Scratch()
         let (jws, rootPEM) = try Self.signedNotification()
         let root = try scratch.write("root.pem", rootPEM)
-        let result = try BuiltBinary.run(
+        let result = try await BuiltBinary.run(
             ["verify", "-"],
             environment: ["APPSTORE_ROOT_CERTIFICATES": root, "APPSTORE_BUNDLE_ID": Self.bundleId, "APPSTORE_ENVIRONMENT": "Sandbox"],
             standardInput: jws
@@ -115,7 +117,7 @@ struct CommandLineTests {
         #expect(result.standardError.hasPrefix("verified"))
     }
 
-    @Test func verifyAcceptsApplesWebhookBodyAndAHistoryItemFromAFile() throws {
+    @Test func verifyAcceptsApplesWebhookBodyAndAHistoryItemFromAFile() async throws {
         let scratch = try Scratch()
         let (jws, rootPEM) = try Self.signedNotification()
         let environment = [
@@ -128,16 +130,16 @@ struct CommandLineTests {
             "{\"sendAttempts\":[{\"attemptDate\":1698148900000,\"sendAttemptResult\":\"TIMED_OUT\"}],\"signedPayload\":\"\(jws)\"}"
         )
         for file in [webhook, historyItem] {
-            let result = try BuiltBinary.run(["verify", file], environment: environment)
+            let result = try await BuiltBinary.run(["verify", file], environment: environment)
             #expect(result.exitCode == 0, "\(file): \(result.combined)")
         }
     }
 
-    @Test func verifyExplainsARejectionInOneLineAndExits65() throws {
+    @Test func verifyExplainsARejectionInOneLineAndExits65() async throws {
         let scratch = try Scratch()
         let (jws, _) = try Self.signedNotification()
         let unrelatedRoot = try TestPKI().rootPEM()
-        let result = try BuiltBinary.run(
+        let result = try await BuiltBinary.run(
             ["verify", "-", "--root-certificates", try scratch.write("other.pem", unrelatedRoot), "--bundle-id", Self.bundleId,
              "--environment", "Sandbox"],
             standardInput: jws
@@ -149,10 +151,10 @@ struct CommandLineTests {
         #expect(result.standardOutput.contains("\"unverifiedPayload\""))
     }
 
-    @Test func verifyWithABundleMismatchSaysSo() throws {
+    @Test func verifyWithABundleMismatchSaysSo() async throws {
         let scratch = try Scratch()
         let (jws, rootPEM) = try Self.signedNotification(bundleId: "com.example.someone-else")
-        let result = try BuiltBinary.run(
+        let result = try await BuiltBinary.run(
             ["verify", "--root-certificates", try scratch.write("root.pem", rootPEM), "--bundle-id", Self.bundleId, "--environment", "Sandbox"],
             standardInput: jws
         )
@@ -161,31 +163,31 @@ struct CommandLineTests {
         #expect(result.standardError.contains("com.example.someone-else"))
     }
 
-    @Test func verifyWithoutRootCertificatesIsAConfigurationError() throws {
-        let result = try BuiltBinary.run(["verify", "--bundle-id", "x.y", "--environment", "Sandbox"], standardInput: "a.b.c")
+    @Test func verifyWithoutRootCertificatesIsAConfigurationError() async throws {
+        let result = try await BuiltBinary.run(["verify", "--bundle-id", "x.y", "--environment", "Sandbox"], standardInput: "a.b.c")
         #expect(result.exitCode == 78)
         #expect(result.standardError.contains("APPSTORE_ROOT_CERTIFICATES"))
     }
 
-    @Test func verifyInProductionWithoutTheAppAppleIdIsAConfigurationError() throws {
+    @Test func verifyInProductionWithoutTheAppAppleIdIsAConfigurationError() async throws {
         let scratch = try Scratch()
         let root = try scratch.write("root.pem", try TestPKI().rootPEM())
-        let result = try BuiltBinary.run(
+        let result = try await BuiltBinary.run(
             ["verify", "--root-certificates", root, "--bundle-id", "x.y", "--environment", "Production"], standardInput: "a.b.c"
         )
         #expect(result.exitCode == 78)
         #expect(result.standardError.contains("APPSTORE_APP_APPLE_ID"))
     }
 
-    @Test func verifyOfAnUnreadableFileExits66() throws {
+    @Test func verifyOfAnUnreadableFileExits66() async throws {
         let scratch = try Scratch()
         let root = try scratch.write("root.pem", try TestPKI().rootPEM())
-        let result = try BuiltBinary.run(["verify", "/nonexistent/payload.jws", "--root-certificates", root, "--bundle-id", "x.y", "--environment", "Sandbox"])
+        let result = try await BuiltBinary.run(["verify", "/nonexistent/payload.jws", "--root-certificates", root, "--bundle-id", "x.y", "--environment", "Sandbox"])
         #expect(result.exitCode == 66)
     }
 
-    @Test func demoRunsOnEmbeddedDefaults() throws {
-        let result = try BuiltBinary.run(["demo"])
+    @Test func demoRunsOnEmbeddedDefaults() async throws {
+        let result = try await BuiltBinary.run(["demo"])
         #expect(result.exitCode == 0, "\(result.combined)")
         #expect(result.standardOutput.contains("Migrated the ledger"))
         #expect(result.standardOutput.contains("genuine SUBSCRIBED/INITIAL_BUY: verified"))

@@ -28,11 +28,23 @@ public enum BuiltBinary {
         return merged
     }
 
-    /// Runs the binary to its end.
+    /// Runs the binary to its end, waiting on a thread of its own: a test that serves the
+    /// simulator in-process must not block the concurrency pool the simulator answers from.
     /// - Parameter user: when running as root, run as this user instead (through runuser).
     public static func run(
         _ arguments: [String], environment overrides: [String: String] = [:], standardInput: String? = nil,
         user: String? = nil
+    ) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread {
+                continuation.resume(with: Swift.Result { try runBlocking(arguments, environment: overrides, standardInput: standardInput, user: user) })
+            }
+            thread.start()
+        }
+    }
+
+    static func runBlocking(
+        _ arguments: [String], environment overrides: [String: String], standardInput: String?, user: String?
     ) throws -> Result {
         if let user {
             return try ChildProcess.run(

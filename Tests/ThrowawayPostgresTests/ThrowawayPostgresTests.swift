@@ -63,7 +63,7 @@ struct ThrowawayPostgresTests {
 
     @Test(.enabled(if: geteuid() == 0 && getpwnam("nobody") != nil, "needs root to switch to a non-root user"))
     func asANonRootUserTheDemoStartsItsOwnClusterAndLeavesNothingBehind() async throws {
-        let result = try BuiltBinary.run(["demo"], user: "nobody")
+        let result = try await BuiltBinary.run(["demo"], user: "nobody")
         #expect(result.exitCode == 0, "demo as nobody: \(result.combined)")
         #expect(result.standardOutput.contains("Migrated the ledger"))
         let line = try #require(result.standardOutput.split(separator: "\n").first { $0.contains("running in ") })

@@ -1,0 +1,154 @@
+import AppStoreServerAPI
+import Foundation
+import Ledger
+import Reconciliation
+import SignedData
+import Testing
+
+/// The decisions of pass 1, as pure values: no server, no database.
+@Suite("Recovery planner and query plan, without I/O")
+struct PlannerTests {
+    static func notification(_ uuid: String, signedDate: Int64, status: SubscriptionStatus = .active, customer: String = "1000", type: NotificationType = .didRenew, subtype: NotificationSubtype? = nil) -> RecoveryPlanner.Input {
+        var transaction = TransactionPayload(transactionId: "\(customer)-\(signedDate)", originalTransactionId: customer)
+        transaction.signedDate = signedDate
+        transaction.expiresDate = signedDate + 86_400_000
+        transaction.type = .autoRenewable
+        transaction.productId = "monthly"
+        var renewal = RenewalInfoPayload(originalTransactionId: customer)
+        renewal.autoRenewStatus = status == .expired ? 0 : 1
+        let payload = NotificationPayload(
+            notificationType: type, subtype: subtype, notificationUUID: uuid, signedDate: signedDate,
+            data: NotificationData(environment: .sandbox, signedTransactionInfo: "signed-\(uuid)", signedRenewalInfo: "r", status: status)
+        )
+        return .init(
+            item: NotificationHistoryItem(signedPayload: "x.y.z", sendAttempts: [SendAttempt(attemptDate: signedDate + 1000, sendAttemptResult: .timedOut)]),
+            outcome: .verified(VerifiedNotification(payload: payload, transaction: transaction, renewalInfo: renewal))
+        )
+    }
+
+    static let uuidA = "6a0c8f1e-0000-4000-8000-00000000000a"
+    static let uuidB = "6a0c8f1e-0000-4000-8000-00000000000b"
+
+    @Test func aNotificationTheLedgerHoldsIsAlreadyRecordedAndWritesNothing() {
+        var ledger = RecoveryPlanner.LedgerSnapshot()
+        ledger.existingNotifications = [UUID(uuidString: Self.uuidA)!]
+        var memory = RecoveryPlanner.RunMemory()
+        let plan = RecoveryPlanner.plan([Self.notification(Self.uuidA, signedDate: 1_000)], ledger: ledger, memory: &memory)
+        #expect(plan.decisions.map(\.action) == [.alreadyRecorded])
+        #expect(plan.batch.isEmpty)
+    }
+
+    @Test func aMissedNotificationWritesItsRowItsTransactionAndTheSubscription() {
+        var memory = RecoveryPlanner.RunMemory()
+        let plan = RecoveryPlanner.plan([Self.notification(Self.uuidA, signedDate: 5_000)], ledger: .init(), memory: &memory)
+        #expect(plan.decisions.map(\.action) == [.applied])
+        #expect(plan.batch.notifications.map(\.source) == [.history])
+        #expect(plan.batch.transactions.map(\.transactionId) == ["1000-5000"])
+        #expect(plan.batch.subscriptions.first?.lastSignedDate.unixMilliseconds == 5_000)
+        #expect(plan.batch.subscriptions.first?.status == 1)
+        #expect(memory.subscriptionsBefore["1000"] == .some(nil), "the customer had no row before")
+    }
+
+    @Test func aMissedNotificationOlderThanTheStoredStateIsRecordedButStale() {
+        var ledger = RecoveryPlanner.LedgerSnapshot()
+        ledger.subscriptions["1000"] = SubscriptionRecord(
+            originalTransactionId: "1000", productId: "monthly", status: 5, expiresDate: nil, autoRenewStatus: 0,
+            autoRenewProductId: nil, isInBillingRetry: false, gracePeriodExpiresDate: nil, lastSignedDate: Date(timeIntervalSince1970: 9)
+        )
+        var memory = RecoveryPlanner.RunMemory()
+        // A late DID_RENEW (signed at 5 s) must not undo a REFUND recorded at 9 s.
+        let plan = RecoveryPlanner.plan([Self.notification(Self.uuidA, signedDate: 5_000)], ledger: ledger, memory: &memory)
+        #expect(plan.decisions.map(\.action) == [.stale])
+        #expect(plan.batch.notifications.count == 1, "recorded all the same")
+        #expect(plan.batch.subscriptions.isEmpty, "state unchanged")
+    }
+
+    @Test func withinAPageTheNewerNotificationWinsWhateverTheOrder() {
+        var memory = RecoveryPlanner.RunMemory()
+        let newer = Self.notification(Self.uuidB, signedDate: 9_000, status: .expired)
+        let older = Self.notification(Self.uuidA, signedDate: 5_000, status: .active)
+        let plan = RecoveryPlanner.plan([newer, older], ledger: .init(), memory: &memory)
+        #expect(plan.batch.subscriptions.count == 1)
+        #expect(plan.batch.subscriptions.first?.status == 2)
+        #expect(plan.batch.subscriptions.first?.lastSignedDate.unixMilliseconds == 9_000)
+        #expect(Set(plan.decisions.map(\.action)) == [.applied])
+    }
+
+    @Test func laterPagesSeeWhatEarlierPagesDecidedEvenInADryRun() {
+        var memory = RecoveryPlanner.RunMemory()
+        _ = RecoveryPlanner.plan([Self.notification(Self.uuidB, signedDate: 9_000, status: .expired)], ledger: .init(), memory: &memory)
+        let second = RecoveryPlanner.plan([Self.notification(Self.uuidA, signedDate: 5_000)], ledger: .init(), memory: &memory)
+        #expect(second.decisions.map(\.action) == [.stale])
+        let repeatPage = RecoveryPlanner.plan([Self.notification(Self.uuidB, signedDate: 9_000)], ledger: .init(), memory: &memory)
+        #expect(repeatPage.decisions.map(\.action) == [.alreadyRecorded])
+    }
+
+    @Test func aRejectedPayloadIsRecordedAsRejectedAndNothingElse() {
+        var memory = RecoveryPlanner.RunMemory()
+        let input = RecoveryPlanner.Input(
+            item: NotificationHistoryItem(signedPayload: "not.a.jws", sendAttempts: nil),
+            outcome: .rejected(Rejection(.badSignature, "altered"))
+        )
+        let plan = RecoveryPlanner.plan([input], ledger: .init(), memory: &memory)
+        #expect(plan.decisions.map(\.action) == [.rejected])
+        #expect(plan.batch.rejected.map(\.reason) == ["bad_signature"])
+        #expect(plan.batch.notifications.isEmpty && plan.batch.subscriptions.isEmpty && plan.batch.transactions.isEmpty)
+    }
+
+    @Test func thePriorityQueriesAskForEachSubtypeOfDidRenewAndExpiredSeparately() throws {
+        let window = try OutageWindow(start: Date().addingTimeInterval(-7200), end: Date(), environment: .sandbox)
+        let plan = QueryPlan(window: window, onlyFailures: false)
+        #expect(plan.priorityQueries.map(\.description) == [
+            "DID_RENEW (no subtype)", "DID_RENEW/BILLING_RECOVERY", "EXPIRED (no subtype)", "EXPIRED/VOLUNTARY",
+            "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE", "EXPIRED/PRODUCT_NOT_FOR_SALE",
+        ])
+        let requests = plan.priorityQueries.map(plan.request(for:))
+        #expect(requests.allSatisfy { $0.onlyFailures == nil && $0.startDate == window.startMilliseconds })
+        #expect(QueryPlan(window: window, onlyFailures: true).request(for: plan.priorityQueries[0]).onlyFailures == true)
+    }
+
+    @Test func theRemainderIsOneUnfilteredPassUnlessPriorityNotificationsOutweighOneQueryPerPair() throws {
+        let plan = QueryPlan(window: try OutageWindow(start: Date().addingTimeInterval(-7200), end: Date(), environment: .sandbox), onlyFailures: false)
+        let pairs = plan.remainingPairs.count
+        #expect(pairs > 30)
+        #expect(plan.remainderStrategy(afterPriority: 20 * pairs) == .unfiltered)
+        #expect(plan.remainderStrategy(afterPriority: 20 * pairs + 1) == .perType)
+        let unfiltered = plan.remainderQueries(.unfiltered)
+        #expect(unfiltered.count == 1 && unfiltered[0].type == nil && unfiltered[0].skipping.count == 7)
+        #expect(plan.remainderQueries(.perType).count == pairs)
+        #expect(!plan.remainingPairs.contains { $0.type == .didRenew || $0.type == .expired })
+    }
+}
+
+@Suite("The outage window")
+struct OutageWindowTests {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    @Test func timesParseAsISO8601WithAnOffsetOrAsMilliseconds() throws {
+        #expect(try OutageWindow.parseTime("2026-11-18T02:00:00Z") == Date(timeIntervalSince1970: 1_794_967_200))
+        #expect(try OutageWindow.parseTime("2026-11-18T03:00:00+01:00") == Date(timeIntervalSince1970: 1_794_967_200))
+        #expect(try OutageWindow.parseTime("2026-11-18T02:00:00.500Z").unixMilliseconds == 1_794_967_200_500)
+        #expect(try OutageWindow.parseTime("1794967200000") == Date(timeIntervalSince1970: 1_794_967_200))
+        #expect(throws: WindowError.self) { try OutageWindow.parseTime("yesterday") }
+        #expect(throws: WindowError.self) { try OutageWindow.parseTime("2026-11-18") }
+    }
+
+    @Test func reversedEmptyAndTooOldWindowsAreRefusedWithWhatIsAllowed() {
+        #expect(throws: WindowError.self) { try OutageWindow(start: now, end: now, environment: .production, now: now.addingTimeInterval(10)) }
+        #expect(throws: WindowError.self) { try OutageWindow(start: now, end: now.addingTimeInterval(-5), environment: .production, now: now.addingTimeInterval(10)) }
+        do {
+            _ = try OutageWindow(start: now.addingTimeInterval(-31 * 86_400), end: now, environment: .sandbox, now: now)
+            Issue.record("a sandbox window older than 30 days was accepted")
+        } catch let error as WindowError {
+            #expect(error.description.contains("30 days"))
+        } catch {
+            Issue.record("\(error)")
+        }
+        #expect(throws: Never.self) { try OutageWindow(start: now.addingTimeInterval(-179 * 86_400), end: now, environment: .production, now: now) }
+    }
+
+    @Test func aFutureEndIsClampedToNow() throws {
+        let window = try OutageWindow(start: now.addingTimeInterval(-3600), end: now.addingTimeInterval(3600), environment: .production, now: now)
+        #expect(window.end == now)
+    }
+}

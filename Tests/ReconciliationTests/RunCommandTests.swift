@@ -1,0 +1,141 @@
+import AppStoreServerAPI
+import AppStoreSimulator
+import Foundation
+import Ledger
+import PostgresNIO
+import Reconciliation
+import SignedData
+import TestSupport
+import Testing
+import ThrowawayPostgres
+
+/// `appstore-reconcile run` and `ingest`, the built binary against the simulator and a real ledger.
+@Suite("run and ingest on the command line")
+struct RunCommandTests {
+    /// Serves the harness's simulator, prepares a migrated ledger seeded with what the live server
+    /// received, and hands the environment that points the binary at both.
+    static func withSetup(_ harness: RecoveryHarness, seed: Bool = true, _ body: @Sendable ([String: String], PostgresClient, URL) async throws -> Void) async throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("run-tests-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let files = try SimulatorFiles.write(for: harness.api, in: scratch.path)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                if seed { try await harness.seedDeliveredNotifications(LedgerStore(client: client, logger: harness.logger)) }
+                var environment = Dictionary(uniqueKeysWithValues: files.environment(for: harness.api, baseURL: baseURL))
+                environment["DATABASE_URL"] = url.connectionString
+                try await body(environment, client, scratch)
+            }
+        }
+    }
+
+    static func window(_ harness: RecoveryHarness) -> [String] {
+        let start = harness.scenario.configuration.now.addingTimeInterval(-harness.scenario.configuration.history - 3600)
+        return ["--start", start.formatted(.iso8601), "--end", String(Date().unixMilliseconds)]
+    }
+
+    @Test func aDryRunThenARealRunThenASecondRunThatAppliesNothing() async throws {
+        let harness = try RecoveryHarness(customers: 60, seed: 31)
+        let missed = harness.scenario.missedNotifications.count
+        try await Self.withSetup(harness) { environment, client, scratch in
+            let dryDirectory = scratch.appendingPathComponent("dry").path
+            let dry = try await BuiltBinary.run(["run"] + Self.window(harness) + ["--dry-run", "--report-dir", dryDirectory, "--no-progress"], environment: environment)
+            #expect(dry.exitCode == 0, "\(dry.combined)")
+            #expect(dry.standardOutput.contains("Dry run: fetched \(harness.scenario.notifications.count)"))
+            #expect(dry.standardOutput.contains("would apply"))
+            #expect(try await RecoveryHarness.historyUUIDs(client).isEmpty, "the dry run wrote nothing")
+
+            let json = try JSONDecoder().decode([String: JSONValue].self, from: Data(contentsOf: URL(fileURLWithPath: dryDirectory + "/report.json")))
+            guard case .object(let run)? = json["run"], case .object(let counts)? = json["counts"], case .array(let missedList)? = json["missed"] else {
+                Issue.record("report.json lacks run, counts or missed")
+                return
+            }
+            #expect(run["mode"] == .string("dry-run"))
+            #expect(run["environment"] == .string("Sandbox"))
+            for key in ["fetched", "alreadyRecorded", "missed", "applied", "stale", "rejected", "retryLater", "apiRequests"] {
+                #expect(counts[key] != nil, "counts.\(key)")
+            }
+            #expect(counts["missed"] == .number(Double(missed)))
+            #expect(missedList.count == missed)
+            let markdown = try String(contentsOfFile: dryDirectory + "/report.md", encoding: .utf8)
+            #expect(markdown.contains("# Dry run"))
+            #expect(markdown.contains("## Why Apple's deliveries failed"))
+
+            let real = try await BuiltBinary.run(["run"] + Self.window(harness) + ["--report-dir", scratch.appendingPathComponent("real").path], environment: environment)
+            #expect(real.exitCode == 0, "\(real.combined)")
+            #expect(try await RecoveryHarness.historyUUIDs(client).count == missed)
+
+            let again = try await BuiltBinary.run(["run"] + Self.window(harness) + ["--report-dir", scratch.appendingPathComponent("again").path], environment: environment)
+            #expect(again.exitCode == 0)
+            #expect(again.standardOutput.contains("missed 0, applied 0"))
+            #expect(!again.combined.contains(environment["APPSTORE_PRIVATE_KEY"].flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }?.split(separator: "\n")[1] ?? "never"))
+        }
+    }
+
+    @Test func rejectedPayloadsMakeTheRunExitWithCode3() async throws {
+        var options = SimulatorOptions()
+        options.tamperedNotifications = Set(try RecoveryHarness(customers: 40, seed: 32).scenario.missedNotifications.prefix(2).map(\.uuid))
+        let harness = try RecoveryHarness(customers: 40, seed: 32, options: options)
+        try await Self.withSetup(harness) { environment, _, scratch in
+            let result = try await BuiltBinary.run(["run"] + Self.window(harness) + ["--report-dir", scratch.path + "/r"], environment: environment)
+            #expect(result.exitCode == 3, "\(result.combined)")
+            #expect(result.standardError.contains("2 payload(s) rejected"))
+            let markdown = try String(contentsOfFile: scratch.path + "/r/report.md", encoding: .utf8)
+            #expect(markdown.contains("bad_signature"))
+        }
+    }
+
+    @Test func credentialsAppleRefusesAreAConfigurationError() async throws {
+        let harness = try RecoveryHarness(customers: 10, seed: 33)
+        try await Self.withSetup(harness, seed: false) { environment, _, scratch in
+            var wrong = environment
+            wrong["APPSTORE_ISSUER_ID"] = "00000000-0000-0000-0000-000000000000"
+            let result = try await BuiltBinary.run(["run"] + Self.window(harness) + ["--report-dir", scratch.path + "/r"], environment: wrong)
+            #expect(result.exitCode == 78, "\(result.combined)")
+            #expect(result.standardError.contains("Apple rejected the credentials"))
+        }
+    }
+
+    @Test func anUnavailableAppleIsATemporaryFailure() async throws {
+        let harness = try RecoveryHarness(customers: 10, seed: 34)
+        try await Self.withSetup(harness, seed: false) { environment, _, scratch in
+            harness.api.inject(Array(repeating: .error(status: 503, errorCode: 5_000_000, message: "Service unavailable"), count: 10))
+            let result = try await BuiltBinary.run(["run"] + Self.window(harness) + ["--retry-attempts", "2", "--report-dir", scratch.path + "/r"], environment: environment)
+            #expect(result.exitCode == 75, "\(result.combined)")
+            #expect(result.standardError.contains("run again later"))
+        }
+    }
+
+    @Test func windowsTheHistoryCannotServeAreRefusedBeforeAnyRequest() async throws {
+        let harness = try RecoveryHarness(customers: 5, seed: 35)
+        try await Self.withSetup(harness, seed: false) { environment, _, _ in
+            let reversed = try await BuiltBinary.run(["run", "--start", "2026-11-18T04:00:00Z", "--end", "2026-11-18T02:00:00Z"], environment: environment)
+            #expect(reversed.exitCode == 64)
+            let tooOld = try await BuiltBinary.run(["run", "--start", "2020-01-01T00:00:00Z", "--end", "2020-01-02T00:00:00Z"], environment: environment)
+            #expect(tooOld.exitCode == 64, "\(tooOld.combined)")
+            #expect(tooOld.standardError.contains("30 days"))
+            #expect(harness.api.requestCounts.isEmpty, "no request reached Apple")
+        }
+    }
+
+    @Test func ingestRecordsThenCallsTheSameNotificationADuplicateAndRejectsATamperedOne() async throws {
+        let harness = try RecoveryHarness(customers: 5, seed: 36)
+        try await Self.withSetup(harness, seed: false) { environment, client, _ in
+            let notification = try #require(harness.scenario.notifications.last)
+            let body = "{\"signedPayload\":\"\(try harness.api.signNotification(notification))\"}"
+            let first = try await BuiltBinary.run(["ingest"], environment: environment, standardInput: body)
+            #expect(first.exitCode == 0, "\(first.combined)")
+            let second = try await BuiltBinary.run(["ingest", "-"], environment: environment, standardInput: body)
+            #expect(second.exitCode == 4)
+            var tamperedBody = body
+            tamperedBody.replaceSubrange(tamperedBody.index(tamperedBody.endIndex, offsetBy: -8)..<tamperedBody.index(tamperedBody.endIndex, offsetBy: -7), with: tamperedBody.dropLast(7).last == "A" ? "B" : "A")
+            let third = try await BuiltBinary.run(["ingest"], environment: environment, standardInput: tamperedBody)
+            #expect(third.exitCode == 65, "\(third.combined)")
+            var sources: [String] = []
+            for try await source in try await client.query("SELECT source FROM app_store.notifications").decode(String.self) { sources.append(source) }
+            #expect(sources == ["webhook"])
+            var rejected = 0
+            for try await count in try await client.query("SELECT count(*) FROM app_store.rejected_payloads WHERE source = 'webhook'").decode(Int.self) { rejected = count }
+            #expect(rejected == 1)
+        }
+    }
+}
