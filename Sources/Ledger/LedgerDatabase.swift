@@ -22,6 +22,11 @@ public enum LedgerDatabase {
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
+            // The first lease may come before `run()` has started, which PostgresNIO reports as a
+            // warning to the query's logger; this query takes that warning on a silent logger.
+            var silent = logger
+            silent.logLevel = .critical
+            try await client.query("SELECT 1", logger: silent)
             return try await body(client)
         }
     }

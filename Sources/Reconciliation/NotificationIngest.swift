@@ -28,6 +28,32 @@ public struct NotificationIngest: Sendable {
         self.store = store
     }
 
+    /// Records many live notifications at once (a backlog a webhook handler queued, or the demo
+    /// replaying what a live server received): verified in parallel, compared with one round of
+    /// queries, written in one database transaction. Returns how many were new.
+    @discardableResult
+    public func ingest(signedPayloads: [String]) async throws -> Int {
+        let verifier = self.verifier
+        let inputs = await withTaskGroup(of: (Int, RecoveryPlanner.Input).self) { group in
+            for (index, signed) in signedPayloads.enumerated() {
+                group.addTask {
+                    (index, RecoveryPlanner.Input(item: NotificationHistoryItem(signedPayload: signed, sendAttempts: nil), outcome: await verifier.verifyNotification(signed)))
+                }
+            }
+            var collected = [RecoveryPlanner.Input?](repeating: nil, count: signedPayloads.count)
+            for await (index, input) in group { collected[index] = input }
+            return collected.compactMap { $0 }
+        }
+        let verified = inputs.compactMap { $0.outcome.verifiedPayload }
+        var snapshot = RecoveryPlanner.LedgerSnapshot()
+        snapshot.existingNotifications = try await store.existingNotifications(verified.compactMap { UUID(uuidString: $0.payload.notificationUUID) })
+        snapshot.subscriptions = try await store.subscriptions(Array(Set(verified.compactMap { $0.transaction?.originalTransactionId ?? $0.renewalInfo?.originalTransactionId })))
+        snapshot.transactionSignedDates = try await store.transactionSignedDates(verified.compactMap { $0.transaction?.transactionId })
+        var memory = RecoveryPlanner.RunMemory()
+        let plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
+        return try await store.apply(plan.batch, runId: nil).insertedNotifications.count
+    }
+
     public func ingest(signedPayload: String) async throws -> Outcome {
         let item = NotificationHistoryItem(signedPayload: signedPayload, sendAttempts: nil)
         let input = RecoveryPlanner.Input(item: item, outcome: await verifier.verifyNotification(signedPayload))

@@ -186,12 +186,21 @@ struct CommandLineTests {
         #expect(result.exitCode == 66)
     }
 
-    @Test func demoRunsOnEmbeddedDefaults() async throws {
-        let result = try await BuiltBinary.run(["demo"])
+    @Test func demoRecoversTheSimulatedOutageAndASecondRunAppliesNothing() async throws {
+        let scratch = try Scratch()
+        let result = try await BuiltBinary.run(["demo", "--customers", "120", "--report-dir", scratch.url.path])
         #expect(result.exitCode == 0, "\(result.combined)")
-        #expect(result.standardOutput.contains("Migrated the ledger"))
-        #expect(result.standardOutput.contains("genuine SUBSCRIBED/INITIAL_BUY: verified"))
-        #expect(result.standardOutput.contains("subtype altered: rejected (bad_signature)"))
+        let output = result.standardOutput
+        #expect(output.contains("Created the ledger schema"))
+        let summaries = output.split(separator: "\n").filter { $0.contains("fetched ") }
+        #expect(summaries.count == 3, "dry run, run, second run")
+        #expect(summaries.last?.contains("missed 0, applied 0") == true)
+        #expect(summaries.first?.contains("would apply") == true)
+        for run in ["dry-run", "run", "second-run"] {
+            #expect(FileManager.default.fileExists(atPath: scratch.url.path + "/\(run)/report.md"))
+            #expect(FileManager.default.fileExists(atPath: scratch.url.path + "/\(run)/report.json"))
+        }
+        #expect(output.contains("subtype altered: rejected (bad_signature)"))
     }
 }
 

@@ -65,17 +65,10 @@ struct RecoveryHarness: Sendable {
 
     /// Records what a live server received, as its webhook would have, in batches.
     func seedDeliveredNotifications(_ store: LedgerStore) async throws {
-        let verifier = try verifier()
-        var memory = RecoveryPlanner.RunMemory()
+        let ingest = NotificationIngest(verifier: try verifier(), store: store)
         let delivered = scenario.deliveredNotifications
         for start in stride(from: 0, to: delivered.count, by: 200) {
-            var inputs: [RecoveryPlanner.Input] = []
-            for notification in delivered[start..<min(start + 200, delivered.count)] {
-                let signed = try api.signNotification(notification)
-                inputs.append(.init(item: NotificationHistoryItem(signedPayload: signed, sendAttempts: nil), outcome: await verifier.verifyNotification(signed)))
-            }
-            let plan = RecoveryPlanner.plan(inputs, ledger: .init(), memory: &memory, source: .webhook)
-            _ = try await store.apply(plan.batch, runId: nil)
+            try await ingest.ingest(signedPayloads: delivered[start..<min(start + 200, delivered.count)].map { try api.signNotification($0) })
         }
     }
 

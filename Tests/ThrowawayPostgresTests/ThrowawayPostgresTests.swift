@@ -63,9 +63,11 @@ struct ThrowawayPostgresTests {
 
     @Test(.enabled(if: geteuid() == 0 && getpwnam("nobody") != nil, "needs root to switch to a non-root user"))
     func asANonRootUserTheDemoStartsItsOwnClusterAndLeavesNothingBehind() async throws {
-        let result = try await BuiltBinary.run(["demo"], user: "nobody")
+        let reports = "/tmp/appstore-reconcile-demo-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: reports) }
+        let result = try await BuiltBinary.run(["demo", "--customers", "30", "--report-dir", reports], user: "nobody")
         #expect(result.exitCode == 0, "demo as nobody: \(result.combined)")
-        #expect(result.standardOutput.contains("Migrated the ledger"))
+        #expect(result.standardOutput.contains("Created the ledger schema"))
         let line = try #require(result.standardOutput.split(separator: "\n").first { $0.contains("running in ") })
         let directory = String(try #require(line.split(separator: " ").first { $0.hasPrefix("/") }))
         let (exists, remaining) = try await Self.waitUntilGone(directory)
