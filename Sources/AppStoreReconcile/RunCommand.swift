@@ -17,6 +17,10 @@ struct RunCommand: AsyncParsableCommand {
             the ledger a page at a time, and applies only what was missed, one database transaction per page. A \
             notification signed earlier never overwrites a subscription's state from one signed later.
 
+            Then pass 2 (unless --skip-repair): every customer whose record may still be wrong (touched by a \
+            recovered notification, named in a rejected payload, or contradicting itself in the ledger) gets the \
+            truth from Get Transaction History, starting at the stored revision, and Get All Subscription Statuses.
+
             Run it first with --dry-run: it writes nothing and reports what would change. Every run writes \
             report.md (for people) and report.json (for scripts) to --report-dir and prints a summary.
 
@@ -47,6 +51,12 @@ struct RunCommand: AsyncParsableCommand {
 
     @Option(help: "How many times a request to Apple is tried before the run gives up with exit code 75.")
     var retryAttempts = 6
+
+    @Flag(help: "Stop after pass 1: do not repair customers through Get Transaction History.")
+    var skipRepair = false
+
+    @Option(help: "Customers repaired at once in pass 2.")
+    var repairConcurrency = 8
 
     @OptionGroup var options: ConfigurationOptions
 
@@ -84,11 +94,18 @@ struct RunCommand: AsyncParsableCommand {
             let client = AppStoreServerAPIClient(configuration: apiConfiguration, logger: logger)
             printError("Recovering \(window.start.formatted(.iso8601)) to \(window.end.formatted(.iso8601)) (\(verifierConfiguration.environment))\(dryRun ? ", dry run: nothing will be written" : "")")
             let report = try await LedgerDatabase.withClient(databaseURL, logger: logger) { database in
-                let recovery = NotificationRecovery(
-                    client: client, verifier: verifier, store: LedgerStore(client: database, logger: logger), logger: logger,
-                    progress: ProgressLine(enabled: !noProgress)
-                )
-                return try await recovery.run(.init(window: window, dryRun: dryRun, onlyFailures: onlyFailures))
+                let store = LedgerStore(client: database, logger: logger)
+                let progress = ProgressLine(enabled: !noProgress)
+                let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress)
+                var report = try await recovery.run(.init(window: window, dryRun: dryRun, onlyFailures: onlyFailures))
+                if !skipRepair {
+                    let repair = CustomerRepair(
+                        client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: repairConcurrency
+                    )
+                    report.add(repairs: try await repair.afterRecovery(report, window: window, dryRun: dryRun))
+                    progress.finish()
+                }
+                return report
             }
             let directory = try ReportFiles.write(report, to: reportDir)
             print((dryRun ? "Dry run: " : "Done: ") + report.summaryLine)
@@ -103,9 +120,13 @@ struct RunCommand: AsyncParsableCommand {
 
 /// Writes a report's two files.
 enum ReportFiles {
-    static func write(_ report: RecoveryReport, to directory: String?) throws -> String {
+    static func defaultDirectory(prefix: String, dryRun: Bool) -> String {
         let stamp = Date().formatted(Date.ISO8601FormatStyle().year().month().day().dateSeparator(.omitted).time(includingFractionalSeconds: false).timeSeparator(.omitted))
-        let path = directory ?? "appstore-reconcile-report-\(stamp)\(report.isDryRun ? "-dry-run" : "")"
+        return "\(prefix)-\(stamp)\(dryRun ? "-dry-run" : "")"
+    }
+
+    static func write(_ report: RecoveryReport, to directory: String?) throws -> String {
+        let path = directory ?? defaultDirectory(prefix: "appstore-reconcile-report", dryRun: report.isDryRun)
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         try report.markdown().write(toFile: path + "/report.md", atomically: true, encoding: .utf8)
         try report.json().write(to: URL(fileURLWithPath: path + "/report.json"))

@@ -118,13 +118,16 @@ struct CustomerLife {
                     if grace { renewal.gracePeriodExpiresDate = expires + period / 8 }
                     emit(.didFailToRenew, grace ? .gracePeriod : nil, at: expires)
                     if Bool.random(using: &random) {
-                        status = .active
                         let recovered = expires + period / 4
+                        // What has not happened yet changes nothing: the truth stays at the failure.
+                        guard recovered <= now else { return }
+                        status = .active
                         purchase(at: recovered, reason: "RENEWAL")
                         emit(.didRenew, .billingRecovery, at: recovered)
                         expires = recovered + period
                         continue
                     }
+                    guard expires + period / 2 <= now else { return }
                     status = .expired
                     emit(.expired, .billingRetry, at: expires + period / 2)
                     return
@@ -173,6 +176,8 @@ struct CustomerLife {
             }
             var notifications: [Scenario.Notification] = []
             for (offset, event) in pending.enumerated() {
+                var uuidGenerator = SeededGenerator(seed: configuration.seed &* 1_000_003 &+ UInt64(index) &* 7919 &+ UInt64(offset))
+                let uuid = Self.uuid(&uuidGenerator)
                 var attempts: [Scenario.SendAttemptRecord] = []
                 var attempt = event.date + 2_000
                 var retries = configuration.environment == .production ? CustomerLife.retryDelays[...] : []
@@ -186,10 +191,13 @@ struct CustomerLife {
                         break
                     }
                 }
-                var uuidGenerator = SeededGenerator(seed: configuration.seed &* 1_000_003 &+ UInt64(index) &* 7919 &+ UInt64(offset))
+                // A silenced event happened (the truth has it) but left no notification at all. It
+                // is dropped only now, after its random draws, so that silencing one notification
+                // leaves the rest of the world exactly as it was.
+                if configuration.silencedNotifications.contains(uuid) { continue }
                 notifications.append(
                     Scenario.Notification(
-                        uuid: Self.uuid(&uuidGenerator), type: event.type, subtype: event.subtype, signedDate: event.date,
+                        uuid: uuid, type: event.type, subtype: event.subtype, signedDate: event.date,
                         customer: index, originalTransactionId: originalTransactionId, transaction: event.transaction,
                         renewalInfo: event.renewal, status: event.status, sendAttempts: attempts
                     )

@@ -23,6 +23,10 @@ public struct Scenario: Sendable {
         /// Chance that a period ends in a plain renewal; the rest is split among voluntary
         /// expiry, billing trouble, refunds, price increases, withdrawn products and downgrades.
         public var renewalShare: Double = 0.70
+        /// Notifications (by UUID) that Apple never produced: the event happened, the truth has
+        /// it, but neither the webhook nor the history ever saw it (an expiry never notified, a
+        /// renewal older than what history keeps). Only Get Transaction History reveals them.
+        public var silencedNotifications: Set<String> = []
 
         public init() {}
     }

@@ -47,6 +47,7 @@ public final class SimulatedAPI: Sendable {
         var requestCounts: [String: Int] = [:]
         var rateLimited = 0
         var testNotifications: [String: Date] = [:]
+        var transactionHistoryRequests: [(id: String, revision: String?)] = []
     }
 
     public init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), credentials: SimulatorCredentials = SimulatorCredentials(), pki: TestPKI? = nil) throws {
@@ -67,6 +68,9 @@ public final class SimulatedAPI: Sendable {
     /// Requests served per endpoint path prefix, and how many were refused with 429.
     public var requestCounts: [String: Int] { state.withLock { $0.requestCounts } }
     public var rateLimitedCount: Int { state.withLock { $0.rateLimited } }
+
+    /// Every Get Transaction History request answered: the ID asked for and the revision sent.
+    public var transactionHistoryRequests: [(id: String, revision: String?)] { state.withLock { $0.transactionHistoryRequests } }
 
     // MARK: - Dispatch
 
@@ -90,7 +94,9 @@ public final class SimulatedAPI: Sendable {
         var answer: Answer
         switch route {
         case .notificationHistory: answer = notificationHistory(query: query, body: body, now: now)
-        case .transactionHistory(let id): answer = transactionHistory(id: id, query: query, now: now)
+        case .transactionHistory(let id):
+            state.withLock { $0.transactionHistoryRequests.append((id, query.first { $0.0 == "revision" }?.1)) }
+            answer = transactionHistory(id: id, query: query, now: now)
         case .subscriptionStatuses(let id): answer = subscriptionStatuses(id: id, now: now)
         case .requestTestNotification: answer = requestTestNotification(now: now)
         case .testNotificationStatus(let token): answer = testNotificationStatus(token: token, now: now)

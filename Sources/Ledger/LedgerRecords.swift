@@ -124,10 +124,17 @@ public struct LedgerBatch: Hashable, Sendable {
     public var transactions: [TransactionRecord] = []
     public var subscriptions: [SubscriptionRecord] = []
     public var rejected: [RejectedPayloadRecord] = []
+    /// Get Transaction History revisions to store, per customer, with everything they cover.
+    public var revisions: [String: String] = [:]
+    /// Customers whose stored revision Apple refused: deleted, so the next fetch starts over.
+    public var revisionsToForget: [String] = []
 
     public init() {}
 
-    public var isEmpty: Bool { notifications.isEmpty && transactions.isEmpty && subscriptions.isEmpty && rejected.isEmpty }
+    public var isEmpty: Bool {
+        notifications.isEmpty && transactions.isEmpty && subscriptions.isEmpty && rejected.isEmpty && revisions.isEmpty
+            && revisionsToForget.isEmpty
+    }
 }
 
 /// What a batch actually changed. Rows may differ from the plan when a live webhook wrote the
@@ -143,4 +150,48 @@ extension Date {
     /// UNIX milliseconds, the precision of every time Apple sends: compare times in these, not
     /// as floating-point seconds, which lose exactness through the database's microseconds.
     public var unixMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+}
+
+/// What the gap rules look at for one customer: the subscription row, the transactions and the
+/// notifications the ledger holds.
+public struct CustomerLedgerView: Hashable, Sendable {
+    public struct TransactionFacts: Hashable, Sendable {
+        public var transactionId: String
+        public var productType: String?
+        public var purchaseDate: Date?
+        public var expiresDate: Date?
+        public var revocationDate: Date?
+        public var signedDate: Date
+        public init(transactionId: String, productType: String?, purchaseDate: Date?, expiresDate: Date?, revocationDate: Date?, signedDate: Date) {
+            self.transactionId = transactionId
+            self.productType = productType
+            self.purchaseDate = purchaseDate
+            self.expiresDate = expiresDate
+            self.revocationDate = revocationDate
+            self.signedDate = signedDate
+        }
+    }
+
+    public struct NotificationFacts: Hashable, Sendable {
+        public var type: String
+        public var subtype: String?
+        public var signedDate: Date
+        public init(type: String, subtype: String?, signedDate: Date) {
+            self.type = type
+            self.subtype = subtype
+            self.signedDate = signedDate
+        }
+    }
+
+    public var originalTransactionId: String
+    public var subscription: SubscriptionRecord?
+    public var transactions: [TransactionFacts]
+    public var notifications: [NotificationFacts]
+
+    public init(originalTransactionId: String, subscription: SubscriptionRecord?, transactions: [TransactionFacts], notifications: [NotificationFacts]) {
+        self.originalTransactionId = originalTransactionId
+        self.subscription = subscription
+        self.transactions = transactions
+        self.notifications = notifications
+    }
 }

@@ -126,6 +126,21 @@ public struct LedgerStore: Sendable {
                 )
                 for try await id in rows.decode(String.self) { outcome.changedSubscriptions.insert(id) }
             }
+            for (customer, revision) in batch.revisions.sorted(by: { $0.key < $1.key }) {
+                try await connection.query(
+                    """
+                    INSERT INTO app_store.history_revisions (original_transaction_id, revision, fetched_at)
+                    VALUES (\(customer), \(revision), now())
+                    ON CONFLICT (original_transaction_id) DO UPDATE SET revision = EXCLUDED.revision, fetched_at = now()
+                    """,
+                    logger: logger
+                )
+            }
+            for customer in batch.revisionsToForget where batch.revisions[customer] == nil {
+                try await connection.query(
+                    "DELETE FROM app_store.history_revisions WHERE original_transaction_id = \(customer)", logger: logger
+                )
+            }
             for record in batch.rejected {
                 try await connection.query(
                     """
@@ -136,6 +151,126 @@ public struct LedgerStore: Sendable {
                 )
             }
             return outcome
+        }
+    }
+
+    // MARK: Reads for repairs
+
+    /// The stored Get Transaction History revision of a customer.
+    public func revision(of customer: String) async throws -> String? {
+        let rows = try await client.query(
+            "SELECT revision FROM app_store.history_revisions WHERE original_transaction_id = \(customer)", logger: logger
+        )
+        for try await revision in rows.decode(String.self) { return revision }
+        return nil
+    }
+
+    /// The customer (originalTransactionId) a transaction ID belongs to, when the ledger knows it.
+    public func customer(ofTransaction id: String) async throws -> String? {
+        let rows = try await client.query(
+            """
+            SELECT original_transaction_id FROM app_store.transactions WHERE transaction_id = \(id)
+            UNION ALL SELECT original_transaction_id FROM app_store.subscriptions WHERE original_transaction_id = \(id)
+            LIMIT 1
+            """,
+            logger: logger
+        )
+        for try await customer in rows.decode(String.self) { return customer }
+        return nil
+    }
+
+    /// A customer's stored transactions.
+    public func transactions(ofCustomer customer: String) async throws -> [TransactionRecord] {
+        let rows = try await client.query(
+            """
+            SELECT transaction_id, original_transaction_id, product_id, product_type, purchase_date, expires_date, revocation_date,
+                   revocation_reason, is_upgraded, signed_date, environment, signed_transaction
+            FROM app_store.transactions WHERE original_transaction_id = \(customer) ORDER BY purchase_date, transaction_id
+            """,
+            logger: logger
+        )
+        var found: [TransactionRecord] = []
+        for try await row in rows.decode((String, String, String?, String?, Date?, Date?, Date?, Int?, Bool?, Date, String?, String).self) {
+            found.append(
+                TransactionRecord(
+                    transactionId: row.0, originalTransactionId: row.1, productId: row.2, productType: row.3, purchaseDate: row.4,
+                    expiresDate: row.5, revocationDate: row.6, revocationReason: row.7, isUpgraded: row.8, signedDate: row.9,
+                    environment: row.10, signedTransaction: row.11
+                )
+            )
+        }
+        return found
+    }
+
+    /// Customers with a notification recovered from history (`source = 'history'`) signed in the window.
+    public func customersRecovered(from start: Date, to end: Date) async throws -> [String] {
+        let rows = try await client.query(
+            """
+            SELECT DISTINCT original_transaction_id FROM app_store.notifications
+            WHERE source = 'history' AND original_transaction_id IS NOT NULL AND signed_date >= \(start) AND signed_date < \(end)
+            ORDER BY 1
+            """,
+            logger: logger
+        )
+        var found: [String] = []
+        for try await customer in rows.decode(String.self) { found.append(customer) }
+        return found
+    }
+
+    /// The ledger views of up to `limit` subscription customers after `cursor`, in order: the
+    /// gap rules stream through the whole ledger this way, a chunk at a time.
+    public func customerViews(after cursor: String?, limit: Int) async throws -> [CustomerLedgerView] {
+        let start = cursor ?? ""
+        var subscriptions: [SubscriptionRecord] = []
+        let rows = try await client.query(
+            """
+            SELECT original_transaction_id, product_id, status, expires_date, auto_renew_status, auto_renew_product_id,
+                   is_in_billing_retry, grace_period_expires_date, last_signed_date
+            FROM app_store.subscriptions WHERE original_transaction_id > \(start) ORDER BY original_transaction_id LIMIT \(limit)
+            """,
+            logger: logger
+        )
+        for try await row in rows.decode((String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date).self) {
+            subscriptions.append(
+                SubscriptionRecord(
+                    originalTransactionId: row.0, productId: row.1, status: row.2.map(Int.init), expiresDate: row.3,
+                    autoRenewStatus: row.4.map(Int.init), autoRenewProductId: row.5, isInBillingRetry: row.6,
+                    gracePeriodExpiresDate: row.7, lastSignedDate: row.8
+                )
+            )
+        }
+        let ids = subscriptions.map(\.originalTransactionId)
+        guard !ids.isEmpty else { return [] }
+        var transactions: [String: [CustomerLedgerView.TransactionFacts]] = [:]
+        let transactionRows = try await client.query(
+            """
+            SELECT original_transaction_id, transaction_id, product_type, purchase_date, expires_date, revocation_date, signed_date
+            FROM app_store.transactions WHERE original_transaction_id = ANY(\(ids)) ORDER BY purchase_date
+            """,
+            logger: logger
+        )
+        for try await row in transactionRows.decode((String, String, String?, Date?, Date?, Date?, Date).self) {
+            transactions[row.0, default: []].append(
+                .init(transactionId: row.1, productType: row.2, purchaseDate: row.3, expiresDate: row.4, revocationDate: row.5, signedDate: row.6)
+            )
+        }
+        var notifications: [String: [CustomerLedgerView.NotificationFacts]] = [:]
+        let notificationRows = try await client.query(
+            """
+            SELECT original_transaction_id, notification_type, subtype, signed_date FROM app_store.notifications
+            WHERE original_transaction_id = ANY(\(ids)) ORDER BY signed_date
+            """,
+            logger: logger
+        )
+        for try await row in notificationRows.decode((String, String, String?, Date).self) {
+            notifications[row.0, default: []].append(.init(type: row.1, subtype: row.2, signedDate: row.3))
+        }
+        return subscriptions.map { subscription in
+            CustomerLedgerView(
+                originalTransactionId: subscription.originalTransactionId, subscription: subscription,
+                transactions: transactions[subscription.originalTransactionId] ?? [],
+                notifications: notifications[subscription.originalTransactionId] ?? []
+            )
         }
     }
 

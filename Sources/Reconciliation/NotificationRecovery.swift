@@ -174,7 +174,12 @@ public struct NotificationRecovery: Sendable {
             case .rejected:
                 tally.counts.fetched += 1
                 tally.counts.rejected += 1
-                tally.rejected.append(.init(notificationUUID: decision.notificationUUID, reason: decision.rejection?.reason.rawValue ?? "", detail: decision.rejection?.detail ?? ""))
+                tally.rejected.append(
+                    .init(
+                        notificationUUID: decision.notificationUUID, originalTransactionId: decision.unverifiedCustomer,
+                        reason: decision.rejection?.reason.rawValue ?? "", detail: decision.rejection?.detail ?? ""
+                    )
+                )
                 continue
             case .retryLater:
                 tally.counts.fetched += 1

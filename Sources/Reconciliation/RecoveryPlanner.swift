@@ -50,6 +50,8 @@ public struct RecoveryPlanner: Sendable {
         public var action: Action
         public var rejection: Rejection?
         public var retryReason: String?
+        /// For a rejected payload, the customer its unverified content names (to repair them).
+        public var unverifiedCustomer: String?
     }
 
     /// What the run has decided so far, so later pages (and a dry run, which writes nothing) see
@@ -87,6 +89,7 @@ public struct RecoveryPlanner: Sendable {
             switch input.outcome {
             case .rejected(let rejection):
                 decision.rejection = rejection
+                decision.unverifiedCustomer = UnverifiedPayload.originalTransactionId(ofNotification: input.item.signedPayload)
                 plan.batch.rejected.append(
                     RejectedPayloadRecord(
                         source: source.rawValue, notificationUUID: decision.notificationUUID, reason: rejection.reason.rawValue,

@@ -9,10 +9,12 @@ public struct RecoveryReport: Sendable, Codable {
         /// `dry-run` or `apply`.
         public var mode: String
         public var environment: String
-        public var window: Window
+        /// Absent for a `repair` run, which has no window.
+        public var window: Window?
         public var startedAt: String
         public var finishedAt: String
-        public var plan: Plan
+        /// Absent for a `repair` run.
+        public var plan: Plan?
     }
 
     public struct Window: Sendable, Codable {
@@ -28,6 +30,62 @@ public struct RecoveryReport: Sendable, Codable {
         public var onlyFailures: Bool
     }
 
+    /// Pass 2: one repaired (or checked) customer.
+    public struct Repair: Sendable, Codable {
+        public var originalTransactionId: String
+        /// The rules that selected the customer (`GapReason` raw values).
+        public var reasons: [String]
+        /// The first of `reasons`, for readers that want one.
+        public var reason: String { reasons.first ?? "" }
+        public var transactionsAdded: [String] = []
+        public var transactionsChanged: [String] = []
+        /// Refunds (revocations) that only this repair found.
+        public var refundsFound: [String] = []
+        /// Each changed field of the subscription, before → after.
+        public var changes: [RepairPlanner.Change] = []
+        /// `repaired`, `unchanged`, `not-found` (Apple does not know the transaction ID).
+        public var outcome = "unchanged"
+        public var transactionHistoryRequests = 0
+        public var rejected = 0
+
+        public init(originalTransactionId: String, reasons: [String]) {
+            self.originalTransactionId = originalTransactionId
+            self.reasons = reasons
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case originalTransactionId, reasons, reason, transactionsAdded, transactionsChanged, refundsFound, changes, outcome
+            case transactionHistoryRequests, rejected
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(originalTransactionId, forKey: .originalTransactionId)
+            try container.encode(reasons, forKey: .reasons)
+            try container.encode(reason, forKey: .reason)
+            try container.encode(transactionsAdded, forKey: .transactionsAdded)
+            try container.encode(transactionsChanged, forKey: .transactionsChanged)
+            try container.encode(refundsFound, forKey: .refundsFound)
+            try container.encode(changes, forKey: .changes)
+            try container.encode(outcome, forKey: .outcome)
+            try container.encode(transactionHistoryRequests, forKey: .transactionHistoryRequests)
+            try container.encode(rejected, forKey: .rejected)
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            originalTransactionId = try container.decode(String.self, forKey: .originalTransactionId)
+            reasons = try container.decode([String].self, forKey: .reasons)
+            transactionsAdded = try container.decode([String].self, forKey: .transactionsAdded)
+            transactionsChanged = try container.decode([String].self, forKey: .transactionsChanged)
+            refundsFound = try container.decode([String].self, forKey: .refundsFound)
+            changes = try container.decode([RepairPlanner.Change].self, forKey: .changes)
+            outcome = try container.decode(String.self, forKey: .outcome)
+            transactionHistoryRequests = try container.decode(Int.self, forKey: .transactionHistoryRequests)
+            rejected = try container.decode(Int.self, forKey: .rejected)
+        }
+    }
+
     public struct Counts: Sendable, Codable, Hashable {
         public var fetched = 0
         public var alreadyRecorded = 0
@@ -37,6 +95,10 @@ public struct RecoveryReport: Sendable, Codable {
         public var rejected = 0
         public var retryLater = 0
         public var apiRequests = 0
+        /// Pass 2: customers checked with Get Transaction History, and those whose rows changed.
+        public var customersChecked = 0
+        public var customersRepaired = 0
+        public var transactionHistoryRequests = 0
     }
 
     public struct Missed: Sendable, Codable {
@@ -52,6 +114,8 @@ public struct RecoveryReport: Sendable, Codable {
 
     public struct Rejected: Sendable, Codable {
         public var notificationUUID: String?
+        /// Read from the unverified payload: whom pass 2 asks Apple about, nothing more.
+        public var originalTransactionId: String?
         public var reason: String
         public var detail: String
     }
@@ -75,15 +139,43 @@ public struct RecoveryReport: Sendable, Codable {
     public var rejected: [Rejected]
     public var customers: [CustomerChange]
     public var deliveryFailures: DeliveryFailures
+    /// Pass 2; empty when it did not run.
+    public var repairs: [Repair] = []
+
+    /// Adds pass 2's results.
+    public mutating func add(repairs: [Repair]) {
+        self.repairs = repairs
+        counts.customersChecked = repairs.count
+        counts.customersRepaired = repairs.filter { $0.outcome == "repaired" }.count
+        counts.transactionHistoryRequests = repairs.map(\.transactionHistoryRequests).reduce(0, +)
+        counts.rejected += repairs.map(\.rejected).reduce(0, +)
+    }
 
     public var isDryRun: Bool { run.mode == "dry-run" }
+
+    /// The report of a `repair` run: no window, no recovery, only repairs.
+    public static func repairOnly(environment: String, dryRun: Bool, startedAt: Date, repairs: [Repair]) -> RecoveryReport {
+        var report = RecoveryReport(
+            run: Run(
+                id: UUID().uuidString.lowercased(), mode: dryRun ? "dry-run" : "apply", environment: environment, window: nil,
+                startedAt: startedAt.formatted(.iso8601), finishedAt: Date().formatted(.iso8601), plan: nil
+            ),
+            counts: Counts(), missed: [], rejected: [], customers: [], deliveryFailures: .init(byFirstAttemptResult: [:], byHourOfFirstAttempt: [:])
+        )
+        report.add(repairs: repairs)
+        return report
+    }
 
     /// The one line printed at the end of every run.
     public var summaryLine: String {
         let verb = isDryRun ? "would apply" : "applied"
-        return "fetched \(counts.fetched), already recorded \(counts.alreadyRecorded), missed \(counts.missed), "
+        var line = "fetched \(counts.fetched), already recorded \(counts.alreadyRecorded), missed \(counts.missed), "
             + "\(verb) \(counts.applied), stale \(counts.stale), rejected \(counts.rejected), retry later \(counts.retryLater), "
             + "\(counts.apiRequests) history requests"
+        if counts.customersChecked > 0 {
+            line += "; repairs: \(counts.customersChecked) customers checked, \(counts.customersRepaired) \(isDryRun ? "would change" : "changed")"
+        }
+        return line
     }
 
     public func json() throws -> Data {
@@ -101,7 +193,7 @@ public struct RecoveryReport: Sendable, Codable {
         lines.append("")
         lines.append("| | |")
         lines.append("| --- | --- |")
-        lines.append("| Window | \(run.window.start) to \(run.window.end) |")
+        if let window = run.window { lines.append("| Window | \(window.start) to \(window.end) |") }
         lines.append("| Environment | \(run.environment) |")
         lines.append("| Mode | \(isDryRun ? "dry run: nothing was written" : "applied to the ledger") |")
         lines.append("| Run | \(run.id) (\(run.startedAt) to \(run.finishedAt)) |")
@@ -112,16 +204,18 @@ public struct RecoveryReport: Sendable, Codable {
             lines.append("⚠ \(counts.rejected) payload(s) failed verification and were not applied: see Rejected below.")
             lines.append("")
         }
-        lines.append("## Plan")
-        lines.append("")
-        lines.append("Queries to Get Notification History, in order\(run.plan.onlyFailures ? ", each with onlyFailures" : ""):")
-        lines.append("")
-        for (index, query) in run.plan.priorityQueries.enumerated() { lines.append("\(index + 1). \(query)") }
-        let remainder = run.plan.remainder == "unfiltered"
-            ? "one unfiltered pass over the window, skipping the pairs above (cheaper than one query per remaining type, and it sees types Apple adds later)"
-            : "one query per remaining documented type and subtype (\(run.plan.remainderQueries) queries; cheaper here than re-reading the priority notifications)"
-        lines.append("\(run.plan.priorityQueries.count + 1). Then everything else: \(remainder).")
-        lines.append("")
+        if let plan = run.plan {
+            lines.append("## Plan")
+            lines.append("")
+            lines.append("Queries to Get Notification History, in order\(plan.onlyFailures ? ", each with onlyFailures" : ""):")
+            lines.append("")
+            for (index, query) in plan.priorityQueries.enumerated() { lines.append("\(index + 1). \(query)") }
+            let remainder = plan.remainder == "unfiltered"
+                ? "one unfiltered pass over the window, skipping the pairs above (cheaper than one query per remaining type, and it sees types Apple adds later)"
+                : "one query per remaining documented type and subtype (\(plan.remainderQueries) queries; cheaper here than re-reading the priority notifications)"
+            lines.append("\(plan.priorityQueries.count + 1). Then everything else: \(remainder).")
+            lines.append("")
+        }
         lines.append("## Missed notifications (\(missed.count))")
         lines.append("")
         if missed.isEmpty {
@@ -162,6 +256,23 @@ public struct RecoveryReport: Sendable, Codable {
             for entry in rejected {
                 lines.append("| \(entry.notificationUUID ?? "unreadable") | \(entry.reason) | \(entry.detail.replacingOccurrences(of: "|", with: "/")) |")
             }
+            lines.append("")
+        }
+        if !repairs.isEmpty {
+            lines.append("## Repairs through Get Transaction History (\(repairs.count) customers checked, \(counts.customersRepaired) \(isDryRun ? "would change" : "changed"))")
+            lines.append("")
+            lines.append("| originalTransactionId | selected because | transactions added | changed | changes |")
+            lines.append("| --- | --- | --- | --- | --- |")
+            for repair in repairs where repair.outcome != "unchanged" {
+                let refunds = repair.refundsFound.isEmpty ? "" : " ⚠ refund found only here: \(repair.refundsFound.joined(separator: ", "))"
+                let changes = repair.changes.map { "\($0.field): \($0.before ?? "none") → \($0.after ?? "none")" }.joined(separator: "; ")
+                lines.append(
+                    "| \(repair.originalTransactionId) | \(repair.reasons.joined(separator: ", ")) | \(repair.transactionsAdded.count) | "
+                        + "\(repair.transactionsChanged.count)\(refunds) | \(repair.outcome == "not-found" ? "transaction ID unknown to Apple" : changes) |"
+                )
+            }
+            let unchanged = repairs.filter { $0.outcome == "unchanged" }.count
+            if unchanged > 0 { lines.append(""); lines.append("\(unchanged) customer(s) checked and already right.") }
             lines.append("")
         }
         lines.append("## Why Apple's deliveries failed")

@@ -23,6 +23,15 @@ public enum UnverifiedPayload {
         return nil
     }
 
+    /// The customer a notification names in its (unverified) nested transaction: only for
+    /// choosing whom to ask Apple about, never for applying anything.
+    public static func originalTransactionId(ofNotification jws: String) -> String? {
+        guard case .object(let data)? = fields(of: jws)?["data"], case .string(let transaction)? = data["signedTransactionInfo"],
+            case .string(let id)? = fields(of: transaction)?["originalTransactionId"]
+        else { return nil }
+        return String(id.prefix(64))
+    }
+
     /// `notificationUUID` when the payload is readable and has one.
     public static func notificationUUID(of jws: String) -> String? {
         if case .string(let uuid) = fields(of: jws)?["notificationUUID"] { return String(uuid.prefix(64)) }

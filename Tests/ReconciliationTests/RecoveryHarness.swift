@@ -16,13 +16,14 @@ struct RecoveryHarness: Sendable {
 
     /// A sandbox world (Apple never retries there) whose outage covers most of its history, so
     /// that every kind of notification is missed somewhere.
-    init(customers: Int = 150, seed: UInt64 = 21, environment: AppStoreEnvironment = .sandbox, outageHours: Double = 96, options: SimulatorOptions = SimulatorOptions()) throws {
+    init(customers: Int = 150, seed: UInt64 = 21, environment: AppStoreEnvironment = .sandbox, outageHours: Double = 96, options: SimulatorOptions = SimulatorOptions(), silenced: Set<String> = []) throws {
         var configuration = Scenario.Configuration()
         configuration.seed = seed
         configuration.customers = customers
         configuration.environment = environment
         let now = configuration.now
         configuration.outage = now.addingTimeInterval(-(outageHours + 1) * 3600)..<now.addingTimeInterval(-3600)
+        configuration.silencedNotifications = silenced
         api = try SimulatedAPI(scenario: Scenario(configuration), options: options)
         var logger = Logger(label: "recovery-tests")
         logger.logLevel = .error
@@ -70,6 +71,41 @@ struct RecoveryHarness: Sendable {
         for start in stride(from: 0, to: delivered.count, by: 200) {
             try await ingest.ingest(signedPayloads: delivered[start..<min(start + 200, delivered.count)].map { try api.signNotification($0) })
         }
+    }
+
+    func repair(_ baseURL: String, _ store: LedgerStore, client: AppStoreServerAPIClient? = nil) throws -> CustomerRepair {
+        CustomerRepair(client: try client ?? self.client(baseURL), verifier: try verifier(), store: store, logger: logger)
+    }
+
+    /// Every customer's subscription row and transactions, compared field by field with the
+    /// simulator's truth; the mismatches, described.
+    func mismatches(_ store: LedgerStore) async throws -> [String] {
+        var problems: [String] = []
+        let rows = try await store.subscriptions(scenario.customers.map(\.originalTransactionId))
+        for customer in scenario.customers {
+            let id = customer.originalTransactionId
+            guard let row = rows[id] else {
+                problems.append("\(id): no subscription row")
+                continue
+            }
+            if row.status != customer.subscriptionStatus?.rawValue { problems.append("\(id): status \(String(describing: row.status)) ≠ \(String(describing: customer.subscriptionStatus))") }
+            if row.expiresDate?.unixMilliseconds != customer.latestTransaction.expiresDate { problems.append("\(id): expiresDate") }
+            if row.autoRenewStatus != customer.renewalInfo?.autoRenewStatus { problems.append("\(id): autoRenewStatus") }
+            if row.productId != customer.latestTransaction.productId { problems.append("\(id): productId") }
+            var truth: [String: TransactionPayload] = [:]
+            for version in customer.transactionVersions { truth[version.transaction.transactionId!] = version.transaction }
+            let stored = Dictionary(try await store.transactions(ofCustomer: id).map { ($0.transactionId, $0) }, uniquingKeysWith: { a, _ in a })
+            if Set(stored.keys) != Set(truth.keys) { problems.append("\(id): transactions \(stored.keys.sorted()) ≠ \(truth.keys.sorted())") }
+            for (transactionId, expected) in truth {
+                guard let row = stored[transactionId] else { continue }
+                if row.purchaseDate?.unixMilliseconds != expected.purchaseDate || row.expiresDate?.unixMilliseconds != expected.expiresDate
+                    || row.revocationDate?.unixMilliseconds != expected.revocationDate || row.revocationReason != expected.revocationReason
+                {
+                    problems.append("\(id): transaction \(transactionId) differs")
+                }
+            }
+        }
+        return problems
     }
 
     func recovery(_ baseURL: String, _ store: LedgerStore) throws -> NotificationRecovery {

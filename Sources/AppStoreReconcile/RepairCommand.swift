@@ -1,0 +1,82 @@
+import AppStoreServerAPI
+import ArgumentParser
+import Foundation
+import Ledger
+import Logging
+import Reconciliation
+import SignedData
+
+struct RepairCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "repair",
+        abstract: "Repair customers from Apple's truth (Get Transaction History), without recovering a window first.",
+        discussion: """
+            With --transaction-id (any transaction ID of the customer; repeatable), repairs exactly those customers: \\
+            for support cases. Without it, repairs every customer whose stored state contradicts itself: an active \\
+            subscription whose expiry has passed with nothing recorded since, a subscription row older than the \\
+            customer's newest transaction, a renewal after a lapse with no billing failure or expiry recorded, an \\
+            expiry that skips the step before it. Each customer's history is fetched from the stored revision \\
+            (only what changed since), verified, and applied; the new revision is stored with it. --dry-run writes \\
+            nothing and stores no revision.
+
+            \\(ExitStatus.summary)
+            """
+    )
+
+    @Option(name: .customLong("transaction-id"), help: "A transaction ID of a customer to repair (repeatable).")
+    var transactionIds: [String] = []
+
+    @Flag(help: "Fetch and compare, write nothing, store no revision, and report what would change.")
+    var dryRun = false
+
+    @Option(help: "Where to write report.md and report.json (default: ./appstore-reconcile-repair-TIMESTAMP).")
+    var reportDir: String?
+
+    @Option(help: "Customers repaired at once.")
+    var concurrency = 8
+
+    @Flag(help: "No live progress line.")
+    var noProgress = false
+
+    @OptionGroup var options: ConfigurationOptions
+
+    func run() async throws {
+        try await withExitStatus {
+            let settings = options.settings
+            let verifierConfiguration = try settings.verifierConfiguration()
+            let apiConfiguration = try settings.apiConfiguration(warn: printError)
+            let databaseURL = try settings.databaseURL()
+            let logger = Logger(label: "appstore-reconcile.repair")
+            let verifier = try SignedDataVerifier(verifierConfiguration)
+            let client = AppStoreServerAPIClient(configuration: apiConfiguration, logger: logger)
+            let startedAt = Date()
+            let repairs = try await LedgerDatabase.withClient(databaseURL, logger: logger) { database in
+                let store = LedgerStore(client: database, logger: logger)
+                let progress = ProgressLine(enabled: !noProgress)
+                let repair = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: concurrency)
+                var targets: [CustomerRepair.Target] = []
+                if transactionIds.isEmpty {
+                    try await repair.scanLedger { targets.append($0) }
+                } else {
+                    for id in transactionIds {
+                        let customer = try await store.customer(ofTransaction: id) ?? id
+                        targets.append(CustomerRepair.Target(customer: customer, transactionId: id, reasons: [.named]))
+                    }
+                }
+                let results = try await repair.repair(targets, dryRun: dryRun)
+                progress.finish()
+                return results
+            }
+            var report = RecoveryReport.repairOnly(
+                environment: verifierConfiguration.environment.rawValue, dryRun: dryRun, startedAt: startedAt, repairs: repairs
+            )
+            report.counts.apiRequests = 0
+            let directory = try ReportFiles.write(report, to: reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-repair", dryRun: dryRun))
+            print((dryRun ? "Dry run: " : "Done: ") + "\(report.counts.customersChecked) customers checked, \(report.counts.customersRepaired) \(dryRun ? "would change" : "changed"), \(report.counts.transactionHistoryRequests) transaction history requests")
+            let notFound = repairs.filter { $0.outcome == "not-found" }
+            if !notFound.isEmpty { printError("Apple does not know \(notFound.count) of the transaction IDs: see the report") }
+            print("Report: \(directory)/report.md and \(directory)/report.json")
+            if report.counts.rejected > 0 { throw ExitCode(ExitStatus.doneWithRejections) }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import Ledger
+
+/// Why a customer is repaired through Get Transaction History. The raw values are stable: they
+/// appear in reports.
+public enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
+    /// A notification of this customer was recovered from history (or found stale) in the window:
+    /// history holds point-in-time snapshots, so ask Apple for the present.
+    case recoveredInWindow = "recovered-in-window"
+    /// A payload of this customer was rejected or left for retry in the window.
+    case payloadRejected = "payload-rejected"
+    /// The subscription is recorded active, but its expiry (and grace period) have passed with
+    /// no renewal or expiry recorded since.
+    case activeButExpired = "active-but-expired"
+    /// The subscription row is older than the customer's newest transaction.
+    case rowOlderThanTransactions = "row-older-than-transactions"
+    /// A renewal was purchased after the previous period had expired, with no billing failure
+    /// or expiry recorded in between: a period's notifications are missing.
+    case transactionChainGap = "transaction-chain-gap"
+    /// The notifications skip a step: expired voluntarily without auto-renew turned off, or
+    /// for billing without a billing failure.
+    case skippedStep = "skipped-step"
+    /// Named by the operator (`repair --transaction-id`).
+    case named
+}
+
+/// The rules that find customers whose records contradict themselves, as pure functions of
+/// what the ledger holds for one customer and the current time.
+public enum GapRules {
+    /// How long after an expiry a renewal may still legitimately be on its way.
+    public static let expiryTolerance: TimeInterval = 3600
+
+    public static func evaluate(_ view: CustomerLedgerView, now: Date) -> [GapReason] {
+        var reasons: [GapReason] = []
+        if isActiveButExpired(view, now: now) { reasons.append(.activeButExpired) }
+        if isRowOlderThanTransactions(view) { reasons.append(.rowOlderThanTransactions) }
+        if hasTransactionChainGap(view) { reasons.append(.transactionChainGap) }
+        if skipsAStep(view) { reasons.append(.skippedStep) }
+        return reasons
+    }
+
+    static func isActiveButExpired(_ view: CustomerLedgerView, now: Date) -> Bool {
+        guard let subscription = view.subscription, subscription.status == 1, let expires = subscription.expiresDate else { return false }
+        let lastServed = max(expires, subscription.gracePeriodExpiresDate ?? expires)
+        return lastServed.addingTimeInterval(expiryTolerance) < now
+    }
+
+    static func isRowOlderThanTransactions(_ view: CustomerLedgerView) -> Bool {
+        guard let subscription = view.subscription, let newest = view.transactions.map(\.signedDate).max() else { return false }
+        return subscription.lastSignedDate.unixMilliseconds < newest.unixMilliseconds
+    }
+
+    static func hasTransactionChainGap(_ view: CustomerLedgerView) -> Bool {
+        let renewals = view.transactions
+            .filter { $0.productType == nil || $0.productType == "Auto-Renewable Subscription" }
+            .filter { $0.purchaseDate != nil && $0.expiresDate != nil }
+            .sorted { $0.purchaseDate! < $1.purchaseDate! }
+        for (previous, next) in zip(renewals, renewals.dropFirst()) {
+            let lapseStart = previous.expiresDate!
+            let lapseEnd = next.purchaseDate!
+            guard lapseEnd.unixMilliseconds > lapseStart.unixMilliseconds + 60_000 else { continue }
+            let explained = view.notifications.contains { notification in
+                ["DID_FAIL_TO_RENEW", "EXPIRED", "GRACE_PERIOD_EXPIRED", "REFUND", "REVOKE"].contains(notification.type)
+                    && notification.signedDate >= lapseStart.addingTimeInterval(-60) && notification.signedDate <= lapseEnd
+            }
+            if !explained { return true }
+        }
+        return false
+    }
+
+    static func skipsAStep(_ view: CustomerLedgerView) -> Bool {
+        var sinceRenewal: [CustomerLedgerView.NotificationFacts] = []
+        for notification in view.notifications.sorted(by: { $0.signedDate < $1.signedDate }) {
+            if notification.type == "SUBSCRIBED" || notification.type == "DID_RENEW" {
+                sinceRenewal = []
+                continue
+            }
+            if notification.type == "EXPIRED" {
+                if notification.subtype == "VOLUNTARY"
+                    && !sinceRenewal.contains(where: { $0.type == "DID_CHANGE_RENEWAL_STATUS" && $0.subtype == "AUTO_RENEW_DISABLED" })
+                    && !sinceRenewal.contains(where: { $0.type == "REFUND" || $0.type == "REVOKE" })
+                {
+                    return true
+                }
+                if notification.subtype == "BILLING_RETRY" && !sinceRenewal.contains(where: { $0.type == "DID_FAIL_TO_RENEW" }) {
+                    return true
+                }
+            }
+            sinceRenewal.append(notification)
+        }
+        return false
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+import Ledger
+import SignedData
+
+/// Decides what repairing one customer changes, from Apple's truth (verified transactions and
+/// subscription status) and what the ledger holds: a pure value, printed by a dry run and
+/// written by a real one.
+public enum RepairPlanner {
+    /// Apple's truth for one customer.
+    public struct Truth: Sendable {
+        /// Each transaction's newest verified version, with its JWS.
+        public var transactions: [(payload: TransactionPayload, signed: String)]
+        /// The subscription's state from Get All Subscription Statuses (auto-renewables only).
+        public var subscription: SubscriptionRecord?
+
+        public init(transactions: [(payload: TransactionPayload, signed: String)], subscription: SubscriptionRecord?) {
+            self.transactions = transactions
+            self.subscription = subscription
+        }
+    }
+
+    public struct Change: Sendable, Hashable, Codable {
+        public var field: String
+        public var before: String?
+        public var after: String?
+    }
+
+    public struct Plan: Sendable {
+        public var batch = LedgerBatch()
+        public var transactionsAdded: [String] = []
+        public var transactionsChanged: [String] = []
+        /// Transactions whose revocation (a refund) only this repair found.
+        public var refundsFound: [String] = []
+        public var changes: [Change] = []
+    }
+
+    public static func plan(
+        customer: String, truth: Truth, storedTransactions: [TransactionRecord], storedSubscription: SubscriptionRecord?
+    ) -> Plan {
+        var plan = Plan()
+        let stored = Dictionary(storedTransactions.map { ($0.transactionId, $0) }, uniquingKeysWith: { first, _ in first })
+        for (payload, signed) in truth.transactions {
+            guard let record = LedgerMapping.transactionRecord(payload, signed: signed, fallbackSignedDate: nil) else { continue }
+            guard let existing = stored[record.transactionId] else {
+                plan.transactionsAdded.append(record.transactionId)
+                if record.revocationDate != nil { plan.refundsFound.append(record.transactionId) }
+                plan.batch.transactions.append(record)
+                continue
+            }
+            guard existing.signedDate.unixMilliseconds < record.signedDate.unixMilliseconds else { continue }
+            if sameContent(existing, record) { continue }
+            plan.transactionsChanged.append(record.transactionId)
+            if existing.revocationDate == nil && record.revocationDate != nil { plan.refundsFound.append(record.transactionId) }
+            plan.batch.transactions.append(record)
+        }
+        if let truthRow = truth.subscription {
+            let changes = differences(storedSubscription, truthRow)
+            if !changes.isEmpty, storedSubscription.map({ $0.lastSignedDate.unixMilliseconds < truthRow.lastSignedDate.unixMilliseconds }) ?? true {
+                plan.changes = changes
+                plan.batch.subscriptions.append(truthRow)
+            }
+        }
+        return plan
+    }
+
+    /// The same facts, whatever the signing time.
+    static func sameContent(_ lhs: TransactionRecord, _ rhs: TransactionRecord) -> Bool {
+        lhs.originalTransactionId == rhs.originalTransactionId && lhs.productId == rhs.productId && lhs.productType == rhs.productType
+            && lhs.purchaseDate?.unixMilliseconds == rhs.purchaseDate?.unixMilliseconds
+            && lhs.expiresDate?.unixMilliseconds == rhs.expiresDate?.unixMilliseconds
+            && lhs.revocationDate?.unixMilliseconds == rhs.revocationDate?.unixMilliseconds
+            && lhs.revocationReason == rhs.revocationReason && lhs.isUpgraded == rhs.isUpgraded
+    }
+
+    /// Field by field, what differs between the stored row and the truth (the signing time aside).
+    static func differences(_ before: SubscriptionRecord?, _ after: SubscriptionRecord) -> [Change] {
+        func text(_ date: Date?) -> String? { date.map { $0.formatted(.iso8601) } }
+        func text(_ value: Int?) -> String? { value.map(String.init) }
+        func text(_ value: Bool?) -> String? { value.map { $0 ? "true" : "false" } }
+        let pairs: [(String, String?, String?)] = [
+            ("status", text(before?.status), text(after.status)),
+            ("productId", before?.productId, after.productId),
+            ("expiresDate", text(before?.expiresDate), text(after.expiresDate)),
+            ("autoRenewStatus", text(before?.autoRenewStatus), text(after.autoRenewStatus)),
+            ("autoRenewProductId", before?.autoRenewProductId, after.autoRenewProductId),
+            ("isInBillingRetry", text(before?.isInBillingRetry), text(after.isInBillingRetry)),
+            ("gracePeriodExpiresDate", text(before?.gracePeriodExpiresDate), text(after.gracePeriodExpiresDate)),
+        ]
+        return pairs.filter { $0.1 != $0.2 }.map { Change(field: $0.0, before: $0.1, after: $0.2) }
+    }
+
+    /// The subscription row Apple's status answer describes.
+    static func subscriptionRecord(status: SubscriptionStatus?, transaction: TransactionPayload, renewal: RenewalInfoPayload?) -> SubscriptionRecord? {
+        guard let customer = transaction.originalTransactionId ?? renewal?.originalTransactionId else { return nil }
+        let signed = [transaction.signedDate, renewal?.signedDate].compactMap { $0 }.max()
+        guard let signedDate = LedgerMapping.date(signed) else { return nil }
+        return SubscriptionRecord(
+            originalTransactionId: customer, productId: transaction.productId, status: status?.rawValue,
+            expiresDate: LedgerMapping.date(transaction.expiresDate), autoRenewStatus: renewal?.autoRenewStatus,
+            autoRenewProductId: renewal?.autoRenewProductId, isInBillingRetry: renewal?.isInBillingRetryPeriod ?? false,
+            gracePeriodExpiresDate: LedgerMapping.date(renewal?.gracePeriodExpiresDate), lastSignedDate: signedDate
+        )
+    }
+}
