@@ -60,6 +60,10 @@ struct DemoCommand: AsyncParsableCommand {
             scenarioConfiguration.environment = .production
             let now = scenarioConfiguration.now
             scenarioConfiguration.outage = now.addingTimeInterval(-9 * 3600)..<now.addingTimeInterval(-3 * 3600)
+            // Three events that reached neither the webhook nor the history (a refund, a renewal, an
+            // expiry): only pass 2, through Get Transaction History, can set those customers right.
+            let hidden = Scenario(scenarioConfiguration).notificationsOnlyTransactionHistoryReveals()
+            scenarioConfiguration.silencedNotifications = Set([hidden.refund, hidden.renewal, hidden.expiry].compactMap { $0?.uuid })
             let api = try SimulatedAPI(scenario: Scenario(scenarioConfiguration))
             let scenario = api.scenario
             let bundleId = scenarioConfiguration.bundleId
@@ -67,7 +71,8 @@ struct DemoCommand: AsyncParsableCommand {
             print("""
                 Simulating the App Store: \(customers) customers over 7 days, an outage from \(outage.lowerBound.formatted(.iso8601)) \
                 to \(outage.upperBound.formatted(.iso8601)).
-                  Apple sent \(scenario.notifications.count) notifications; \(scenario.missedNotifications.count) never reached the server.
+                  Apple sent \(scenario.notifications.count) notifications; \(scenario.missedNotifications.count) never reached the server, and \
+                \(scenarioConfiguration.silencedNotifications.count) events left no notification at all.
                 """)
             let verifier = try SignedDataVerifier(
                 VerifierConfiguration(
@@ -98,12 +103,16 @@ struct DemoCommand: AsyncParsableCommand {
                         ),
                         logger: logger
                     )
-                    let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: ProgressLine())
+                    let progress = ProgressLine()
+                    let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress)
+                    let repair = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger, progress: progress)
                     let window = try OutageWindow(start: now.addingTimeInterval(-7 * 86_400 - 3600), end: Date(), environment: .production)
                     for (step, dryRun, name) in [(1, true, "dry-run"), (2, false, "run"), (3, false, "second-run")] {
                         let title = ["", "Dry run (writes nothing)", "The real run", "A second run, which must apply nothing"][step]
                         print("\n\(title), window \(window.start.formatted(.iso8601)) to \(window.end.formatted(.iso8601)):")
-                        let report = try await recovery.run(.init(window: window, dryRun: dryRun))
+                        var report = try await recovery.run(.init(window: window, dryRun: dryRun))
+                        report.add(repairs: try await repair.afterRecovery(report, window: window, dryRun: dryRun))
+                        progress.finish()
                         let directory = try ReportFiles.write(report, to: "\(reportDir)/\(name)")
                         print("  \(report.summaryLine)")
                         print("  report: \(directory)/report.md")

@@ -123,3 +123,27 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
         return z ^ (z >> 31)
     }
 }
+
+extension Scenario {
+    /// Notifications whose absence only Get Transaction History can reveal, to silence in a
+    /// scenario built from the same configuration: a refund of a customer who also has a missed
+    /// notification (so the recovery touches them), a plain renewal followed by another (so its
+    /// transaction is missing from the chain), and an expiry more than two hours ago after which
+    /// the record would stay active. Each is nil when the world has no such notification.
+    public func notificationsOnlyTransactionHistoryReveals() -> (refund: Notification?, renewal: Notification?, expiry: Notification?) {
+        let missed = missedNotifications
+        let refund = notifications.first { candidate in
+            candidate.type == .refund && missed.contains { $0.customer == candidate.customer && $0.uuid != candidate.uuid }
+        }
+        let renewal = notifications.first { candidate in
+            candidate.type == .didRenew && candidate.subtype == nil && candidate.customer != refund?.customer
+                && notifications.contains { $0.customer == candidate.customer && $0.type == .didRenew && $0.signedDate > candidate.signedDate }
+        }
+        let expiry = notifications.first { candidate in
+            candidate.type == .expired && [nil, .productNotForSale, .priceIncrease, .voluntary].contains(candidate.subtype)
+                && candidate.signedDate < nowMilliseconds - 2 * 3_600_000 && candidate.customer != refund?.customer
+                && candidate.customer != renewal?.customer
+        }
+        return (refund, renewal, expiry)
+    }
+}

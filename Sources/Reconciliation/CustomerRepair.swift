@@ -75,7 +75,8 @@ public struct CustomerRepair: Sendable {
     // MARK: Repair
 
     /// Repairs the targets, `concurrency` at a time, and returns what happened to each.
-    public func repair(_ targets: [Target], dryRun: Bool) async throws -> [RecoveryReport.Repair] {
+    /// - Parameter overlay: what pass 1 wrote or would write, for a dry run to compare against.
+    public func repair(_ targets: [Target], dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init()) async throws -> [RecoveryReport.Repair] {
         var results: [RecoveryReport.Repair] = []
         var index = 0
         try await withThrowingTaskGroup(of: RecoveryReport.Repair.self) { group in
@@ -83,7 +84,7 @@ public struct CustomerRepair: Sendable {
                 guard index < targets.count else { return }
                 let target = targets[index]
                 index += 1
-                group.addTask { try await repairOne(target, dryRun: dryRun) }
+                group.addTask { try await repairOne(target, dryRun: dryRun, overlay: overlay) }
             }
             for _ in 0..<concurrency { startNext() }
             while let result = try await group.next() {
@@ -98,7 +99,7 @@ public struct CustomerRepair: Sendable {
         return results.sorted { $0.originalTransactionId < $1.originalTransactionId }
     }
 
-    func repairOne(_ target: Target, dryRun: Bool) async throws -> RecoveryReport.Repair {
+    func repairOne(_ target: Target, dryRun: Bool, overlay: RecoveryReport.LedgerOverlay) async throws -> RecoveryReport.Repair {
         var entry = RecoveryReport.Repair(originalTransactionId: target.customer, reasons: target.reasons.map(\.rawValue))
         let stored = try await store.revision(of: target.customer)
         var pages: [HistoryResponse] = []
@@ -135,7 +136,15 @@ public struct CustomerRepair: Sendable {
                 }
             }
         }
-        let storedSubscription = try await store.subscriptions([target.customer])[target.customer]
+        // A named transaction the ledger did not know was taken for the customer's key; Apple's
+        // answer says whose it is.
+        let customer = latest.values.first?.payload.originalTransactionId ?? target.customer
+        entry.originalTransactionId = customer
+        var target = target
+        target.customer = customer
+        let storedSubscription = RecoveryPlanner.newer(
+            try await store.subscriptions([target.customer])[target.customer], overlay.subscriptions[target.customer]
+        )
         var truthSubscription: SubscriptionRecord?
         let isSubscription = storedSubscription != nil || latest.values.contains { $0.payload.type == .autoRenewable }
         if isSubscription {
@@ -143,7 +152,8 @@ public struct CustomerRepair: Sendable {
         }
         let plan = RepairPlanner.plan(
             customer: target.customer, truth: .init(transactions: order.compactMap { latest[$0] }, subscription: truthSubscription),
-            storedTransactions: try await store.transactions(ofCustomer: target.customer), storedSubscription: storedSubscription
+            storedTransactions: Self.merge(try await store.transactions(ofCustomer: target.customer), overlay, customer: target.customer),
+            storedSubscription: storedSubscription
         )
         entry.transactionsAdded = plan.transactionsAdded
         entry.transactionsChanged = plan.transactionsChanged
@@ -158,6 +168,17 @@ public struct CustomerRepair: Sendable {
             _ = try await store.apply(batch, runId: nil)
         }
         return entry
+    }
+
+    /// The stored transactions with pass 1's (planned) versions on top.
+    static func merge(_ stored: [TransactionRecord], _ overlay: RecoveryReport.LedgerOverlay, customer: String) -> [TransactionRecord] {
+        var byId = Dictionary(stored.map { ($0.transactionId, $0) }, uniquingKeysWith: { first, _ in first })
+        for record in overlay.transactions.values where record.originalTransactionId == customer {
+            if byId[record.transactionId].map({ $0.signedDate.unixMilliseconds < record.signedDate.unixMilliseconds }) ?? true {
+                byId[record.transactionId] = record
+            }
+        }
+        return Array(byId.values)
     }
 
     private func fetch(_ transactionId: String, from revision: String?) async throws -> [HistoryResponse] {
@@ -217,6 +238,6 @@ extension CustomerRepair {
                 targets[target.customer] = target
             }
         }
-        return try await repair(targets.values.sorted { $0.customer < $1.customer }, dryRun: dryRun)
+        return try await repair(targets.values.sorted { $0.customer < $1.customer }, dryRun: dryRun, overlay: recovery.pass1)
     }
 }

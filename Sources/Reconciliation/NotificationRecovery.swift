@@ -224,7 +224,7 @@ public struct NotificationRecovery: Sendable {
             guard let after = tally.memory.subscriptions[customer] else { continue }
             changes.append(.init(originalTransactionId: customer, before: before, after: after))
         }
-        return RecoveryReport(
+        var report = RecoveryReport(
             run: .init(
                 id: runId.uuidString.lowercased(), mode: options.dryRun ? "dry-run" : "apply",
                 environment: verifier.configuration.environment.rawValue,
@@ -238,6 +238,9 @@ public struct NotificationRecovery: Sendable {
             counts: tally.counts, missed: tally.missed, rejected: tally.rejected, customers: changes,
             deliveryFailures: .init(byFirstAttemptResult: tally.byResult, byHourOfFirstAttempt: tally.byHour)
         )
+        report.pass1.subscriptions = tally.memory.subscriptions
+        report.pass1.transactions = tally.memory.transactions
+        return report
     }
 
     static func iso(_ date: Date) -> String { date.formatted(.iso8601) }

@@ -62,6 +62,8 @@ public struct RecoveryPlanner: Sendable {
         public var transactionSignedDates: [String: Date] = [:]
         /// The subscription row before the run first changed it (nil: there was none).
         public var subscriptionsBefore: [String: SubscriptionRecord?] = [:]
+        /// The transaction rows this run wrote (or, dry, would write), newest version each.
+        public var transactions: [String: TransactionRecord] = [:]
         public init() {}
     }
 
@@ -139,6 +141,7 @@ public struct RecoveryPlanner: Sendable {
                 .compactMap { $0 }.max()
             if stored.map({ $0.unixMilliseconds < record.signedDate.unixMilliseconds }) ?? true {
                 memory.transactionSignedDates[record.transactionId] = record.signedDate
+                memory.transactions[record.transactionId] = record
                 batch.transactions.removeAll { $0.transactionId == record.transactionId }
                 batch.transactions.append(record)
             }

@@ -141,6 +141,20 @@ public struct RecoveryReport: Sendable, Codable {
     public var deliveryFailures: DeliveryFailures
     /// Pass 2; empty when it did not run.
     public var repairs: [Repair] = []
+    /// What pass 1 wrote, or in a dry run would have written: pass 2 compares Apple's truth with
+    /// the ledger as pass 1 left it, so that a dry run reports what the real run would change.
+    /// Not part of the JSON.
+    public var pass1: LedgerOverlay = LedgerOverlay()
+
+    public struct LedgerOverlay: Sendable {
+        public var subscriptions: [String: SubscriptionRecord] = [:]
+        public var transactions: [String: TransactionRecord] = [:]
+        public init() {}
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case run, counts, missed, rejected, customers, deliveryFailures, repairs
+    }
 
     /// Adds pass 2's results.
     public mutating func add(repairs: [Repair]) {

@@ -14,21 +14,10 @@ struct RepairTests {
     /// after the outage's snapshot, a renewal no history holds, an expiry never notified.
     static func silencedHarness() throws -> (harness: RecoveryHarness, refund: String, renewal: String, expiry: String) {
         let probe = try RecoveryHarness(customers: 200, seed: 41, outageHours: 96)
-        let now = probe.scenario.nowMilliseconds
-        // A refund of a customer that pass 1 touches: another of their notifications was missed.
-        let refund = try #require(probe.scenario.notifications.first { candidate in
-            candidate.type == .refund && probe.scenario.missedNotifications.contains { $0.customer == candidate.customer && $0.uuid != candidate.uuid }
-        })
-        // A plain renewal followed by another renewal: its transaction is missing from the chain.
-        let renewal = try #require(probe.scenario.notifications.first { candidate in
-            candidate.type == .didRenew && candidate.subtype == nil && candidate.customer != refund.customer
-                && probe.scenario.notifications.contains { $0.customer == candidate.customer && $0.type == .didRenew && $0.signedDate > candidate.signedDate }
-        })
-        // An expiry (after a renewal, so the record stays "active") more than an hour ago.
-        let expiry = try #require(probe.scenario.notifications.first { candidate in
-            candidate.type == .expired && [nil, .productNotForSale, .priceIncrease, .voluntary].contains(candidate.subtype)
-                && candidate.signedDate < now - 2 * 3_600_000 && candidate.customer != refund.customer && candidate.customer != renewal.customer
-        })
+        let hidden = probe.scenario.notificationsOnlyTransactionHistoryReveals()
+        let refund = try #require(hidden.refund)
+        let renewal = try #require(hidden.renewal)
+        let expiry = try #require(hidden.expiry)
         let harness = try RecoveryHarness(customers: 200, seed: 41, outageHours: 96, silenced: [refund.uuid, renewal.uuid, expiry.uuid])
         return (harness, refund.originalTransactionId, renewal.originalTransactionId, expiry.originalTransactionId)
     }
