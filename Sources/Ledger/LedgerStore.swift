@@ -27,6 +27,17 @@ public struct LedgerStore: Sendable {
         return found
     }
 
+    /// The columns of `app_store.subscriptions` in the order every query selects them.
+    typealias SubscriptionRow = (String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date)
+
+    static func subscription(_ row: SubscriptionRow) -> SubscriptionRecord {
+        SubscriptionRecord(
+            originalTransactionId: row.0, productId: row.1, status: row.2.map(Int.init), expiresDate: row.3,
+            autoRenewStatus: row.4.map(Int.init), autoRenewProductId: row.5, isInBillingRetry: row.6,
+            gracePeriodExpiresDate: row.7, lastSignedDate: row.8
+        )
+    }
+
     /// The stored subscription rows for these customers.
     public func subscriptions(_ originalTransactionIds: [String]) async throws -> [String: SubscriptionRecord] {
         guard !originalTransactionIds.isEmpty else { return [:] }
@@ -39,13 +50,7 @@ public struct LedgerStore: Sendable {
             logger: logger
         )
         var found: [String: SubscriptionRecord] = [:]
-        for try await row in rows.decode((String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date).self) {
-            found[row.0] = SubscriptionRecord(
-                originalTransactionId: row.0, productId: row.1, status: row.2.map(Int.init), expiresDate: row.3,
-                autoRenewStatus: row.4.map(Int.init), autoRenewProductId: row.5, isInBillingRetry: row.6,
-                gracePeriodExpiresDate: row.7, lastSignedDate: row.8
-            )
-        }
+        for try await row in rows.decode(SubscriptionRow.self) { found[row.0] = Self.subscription(row) }
         return found
     }
 
@@ -230,15 +235,7 @@ public struct LedgerStore: Sendable {
             """,
             logger: logger
         )
-        for try await row in rows.decode((String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date).self) {
-            subscriptions.append(
-                SubscriptionRecord(
-                    originalTransactionId: row.0, productId: row.1, status: row.2.map(Int.init), expiresDate: row.3,
-                    autoRenewStatus: row.4.map(Int.init), autoRenewProductId: row.5, isInBillingRetry: row.6,
-                    gracePeriodExpiresDate: row.7, lastSignedDate: row.8
-                )
-            )
-        }
+        for try await row in rows.decode(SubscriptionRow.self) { subscriptions.append(Self.subscription(row)) }
         let ids = subscriptions.map(\.originalTransactionId)
         guard !ids.isEmpty else { return [] }
         var transactions: [String: [CustomerLedgerView.TransactionFacts]] = [:]
