@@ -26,6 +26,9 @@ func withExitStatus(_ body: () async throws -> Void) async throws {
     } catch let error as MigrationRefused {
         printError("error: \(error)")
         throw ExitCode(ExitStatus.failure)
+    } catch let error as RunInProgress {
+        printError("error: \(error). It stops by itself; try again after it.")
+        throw ExitCode(ExitStatus.temporaryFailure)
     } catch let error as AppStoreAPIError {
         printError("error: \(error)")
         throw ExitCode(error.isCredentialsProblem ? ExitStatus.configuration : ExitStatus.failure)

@@ -63,7 +63,10 @@ struct RepairCommand: AsyncParsableCommand {
                         targets.append(CustomerRepair.Target(customer: customer, transactionId: id, reasons: [.named]))
                     }
                 }
-                let results = try await repair.repair(targets, dryRun: dryRun)
+                let chosen = targets
+                let results = dryRun
+                    ? try await repair.repair(chosen, dryRun: true)
+                    : try await RunLock.withLock(databaseURL, store: store, logger: logger) { try await repair.repair(chosen, dryRun: false) }
                 progress.finish()
                 return results
             }

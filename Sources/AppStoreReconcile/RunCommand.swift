@@ -95,17 +95,11 @@ struct RunCommand: AsyncParsableCommand {
             printError("Recovering \(window.start.formatted(.iso8601)) to \(window.end.formatted(.iso8601)) (\(verifierConfiguration.environment))\(dryRun ? ", dry run: nothing will be written" : "")")
             let report = try await LedgerDatabase.withClient(databaseURL, logger: logger) { database in
                 let store = LedgerStore(client: database, logger: logger)
-                let progress = ProgressLine(enabled: !noProgress)
-                let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress)
-                var report = try await recovery.run(.init(window: window, dryRun: dryRun, onlyFailures: onlyFailures))
-                if !skipRepair {
-                    let repair = CustomerRepair(
-                        client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: repairConcurrency
-                    )
-                    report.add(repairs: try await repair.afterRecovery(report, window: window, dryRun: dryRun))
-                    progress.finish()
+                // One writing run at a time; a dry run writes nothing and needs no lock.
+                if dryRun { return try await recover(client: client, verifier: verifier, store: store, window: window, logger: logger) }
+                return try await RunLock.withLock(databaseURL, store: store, logger: logger) {
+                    try await recover(client: client, verifier: verifier, store: store, window: window, logger: logger)
                 }
-                return report
             }
             let directory = try ReportFiles.write(report, to: reportDir)
             print((dryRun ? "Dry run: " : "Done: ") + report.summaryLine)
@@ -115,6 +109,25 @@ struct RunCommand: AsyncParsableCommand {
                 throw ExitCode(ExitStatus.doneWithRejections)
             }
         }
+    }
+}
+
+extension RunCommand {
+    /// Pass 1, then pass 2 unless skipped.
+    func recover(
+        client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, window: OutageWindow, logger: Logger
+    ) async throws -> RecoveryReport {
+        let progress = ProgressLine(enabled: !noProgress)
+        let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress)
+        var report = try await recovery.run(.init(window: window, dryRun: dryRun, onlyFailures: onlyFailures))
+        if !skipRepair {
+            let repair = CustomerRepair(
+                client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: repairConcurrency
+            )
+            report.add(repairs: try await repair.afterRecovery(report, window: window, dryRun: dryRun))
+            progress.finish()
+        }
+        return report
     }
 }
 

@@ -173,3 +173,27 @@ struct RepairCommandTests {
         }
     }
 }
+
+@Suite("One run at a time")
+struct RunLockTests {
+    @Test func aSecondConcurrentRunExitsAtOnceNamingTheRunThatHoldsTheLock() async throws {
+        let harness = try RecoveryHarness(customers: 5, seed: 61, outageHours: 10)
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, client, scratch in
+            let store = LedgerStore(client: client, logger: harness.logger)
+            let holder = try await store.startRun(kind: "run", environment: "Sandbox", windowStart: nil, windowEnd: nil)
+            let url = try DatabaseURL(try #require(environment["DATABASE_URL"]))
+            let released = try await RunLock.withLock(url, store: store, logger: harness.logger) {
+                let started = ContinuousClock.now
+                let second = try await BuiltBinary.run(["run"] + RunCommandTests.window(harness) + ["--report-dir", scratch.path + "/r"], environment: environment)
+                #expect(second.exitCode == 75, "\(second.combined)")
+                #expect(second.standardError.contains(holder.uuidString.lowercased()) || second.standardError.contains(holder.uuidString))
+                #expect(harness.api.requestCounts.isEmpty, "no request reached Apple")
+                return ContinuousClock.now - started
+            }
+            #expect(released < .seconds(30))
+            try await store.finishRun(holder, outcome: "succeeded", countsJSON: "{}")
+            let after = try await BuiltBinary.run(["run"] + RunCommandTests.window(harness) + ["--report-dir", scratch.path + "/s"], environment: environment)
+            #expect(after.exitCode == 0, "the lock died with its holder: \(after.combined)")
+        }
+    }
+}
