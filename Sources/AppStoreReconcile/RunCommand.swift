@@ -118,16 +118,26 @@ extension RunCommand {
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, window: OutageWindow, logger: Logger
     ) async throws -> RecoveryReport {
         let progress = ProgressLine(enabled: !noProgress)
-        let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress)
-        var report = try await recovery.run(.init(window: window, dryRun: dryRun, onlyFailures: onlyFailures))
-        if !skipRepair {
-            let repair = CustomerRepair(
-                client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: repairConcurrency
-            )
-            report.add(repairs: try await repair.afterRecovery(report, window: window, dryRun: dryRun))
-            progress.finish()
+        // Both passes are one run: one row in app_store.runs, finished when both are done.
+        let runId = dryRun
+            ? nil
+            : try await store.startRun(kind: "run", environment: verifier.configuration.environment.rawValue, windowStart: window.start, windowEnd: window.end)
+        do {
+            let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress)
+            var report = try await recovery.run(.init(window: window, dryRun: dryRun, onlyFailures: onlyFailures, runId: runId))
+            if !skipRepair {
+                let repair = CustomerRepair(
+                    client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: repairConcurrency
+                )
+                report.add(repairs: try await repair.afterRecovery(report, window: window, dryRun: dryRun))
+                progress.finish()
+            }
+            if let runId { try await store.finishRun(runId, outcome: report.outcome, countsJSON: report.countsJSON) }
+            return report
+        } catch {
+            if let runId { try? await store.finishRun(runId, outcome: error is CancellationError ? "interrupted" : "failed", countsJSON: "{}") }
+            throw error
         }
-        return report
     }
 }
 

@@ -66,3 +66,70 @@ extension LedgerStore {
         return nil
     }
 }
+
+extension LedgerStore {
+    /// A row of `app_store.runs`.
+    public struct RunSummary: Sendable, Hashable, Codable {
+        public var id: UUID
+        public var kind: String
+        public var environment: String
+        public var windowStart: Date?
+        public var windowEnd: Date?
+        public var startedAt: Date
+        public var finishedAt: Date?
+        public var outcome: String
+        public var counts: [String: Int]
+        public var host: String?
+        public var pid: Int?
+    }
+
+    /// The newest runs, newest first.
+    public func recentRuns(limit: Int) async throws -> [RunSummary] {
+        let rows = try await client.query(
+            """
+            SELECT run_id, kind, environment, window_start, window_end, started_at, finished_at, outcome, counts::text, host, pid
+            FROM app_store.runs ORDER BY started_at DESC LIMIT \(limit)
+            """,
+            logger: logger
+        )
+        var runs: [RunSummary] = []
+        for try await row in rows.decode((UUID, String, String, Date?, Date?, Date, Date?, String, String, String?, Int?).self) {
+            let counts = (try? JSONDecoder().decode([String: Int].self, from: Data(row.8.utf8))) ?? [:]
+            runs.append(
+                RunSummary(
+                    id: row.0, kind: row.1, environment: row.2, windowStart: row.3, windowEnd: row.4, startedAt: row.5,
+                    finishedAt: row.6, outcome: row.7, counts: counts, host: row.9, pid: row.10
+                )
+            )
+        }
+        return runs
+    }
+
+    /// The newest run that succeeded (with or without rejections).
+    public func lastSuccessfulRun() async throws -> RunSummary? {
+        let rows = try await client.query(
+            "SELECT run_id FROM app_store.runs WHERE outcome IN ('succeeded', 'succeeded_with_rejections') ORDER BY finished_at DESC LIMIT 1",
+            logger: logger
+        )
+        var id: UUID?
+        for try await value in rows.decode(UUID.self) { id = value }
+        guard let id else { return nil }
+        return try await recentRuns(limit: 1000).first { $0.id == id }
+    }
+
+    /// Whether some session holds the run lock now (a run is really in progress).
+    public func runLockHeld() async throws -> Bool {
+        let high = Int64(RunLock.key >> 32)
+        let low = Int64(RunLock.key & 0xFFFF_FFFF)
+        let rows = try await client.query(
+            """
+            SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+              AND classid::bigint = \(high) AND objid::bigint = \(low) AND objsubid = 1
+            """,
+            logger: logger
+        )
+        for try await count in rows.decode(Int.self) { return count > 0 }
+        return false
+    }
+}

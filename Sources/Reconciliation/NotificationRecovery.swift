@@ -13,11 +13,15 @@ public struct NotificationRecovery: Sendable {
         public var window: OutageWindow
         public var dryRun: Bool
         public var onlyFailures: Bool
+        /// The `app_store.runs` row this pass belongs to, when the caller records the run itself
+        /// (both passes under one row); nil: the pass records its own row.
+        public var runId: UUID?
 
-        public init(window: OutageWindow, dryRun: Bool = false, onlyFailures: Bool = false) {
+        public init(window: OutageWindow, dryRun: Bool = false, onlyFailures: Bool = false, runId: UUID? = nil) {
             self.window = window
             self.dryRun = dryRun
             self.onlyFailures = onlyFailures
+            self.runId = runId
         }
     }
 
@@ -50,9 +54,15 @@ public struct NotificationRecovery: Sendable {
     public func run(_ options: Options) async throws -> RecoveryReport {
         let startedAt = Date()
         let environment = verifier.configuration.environment
-        let runId = options.dryRun
-            ? UUID()
-            : try await store.startRun(kind: "run", environment: environment.rawValue, windowStart: options.window.start, windowEnd: options.window.end)
+        let ownsRunRow = !options.dryRun && options.runId == nil
+        let runId: UUID
+        if let given = options.runId {
+            runId = given
+        } else if ownsRunRow {
+            runId = try await store.startRun(kind: "run", environment: environment.rawValue, windowStart: options.window.start, windowEnd: options.window.end)
+        } else {
+            runId = UUID()
+        }
         let plan = QueryPlan(window: options.window, onlyFailures: options.onlyFailures)
         var tally = Tally()
         let requestsBefore = client.counts.requests[.notificationHistory] ?? 0
@@ -69,16 +79,14 @@ public struct NotificationRecovery: Sendable {
             progress.finish()
             tally.counts.apiRequests = (client.counts.requests[.notificationHistory] ?? 0) - requestsBefore
             let report = makeReport(runId: runId, options: options, plan: plan, strategy: strategy, remainderCount: remainder.count, startedAt: startedAt, tally: tally)
-            if !options.dryRun {
-                let outcome = tally.counts.rejected + tally.counts.retryLater > 0 ? "succeeded_with_rejections" : "succeeded"
-                try await store.finishRun(runId, outcome: outcome, countsJSON: Self.json(tally.counts))
+            if ownsRunRow {
+                try await store.finishRun(runId, outcome: report.outcome, countsJSON: report.countsJSON)
             }
             return report
         } catch {
             progress.finish()
-            if !options.dryRun {
-                let outcome = error is CancellationError ? "interrupted" : "failed"
-                try? await store.finishRun(runId, outcome: outcome, countsJSON: Self.json(tally.counts))
+            if ownsRunRow {
+                try? await store.finishRun(runId, outcome: error is CancellationError ? "interrupted" : "failed", countsJSON: Self.json(tally.counts))
             }
             throw error
         }

@@ -167,6 +167,16 @@ public struct RecoveryReport: Sendable, Codable {
 
     public var isDryRun: Bool { run.mode == "dry-run" }
 
+    /// How the run ended, as `app_store.runs.outcome` records it.
+    public var outcome: String { counts.rejected + counts.retryLater > 0 ? "succeeded_with_rejections" : "succeeded" }
+
+    /// The counts as the JSON object `app_store.runs.counts` holds.
+    public var countsJSON: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return (try? String(decoding: encoder.encode(counts), as: UTF8.self)) ?? "{}"
+    }
+
     /// The report of a `repair` run: no window, no recovery, only repairs.
     public static func repairOnly(environment: String, dryRun: Bool, startedAt: Date, repairs: [Repair]) -> RecoveryReport {
         var report = RecoveryReport(

@@ -197,3 +197,30 @@ struct RunLockTests {
         }
     }
 }
+
+@Suite("status on the command line")
+struct StatusCommandTests {
+    @Test func statusShowsTheLastSuccessTheRunsAndAFreeLock() async throws {
+        let harness = try RecoveryHarness(customers: 10, seed: 71, outageHours: 20)
+        try await RunCommandTests.withSetup(harness) { environment, _, scratch in
+            let empty = try await BuiltBinary.run(["status"], environment: environment)
+            #expect(empty.exitCode == 0, "\(empty.combined)")
+            #expect(empty.standardOutput.contains("Last success: none recorded."))
+            let run = try await BuiltBinary.run(["run"] + RunCommandTests.window(harness) + ["--report-dir", scratch.path + "/r"], environment: environment)
+            #expect(run.exitCode == 0, "\(run.combined)")
+            let text = try await BuiltBinary.run(["status"], environment: environment)
+            #expect(text.standardOutput.contains("Last success: run run finished"))
+            #expect(text.standardOutput.contains("In progress: nothing"))
+            let json = try await BuiltBinary.run(["status", "--json"], environment: environment)
+            let decoded = try JSONDecoder().decode([String: JSONValue].self, from: Data(json.standardOutput.utf8))
+            #expect(decoded["running"] == .bool(false))
+            guard case .array(let runs)? = decoded["runs"], case .object(let first)? = runs.first, case .object(let counts)? = first["counts"] else {
+                Issue.record("status --json lacks runs: \(json.standardOutput)")
+                return
+            }
+            #expect(first["outcome"] == .string("succeeded"))
+            #expect(counts["missed"] == .number(Double(harness.scenario.missedNotifications.count)))
+            #expect(counts["customersChecked"] != nil, "the run row holds both passes' counts")
+        }
+    }
+}
