@@ -19,12 +19,16 @@ enum ExitStatus {
     /// A temporary failure: Apple or the database unreachable, a revocation check that could
     /// not be completed. Try again later.
     static let temporaryFailure: Int32 = 75
+    /// Stopped by SIGTERM or SIGINT after committing the batch in hand (128 + SIGINT, the shell's
+    /// convention for an interrupted command).
+    static let interrupted: Int32 = 130
     /// A configuration error: a setting missing or malformed, credentials refused.
     static let configuration: Int32 = 78
 
     static let summary = """
         Exit codes: 0 done; 1 unexpected failure; 3 done, but some payloads were rejected or left for retry; \
         4 ingest: already recorded; 64 usage error; 65 the payload given to verify or ingest was rejected; 66 input not readable; \
-        75 temporary failure (Apple or the database unavailable: try again later); 78 configuration error.
+        75 temporary failure (Apple or the database unavailable, or another run in progress: try again later); \
+        78 configuration error; 130 stopped by SIGTERM or SIGINT after committing the batch in hand (run again to finish).
         """
 }

@@ -26,6 +26,9 @@ func withExitStatus(_ body: () async throws -> Void) async throws {
     } catch let error as MigrationRefused {
         printError("error: \(error)")
         throw ExitCode(ExitStatus.failure)
+    } catch let error as RunStopped {
+        printError("interrupted: \(error). Run the same command again to finish; what is recorded is skipped.")
+        throw ExitCode(ExitStatus.interrupted)
     } catch let error as RunInProgress {
         printError("error: \(error). It stops by itself; try again after it.")
         throw ExitCode(ExitStatus.temporaryFailure)

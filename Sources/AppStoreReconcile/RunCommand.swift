@@ -5,6 +5,7 @@ import Ledger
 import Logging
 import Reconciliation
 import SignedData
+import UnixSignals
 
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -118,16 +119,27 @@ extension RunCommand {
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, window: OutageWindow, logger: Logger
     ) async throws -> RecoveryReport {
         let progress = ProgressLine(enabled: !noProgress)
+        let stop = StopRequest()
+        // SIGTERM (cron, systemd, Kubernetes) or SIGINT (a terminal): finish the batch in hand,
+        // commit it, record the run as interrupted, and exit.
+        let signals = Task {
+            for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
+                printError("stopping: finishing the batch in hand…")
+                stop.request()
+            }
+        }
+        defer { signals.cancel() }
         // Both passes are one run: one row in app_store.runs, finished when both are done.
         let runId = dryRun
             ? nil
             : try await store.startRun(kind: "run", environment: verifier.configuration.environment.rawValue, windowStart: window.start, windowEnd: window.end)
         do {
-            let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress)
+            let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress, stop: stop)
             var report = try await recovery.run(.init(window: window, dryRun: dryRun, onlyFailures: onlyFailures, runId: runId))
             if !skipRepair {
                 let repair = CustomerRepair(
-                    client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: repairConcurrency
+                    client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: repairConcurrency,
+                    stop: stop
                 )
                 report.add(repairs: try await repair.afterRecovery(report, window: window, dryRun: dryRun))
                 progress.finish()
@@ -135,7 +147,10 @@ extension RunCommand {
             if let runId { try await store.finishRun(runId, outcome: report.outcome, countsJSON: report.countsJSON) }
             return report
         } catch {
-            if let runId { try? await store.finishRun(runId, outcome: error is CancellationError ? "interrupted" : "failed", countsJSON: "{}") }
+            progress.finish()
+            if let runId {
+                try? await store.finishRun(runId, outcome: error is CancellationError || error is RunStopped ? "interrupted" : "failed", countsJSON: "{}")
+            }
             throw error
         }
     }

@@ -30,8 +30,13 @@ public struct CustomerRepair: Sendable {
     public let logger: Logger
     public let progress: ProgressLine
     public let concurrency: Int
+    public let stop: StopRequest
 
-    public init(client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, logger: Logger, progress: ProgressLine = ProgressLine(enabled: false), concurrency: Int = 8) {
+    public init(
+        client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, logger: Logger,
+        progress: ProgressLine = ProgressLine(enabled: false), concurrency: Int = 8, stop: StopRequest = StopRequest()
+    ) {
+        self.stop = stop
         self.client = client
         self.verifier = verifier
         self.store = store
@@ -81,7 +86,7 @@ public struct CustomerRepair: Sendable {
         var index = 0
         try await withThrowingTaskGroup(of: RecoveryReport.Repair.self) { group in
             func startNext() {
-                guard index < targets.count else { return }
+                guard index < targets.count, !stop.isRequested else { return }
                 let target = targets[index]
                 index += 1
                 group.addTask { try await repairOne(target, dryRun: dryRun, overlay: overlay) }
@@ -96,6 +101,8 @@ public struct CustomerRepair: Sendable {
                 startNext()
             }
         }
+        // Customers in hand were finished and committed; the rest wait for the next run.
+        try stop.check()
         return results.sorted { $0.originalTransactionId < $1.originalTransactionId }
     }
 

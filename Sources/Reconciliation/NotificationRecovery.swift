@@ -30,13 +30,18 @@ public struct NotificationRecovery: Sendable {
     public let store: LedgerStore
     public let logger: Logger
     public let progress: ProgressLine
+    public let stop: StopRequest
 
-    public init(client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, logger: Logger, progress: ProgressLine = ProgressLine(enabled: false)) {
+    public init(
+        client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, logger: Logger,
+        progress: ProgressLine = ProgressLine(enabled: false), stop: StopRequest = StopRequest()
+    ) {
         self.client = client
         self.verifier = verifier
         self.store = store
         self.logger = logger
         self.progress = progress
+        self.stop = stop
     }
 
     /// Everything the run accumulates; grows with what was missed, not with the window.
@@ -86,7 +91,9 @@ public struct NotificationRecovery: Sendable {
         } catch {
             progress.finish()
             if ownsRunRow {
-                try? await store.finishRun(runId, outcome: error is CancellationError ? "interrupted" : "failed", countsJSON: Self.json(tally.counts))
+                try? await store.finishRun(
+                    runId, outcome: error is CancellationError || error is RunStopped ? "interrupted" : "failed", countsJSON: Self.json(tally.counts)
+                )
             }
             throw error
         }
@@ -106,6 +113,7 @@ public struct NotificationRecovery: Sendable {
         var next = fetch(pages.makeAsyncIterator())
         defer { next.cancel() }
         while true {
+            try stop.check()
             let step = try await next.value
             guard let page = step.page else { return }
             next = fetch(step.rest)

@@ -6,6 +6,9 @@ import PostgresNIO
 import Reconciliation
 import SignedData
 import TestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 import ThrowawayPostgres
 
@@ -221,6 +224,33 @@ struct StatusCommandTests {
             #expect(first["outcome"] == .string("succeeded"))
             #expect(counts["missed"] == .number(Double(harness.scenario.missedNotifications.count)))
             #expect(counts["customersChecked"] != nil, "the run row holds both passes' counts")
+        }
+    }
+}
+
+@Suite("Graceful stop")
+struct GracefulStopTests {
+    @Test func sigtermStopsARunWithinSecondsAndARerunFinishesTheWorkExactlyOnce() async throws {
+        let harness = try RecoveryHarness(customers: 200, seed: 81)
+        let missed = Set(harness.scenario.missedNotifications.map(\.uuid))
+        try await RunCommandTests.withSetup(harness) { environment, client, scratch in
+            // Sandbox's documented rate (5 requests a second) makes this run last long enough to stop.
+            let child = try BuiltBinary.start(["run"] + RunCommandTests.window(harness) + ["--report-dir", scratch.path + "/r", "--no-progress"], environment: environment)
+            try await Task.sleep(for: .seconds(4))
+            child.send(SIGTERM)
+            let signalled = ContinuousClock.now
+            let status = await child.waitAsync()
+            #expect(status == 130, "exit code for a stop on request")
+            #expect(ContinuousClock.now - signalled < .seconds(10), "stopped within seconds")
+            var outcomes: [String] = []
+            for try await outcome in try await client.query("SELECT outcome FROM app_store.runs").decode(String.self) { outcomes.append(outcome) }
+            #expect(outcomes == ["interrupted"])
+            let partial = try await RecoveryHarness.historyUUIDs(client)
+            #expect(partial.isSubset(of: missed))
+
+            let rerun = try await BuiltBinary.run(["run"] + RunCommandTests.window(harness) + ["--report-dir", scratch.path + "/s", "--no-progress"], environment: environment)
+            #expect(rerun.exitCode == 0, "\(rerun.combined)")
+            #expect(try await RecoveryHarness.historyUUIDs(client) == missed, "the rerun finished the work, each notification once")
         }
     }
 }

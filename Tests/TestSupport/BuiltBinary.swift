@@ -60,3 +60,19 @@ extension ChildProcess.Completion {
     public var exitCode: Int32 { status }
     public var combined: String { standardOutput + standardError }
 }
+
+extension BuiltBinary {
+    /// Starts the binary without waiting for it (output discarded), for tests that signal it.
+    public static func start(_ arguments: [String], environment overrides: [String: String] = [:]) throws -> ChildProcess {
+        try ChildProcess.spawn(path, arguments, environment: environment(overrides))
+    }
+}
+
+extension ChildProcess {
+    /// Waits for the child on a thread of its own, off the concurrency pool.
+    public func waitAsync() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: self.wait()) }.start()
+        }
+    }
+}
