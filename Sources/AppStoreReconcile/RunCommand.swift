@@ -38,6 +38,33 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "End of the window (exclusive), same forms; a future time means now.")
     var end: String
 
+    @OptionGroup var recovery: RecoveryRunOptions
+
+    @OptionGroup var options: ConfigurationOptions
+
+    func validate() throws {
+        do {
+            let startTime = try OutageWindow.parseTime(start)
+            let endTime = try OutageWindow.parseTime(end)
+            guard startTime < endTime else {
+                throw ValidationError(startTime == endTime ? "the window is empty: --start equals --end" : "--start must be before --end")
+            }
+        } catch let error as WindowError {
+            throw ValidationError(error.description)
+        }
+    }
+
+    func run() async throws {
+        try await withExitStatus {
+            try await recovery.execute(kind: "run", configuration: options) { environment, _ in
+                try OutageWindow(start: try OutageWindow.parseTime(start), end: try OutageWindow.parseTime(end), environment: environment)
+            }
+        }
+    }
+}
+
+/// The flags every recovering command shares (`run`, `nightly`).
+struct RecoveryRunOptions: ParsableArguments {
     @Flag(help: "Fetch, verify and compare, write nothing, and report what a real run would apply.")
     var dryRun = false
 
@@ -59,64 +86,51 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Customers repaired at once in pass 2.")
     var repairConcurrency = 8
 
-    @OptionGroup var options: ConfigurationOptions
-
-    func validate() throws {
-        do {
-            let startTime = try OutageWindow.parseTime(start)
-            let endTime = try OutageWindow.parseTime(end)
-            guard startTime < endTime else {
-                throw ValidationError(startTime == endTime ? "the window is empty: --start equals --end" : "--start must be before --end")
-            }
-        } catch let error as WindowError {
-            throw ValidationError(error.description)
-        }
-    }
-
-    func run() async throws {
-        try await withExitStatus {
-            let settings = options.settings
-            let verifierConfiguration = try settings.verifierConfiguration()
-            var apiConfiguration = try settings.apiConfiguration(warn: printError)
-            apiConfiguration.retryPolicy.maximumAttempts = max(1, retryAttempts)
-            let databaseURL = try settings.databaseURL()
-            let window: OutageWindow
-            do {
-                window = try OutageWindow(
-                    start: try OutageWindow.parseTime(start), end: try OutageWindow.parseTime(end),
-                    environment: verifierConfiguration.environment
-                )
-            } catch let error as WindowError {
-                printError("error: \(error.description)")
-                throw ExitCode(ExitStatus.usage)
-            }
-            let logger = Logger(label: "appstore-reconcile.run")
-            let verifier = try SignedDataVerifier(verifierConfiguration)
-            let client = AppStoreServerAPIClient(configuration: apiConfiguration, logger: logger)
-            printError("Recovering \(window.start.formatted(.iso8601)) to \(window.end.formatted(.iso8601)) (\(verifierConfiguration.environment))\(dryRun ? ", dry run: nothing will be written" : "")")
-            let report = try await LedgerDatabase.withClient(databaseURL, logger: logger) { database in
-                let store = LedgerStore(client: database, logger: logger)
-                // One writing run at a time; a dry run writes nothing and needs no lock.
-                if dryRun { return try await recover(client: client, verifier: verifier, store: store, window: window, logger: logger) }
-                return try await RunLock.withLock(databaseURL, store: store, logger: logger) {
-                    try await recover(client: client, verifier: verifier, store: store, window: window, logger: logger)
-                }
-            }
-            let directory = try ReportFiles.write(report, to: reportDir)
-            print((dryRun ? "Dry run: " : "Done: ") + report.summaryLine)
-            print("Report: \(directory)/report.md and \(directory)/report.json")
-            if report.counts.rejected + report.counts.retryLater > 0 {
-                printError("\(report.counts.rejected) payload(s) rejected and \(report.counts.retryLater) left for retry: see the report")
-                throw ExitCode(ExitStatus.doneWithRejections)
-            }
-        }
-    }
 }
 
-extension RunCommand {
+extension RecoveryRunOptions {
+    /// Recovers the window `windowFor` picks (pass 1, then pass 2 unless skipped), under the run
+    /// lock unless dry, writes the report, and maps the outcome to the exit code.
+    func execute(
+        kind: String, configuration: ConfigurationOptions,
+        windowFor: @escaping @Sendable (AppStoreEnvironment, LedgerStore) async throws -> OutageWindow
+    ) async throws {
+        let settings = configuration.settings
+        let verifierConfiguration = try settings.verifierConfiguration()
+        var apiConfiguration = try settings.apiConfiguration(warn: printError)
+        apiConfiguration.retryPolicy.maximumAttempts = max(1, retryAttempts)
+        let databaseURL = try settings.databaseURL()
+        let logger = Logger(label: "appstore-reconcile.\(kind)")
+        let verifier = try SignedDataVerifier(verifierConfiguration)
+        let client = AppStoreServerAPIClient(configuration: apiConfiguration, logger: logger)
+        let report: RecoveryReport
+        do {
+            report = try await LedgerDatabase.withClient(databaseURL, logger: logger) { database in
+                let store = LedgerStore(client: database, logger: logger)
+                let window = try await windowFor(verifierConfiguration.environment, store)
+                printError("Recovering \(window.start.formatted(.iso8601)) to \(window.end.formatted(.iso8601)) (\(verifierConfiguration.environment))\(dryRun ? ", dry run: nothing will be written" : "")")
+                // One writing run at a time; a dry run writes nothing and needs no lock.
+                if dryRun { return try await recover(kind: kind, client: client, verifier: verifier, store: store, window: window, logger: logger) }
+                return try await RunLock.withLock(databaseURL, store: store, logger: logger) {
+                    try await recover(kind: kind, client: client, verifier: verifier, store: store, window: window, logger: logger)
+                }
+            }
+        } catch let error as WindowError {
+            printError("error: \(error.description)")
+            throw ExitCode(ExitStatus.usage)
+        }
+        let directory = try ReportFiles.write(report, to: reportDir)
+        print((dryRun ? "Dry run: " : "Done: ") + report.summaryLine)
+        print("Report: \(directory)/report.md and \(directory)/report.json")
+        if report.counts.rejected + report.counts.retryLater > 0 {
+            printError("\(report.counts.rejected) payload(s) rejected and \(report.counts.retryLater) left for retry: see the report")
+            throw ExitCode(ExitStatus.doneWithRejections)
+        }
+    }
+
     /// Pass 1, then pass 2 unless skipped.
     func recover(
-        client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, window: OutageWindow, logger: Logger
+        kind: String, client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, window: OutageWindow, logger: Logger
     ) async throws -> RecoveryReport {
         let progress = ProgressLine(enabled: !noProgress)
         let stop = StopRequest()
@@ -132,7 +146,7 @@ extension RunCommand {
         // Both passes are one run: one row in app_store.runs, finished when both are done.
         let runId = dryRun
             ? nil
-            : try await store.startRun(kind: "run", environment: verifier.configuration.environment.rawValue, windowStart: window.start, windowEnd: window.end)
+            : try await store.startRun(kind: kind, environment: verifier.configuration.environment.rawValue, windowStart: window.start, windowEnd: window.end)
         do {
             let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress, stop: stop)
             var report = try await recovery.run(.init(window: window, dryRun: dryRun, onlyFailures: onlyFailures, runId: runId))

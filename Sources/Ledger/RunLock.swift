@@ -105,10 +105,14 @@ extension LedgerStore {
         return runs
     }
 
-    /// The newest run that succeeded (with or without rejections).
-    public func lastSuccessfulRun() async throws -> RunSummary? {
+    /// The newest run that succeeded (with or without rejections), of one kind or any.
+    public func lastSuccessfulRun(kind: String? = nil) async throws -> RunSummary? {
         let rows = try await client.query(
-            "SELECT run_id FROM app_store.runs WHERE outcome IN ('succeeded', 'succeeded_with_rejections') ORDER BY finished_at DESC LIMIT 1",
+            """
+            SELECT run_id FROM app_store.runs WHERE outcome IN ('succeeded', 'succeeded_with_rejections')
+              AND (\(kind)::text IS NULL OR kind = \(kind))
+            ORDER BY finished_at DESC LIMIT 1
+            """,
             logger: logger
         )
         var id: UUID?

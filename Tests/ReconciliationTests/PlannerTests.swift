@@ -152,3 +152,25 @@ struct OutageWindowTests {
         #expect(window.end == now)
     }
 }
+
+@Suite("The nightly window")
+struct NightlyWindowTests {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    @Test func afterASuccessItStartsAtThatWindowsEndLessTheOverlapAndEndsBeforeNow() throws {
+        let lastEnd = now.addingTimeInterval(-86_400)
+        let window = try NightlyWindow.choose(lastSuccessfulWindowEnd: lastEnd, firstStart: nil, now: now, overlap: 7200, settle: 300, environment: .production)
+        #expect(window.start == lastEnd.addingTimeInterval(-7200))
+        #expect(window.end == now.addingTimeInterval(-300))
+    }
+
+    @Test func theFirstRunNeedsAStartAndAfterALongPauseItStopsAtTheRetentionLimit() throws {
+        #expect(throws: WindowError.self) {
+            try NightlyWindow.choose(lastSuccessfulWindowEnd: nil, firstStart: nil, now: now, overlap: 7200, settle: 300, environment: .sandbox)
+        }
+        let first = try NightlyWindow.choose(lastSuccessfulWindowEnd: nil, firstStart: now.addingTimeInterval(-3 * 86_400), now: now, overlap: 7200, settle: 300, environment: .sandbox)
+        #expect(first.start == now.addingTimeInterval(-3 * 86_400))
+        let longAgo = try NightlyWindow.choose(lastSuccessfulWindowEnd: now.addingTimeInterval(-90 * 86_400), firstStart: nil, now: now, overlap: 7200, settle: 300, environment: .sandbox)
+        #expect(longAgo.start == now.addingTimeInterval(-30 * 86_400 + 3600), "never before what history keeps")
+    }
+}

@@ -254,3 +254,31 @@ struct GracefulStopTests {
         }
     }
 }
+
+@Suite("nightly on the command line")
+struct NightlyCommandTests {
+    @Test func nightlyNeedsAStartFirstThenContinuesFromTheLastNightlySuccessEvenAfterAFailure() async throws {
+        let harness = try RecoveryHarness(customers: 20, seed: 91, outageHours: 20)
+        try await RunCommandTests.withSetup(harness) { environment, client, scratch in
+            let none = try await BuiltBinary.run(["nightly", "--report-dir", scratch.path + "/a"], environment: environment)
+            #expect(none.exitCode == 64, "\(none.combined)")
+            #expect(none.standardError.contains("--start"))
+
+            let firstStart = harness.scenario.configuration.now.addingTimeInterval(-harness.scenario.configuration.history - 3600)
+            let first = try await BuiltBinary.run(["nightly", "--start", firstStart.formatted(.iso8601), "--report-dir", scratch.path + "/b"], environment: environment)
+            #expect(first.exitCode == 0, "\(first.combined)")
+            #expect(try await RecoveryHarness.historyUUIDs(client) == Set(harness.scenario.missedNotifications.map(\.uuid)))
+
+            // A failed nightly run after it does not move the start.
+            let store = LedgerStore(client: client, logger: harness.logger)
+            let failed = try await store.startRun(kind: "nightly", environment: "Sandbox", windowStart: Date(), windowEnd: Date())
+            try await store.finishRun(failed, outcome: "failed", countsJSON: "{}")
+            let lastSuccess = try #require(try await store.lastSuccessfulRun(kind: "nightly"))
+            let second = try await BuiltBinary.run(["nightly", "--report-dir", scratch.path + "/c"], environment: environment)
+            #expect(second.exitCode == 0, "\(second.combined)")
+            let expectedStart = try #require(lastSuccess.windowEnd).addingTimeInterval(-7200).formatted(.iso8601)
+            #expect(second.standardError.contains("Recovering \(expectedStart)"), "\(second.standardError)")
+            #expect(second.standardOutput.contains("missed 0"))
+        }
+    }
+}

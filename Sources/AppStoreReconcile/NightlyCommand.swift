@@ -1,0 +1,68 @@
+import ArgumentParser
+import Foundation
+import Ledger
+import Reconciliation
+import SignedData
+
+struct NightlyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "nightly",
+        abstract: "Recover the time since the last successful run: the job to schedule every night.",
+        discussion: """
+            Does what `run` does, for the window from the end of the last successful nightly run's window, less --overlap-hours \\
+            (Apple's late retries arrive out of order), to --settle-minutes before now. After a failed or interrupted \\
+            run the next one starts from the last success, so nothing missed stays missed. The first nightly run \\
+            needs --start, or --from-retention-limit for all the history Apple keeps.
+
+            \\(ExitStatus.summary)
+            """
+    )
+
+    @Option(help: "Where the first nightly run starts (ISO 8601 or UNIX milliseconds); ignored once a run succeeded.")
+    var start: String?
+
+    @Flag(help: "With no successful run recorded, start at the oldest time Apple's history keeps.")
+    var fromRetentionLimit = false
+
+    @Option(help: "Hours before the last success's window end to start again from.")
+    var overlapHours = 2.0
+
+    @Option(help: "Minutes before now to stop at.")
+    var settleMinutes = 5.0
+
+    @OptionGroup var recovery: RecoveryRunOptions
+
+    @OptionGroup var options: ConfigurationOptions
+
+    func validate() throws {
+        if let start { _ = try OutageWindow.parseTimeForValidation(start) }
+        guard overlapHours >= 0, settleMinutes >= 0 else { throw ValidationError("--overlap-hours and --settle-minutes must not be negative") }
+    }
+
+    func run() async throws {
+        let start = self.start
+        let fromRetentionLimit = self.fromRetentionLimit
+        let overlap = overlapHours * 3600
+        let settle = settleMinutes * 60
+        try await withExitStatus {
+            try await recovery.execute(kind: "nightly", configuration: options) { environment, store in
+                let now = Date()
+                var first = try start.map(OutageWindow.parseTime)
+                if first == nil && fromRetentionLimit { first = .distantPast }
+                return try NightlyWindow.choose(
+                    // Only nightly runs move the start: a manual run of some other window says
+                    // nothing about the time since the last nightly one.
+                    lastSuccessfulWindowEnd: try await store.lastSuccessfulRun(kind: "nightly")?.windowEnd, firstStart: first, now: now,
+                    overlap: overlap, settle: settle, environment: environment
+                )
+            }
+        }
+    }
+}
+
+extension OutageWindow {
+    /// Parses a time for argument validation, as a usage error.
+    static func parseTimeForValidation(_ text: String) throws -> Date {
+        do { return try parseTime(text) } catch let error as WindowError { throw ValidationError(error.description) }
+    }
+}
