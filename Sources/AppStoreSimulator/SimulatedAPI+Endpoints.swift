@@ -73,6 +73,11 @@ extension SimulatedAPI {
             guard Double(nowMs - token.issued) / 1000 <= options.paginationTokenLifetime else {
                 return .error(400, 4_000_017, "Invalid request. The pagination token is expired.")
             }
+            if let page = options.expireTokenOnceAtPage, token.offset == page * Self.pageSize,
+                state.withLock({ state in defer { state.expiredTokenServed = true }; return !state.expiredTokenServed })
+            {
+                return .error(400, 4_000_017, "Invalid request. The pagination token is expired.")
+            }
             offset = token.offset
         }
 

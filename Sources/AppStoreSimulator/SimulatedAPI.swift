@@ -48,6 +48,7 @@ public final class SimulatedAPI: Sendable {
         var rateLimited = 0
         var testNotifications: [String: Date] = [:]
         var transactionHistoryRequests: [(id: String, revision: String?)] = []
+        var expiredTokenServed = false
     }
 
     public init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), credentials: SimulatorCredentials = SimulatorCredentials(), pki: TestPKI? = nil) throws {

@@ -19,6 +19,9 @@ public struct SimulatorOptions: Sendable {
     /// Notifications (by UUID) served with a byte of their signed payload altered, as if
     /// tampered with on the way: the reconciler must reject them.
     public var tamperedNotifications: Set<String> = []
+    /// Refuse, once, the pagination token that asks for this page (counting from 1 for the second
+    /// page) as expired (4000017): a token that lapses in the middle of a window.
+    public var expireTokenOnceAtPage: Int?
     /// Seed of the fault injection, so a faulty run can be replayed.
     public var faultSeed: UInt64 = 7
 

@@ -100,7 +100,34 @@ public struct NotificationRecovery: Sendable {
     }
 
     /// Pages one query, with the next page fetched while this one is verified and applied.
+    /// How often one query may start over after its pagination token expired or was refused.
+    static let maximumRestarts = 3
+
+    /// Pages one query, with the next page fetched while this one is verified and applied. When
+    /// Apple refuses a pagination token (expired, 4000017, or invalid, 4000014), the query starts
+    /// over from its first page and skips the items already handled: Apple's order within a query
+    /// is stable, and anything recorded meanwhile is skipped as already recorded regardless.
     private func process(_ query: QueryPlan.Query, plan: QueryPlan, options: Options, runId: UUID, tally: inout Tally) async throws {
+        var handledInQuery = 0
+        var restarts = 0
+        while true {
+            do {
+                try await processOnce(query, plan: plan, options: options, runId: runId, skipping: handledInQuery, handled: &handledInQuery, tally: &tally)
+                return
+            } catch let error as AppStoreAPIError where error.isPaginationTokenProblem && restarts < Self.maximumRestarts {
+                restarts += 1
+                logger.notice(
+                    "pagination token refused; starting the query over",
+                    metadata: ["query": "\(query)", "error": "\(error)", "handled": "\(handledInQuery)"]
+                )
+            }
+        }
+    }
+
+    private func processOnce(
+        _ query: QueryPlan.Query, plan: QueryPlan, options: Options, runId: UUID, skipping alreadyHandled: Int, handled: inout Int,
+        tally: inout Tally
+    ) async throws {
         let pages = client.notificationHistory(plan.request(for: query))
         typealias Step = (page: NotificationHistoryPage?, rest: NotificationHistoryPages.AsyncIterator)
         func fetch(_ iterator: NotificationHistoryPages.AsyncIterator) -> Task<Step, any Error> {
@@ -112,16 +139,21 @@ public struct NotificationRecovery: Sendable {
         }
         var next = fetch(pages.makeAsyncIterator())
         defer { next.cancel() }
+        var position = 0
         while true {
             try stop.check()
             let step = try await next.value
             guard let page = step.page else { return }
             next = fetch(step.rest)
-            let items = page.response.notificationHistory.filter { item in
+            // After a restart, the items before `alreadyHandled` were handled by the first attempt.
+            let fresh = page.response.notificationHistory.enumerated().filter { position + $0.offset >= alreadyHandled }.map(\.element)
+            position += page.response.notificationHistory.count
+            let items = fresh.filter { item in
                 guard !query.skipping.isEmpty else { return true }
                 return !Self.isPriorityPair(item, query.skipping)
             }
             try await handle(items, options: options, runId: runId, tally: &tally)
+            handled = max(handled, position)
             tally.pages += 1
             progress.update(
                 "pages \(tally.pages) · fetched \(tally.counts.fetched) · missed \(tally.counts.missed) · rejected \(tally.counts.rejected)",

@@ -146,3 +146,23 @@ struct RecoveryTests {
         }
     }
 }
+
+@Suite("A pagination token that expires in the middle of a window")
+struct ExpiredTokenTests {
+    @Test func theQueryStartsOverAndEveryMissedNotificationIsAppliedOnceAndCountedOnce() async throws {
+        var options = SimulatorOptions()
+        options.expireTokenOnceAtPage = 3
+        let harness = try RecoveryHarness(customers: 150, seed: 21, options: options)
+        let missed = Set(harness.scenario.missedNotifications.map(\.uuid))
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, _ in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let report = try await harness.recovery(baseURL, store).run(.init(window: try harness.window()))
+                #expect(try await RecoveryHarness.historyUUIDs(client) == missed)
+                #expect(report.counts.missed == missed.count)
+                #expect(report.counts.fetched == harness.scenario.notifications.count, "restarted pages are not counted twice")
+            }
+        }
+    }
+}
