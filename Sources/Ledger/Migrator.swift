@@ -36,6 +36,11 @@ public struct Migrator: Sendable {
         }
     }
 
+    /// The migrations already recorded in the database, through a client.
+    public func applied(_ client: PostgresClient, logger: Logger) async throws -> [AppliedMigration] {
+        try await client.withConnection { try await applied($0, logger: logger) }
+    }
+
     /// The migrations already recorded in the database (none for a fresh database).
     public func applied(_ connection: PostgresConnection, logger: Logger) async throws -> [AppliedMigration] {
         let exists = try await connection.query(

@@ -282,3 +282,34 @@ struct NightlyCommandTests {
         }
     }
 }
+
+@Suite("check on the command line")
+struct CheckCommandTests {
+    @Test func everyCheckPassesAgainstTheSimulatorAndAMigratedLedger() async throws {
+        let harness = try RecoveryHarness(customers: 3, seed: 101, outageHours: 5)
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, _, _ in
+            let result = try await BuiltBinary.run(["check"], environment: environment)
+            #expect(result.exitCode == 0, "\(result.combined)")
+            #expect(result.standardOutput.split(separator: "\n").count == 5)
+            #expect(!result.standardOutput.contains("FAIL"))
+            #expect(result.standardOutput.contains("Apple reached the webhook with the test notification (SUCCESS)"))
+        }
+    }
+
+    @Test func anUnreachableWebhookAndRefusedCredentialsFailTheirLines() async throws {
+        var options = SimulatorOptions()
+        options.webhookReachable = false
+        let harness = try RecoveryHarness(customers: 3, seed: 102, outageHours: 5, options: options)
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, _, _ in
+            let unreachable = try await BuiltBinary.run(["check"], environment: environment)
+            #expect(unreachable.exitCode == 78)
+            #expect(unreachable.standardOutput.contains("FAIL Apple could not reach the webhook: NO_RESPONSE"))
+            var wrong = environment
+            wrong["APPSTORE_KEY_ID"] = "WRONGKEY00"
+            let refused = try await BuiltBinary.run(["check"], environment: wrong)
+            #expect(refused.exitCode == 78)
+            #expect(refused.standardOutput.contains("FAIL Apple:"))
+            #expect(refused.standardOutput.contains("ok   database"))
+        }
+    }
+}

@@ -1,0 +1,93 @@
+import AppStoreServerAPI
+import ArgumentParser
+import Foundation
+import Ledger
+import Logging
+import Reconciliation
+import SignedData
+
+struct CheckCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check",
+        abstract: "Check configuration and credentials end to end, one line per check.",
+        discussion: """
+            Checks that the root certificates and the private key load, that Apple accepts the JWT (Request a \\
+            Test Notification), that Apple can reach the server's webhook (Get Test Notification Status: the \\
+            send attempt's result), and that the database is reachable and migrated. Exit code 0 only if every \\
+            check passes, 78 otherwise.
+            """
+    )
+
+    @Option(help: "Seconds to wait for Apple to report the test notification's delivery.")
+    var webhookTimeout = 30.0
+
+    @OptionGroup var options: ConfigurationOptions
+
+    func run() async throws {
+        try await withExitStatus {
+            var failures = 0
+            func report(_ passed: Bool, _ line: String) {
+                print("\(passed ? "ok  " : "FAIL") \(line)")
+                if !passed { failures += 1 }
+            }
+            let settings = options.settings
+            let logger = Logger(label: "appstore-reconcile.check")
+
+            do {
+                let verifier = try settings.verifierConfiguration()
+                report(true, "root certificates: \(verifier.rootCertificates.count) loaded; bundle \(verifier.bundleId), \(verifier.environment)")
+            } catch {
+                report(false, "root certificates / app settings: \(error)")
+            }
+
+            var client: AppStoreServerAPIClient?
+            do {
+                let configuration = try settings.apiConfiguration(warn: printError)
+                report(true, "private key \(configuration.credentials.keyId) loads; API at \(configuration.baseURL)")
+                client = AppStoreServerAPIClient(configuration: configuration, logger: logger)
+            } catch {
+                report(false, "API credentials: \(error)")
+            }
+
+            if let client {
+                do {
+                    let token = try await client.requestTestNotification().testNotificationToken
+                    report(true, "Apple accepts the credentials (Request a Test Notification answered)")
+                    let deadline = Date().addingTimeInterval(webhookTimeout)
+                    var result: String?
+                    while Date() < deadline {
+                        let status = try await client.testNotificationStatus(token: token)
+                        if let attempt = status.sendAttempts?.last {
+                            result = attempt.sendAttemptResult.rawValue
+                            break
+                        }
+                        try await Task.sleep(for: .seconds(2))
+                    }
+                    switch result {
+                    case "SUCCESS"?: report(true, "Apple reached the webhook with the test notification (SUCCESS)")
+                    case let other?: report(false, "Apple could not reach the webhook: \(other)")
+                    case nil: report(false, "Apple reported no delivery of the test notification within \(Int(webhookTimeout)) s")
+                    }
+                } catch {
+                    report(false, "Apple: \(error)")
+                }
+            }
+
+            do {
+                let url = try settings.databaseURL()
+                let applied = try await LedgerDatabase.withClient(url, logger: logger) { database in
+                    try await Migrator().applied(database, logger: logger)
+                }
+                let expected = Migration.bundled.count
+                report(applied.count >= expected, "database \(url) reachable; \(applied.count) of \(expected) migrations applied\(applied.count < expected ? ": run `appstore-reconcile migrate`" : "")")
+            } catch {
+                report(false, "database: \(error)")
+            }
+
+            if failures > 0 {
+                printError("\(failures) check(s) failed")
+                throw ExitCode(ExitStatus.configuration)
+            }
+        }
+    }
+}
