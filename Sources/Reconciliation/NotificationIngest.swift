@@ -33,40 +33,18 @@ public struct NotificationIngest: Sendable {
     /// queries, written in one database transaction. Returns how many were new.
     @discardableResult
     public func ingest(signedPayloads: [String]) async throws -> Int {
-        let verifier = self.verifier
-        let inputs = await withTaskGroup(of: (Int, RecoveryPlanner.Input).self) { group in
-            for (index, signed) in signedPayloads.enumerated() {
-                group.addTask {
-                    (index, RecoveryPlanner.Input(item: NotificationHistoryItem(signedPayload: signed, sendAttempts: nil), outcome: await verifier.verifyNotification(signed)))
-                }
-            }
-            var collected = [RecoveryPlanner.Input?](repeating: nil, count: signedPayloads.count)
-            for await (index, input) in group { collected[index] = input }
-            return collected.compactMap { $0 }
-        }
-        let verified = inputs.compactMap { $0.outcome.verifiedPayload }
-        var snapshot = RecoveryPlanner.LedgerSnapshot()
-        snapshot.existingNotifications = try await store.existingNotifications(verified.compactMap { UUID(uuidString: $0.payload.notificationUUID) })
-        snapshot.subscriptions = try await store.subscriptions(Array(Set(verified.compactMap { $0.transaction?.originalTransactionId ?? $0.renewalInfo?.originalTransactionId })))
-        snapshot.transactionSignedDates = try await store.transactionSignedDates(verified.compactMap { $0.transaction?.transactionId })
+        let inputs = await PageInputs.verify(signedPayloads.map { NotificationHistoryItem(signedPayload: $0, sendAttempts: nil) }, with: verifier)
+        let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
         var memory = RecoveryPlanner.RunMemory()
         let plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
         return try await store.apply(plan.batch, runId: nil).insertedNotifications.count
     }
 
     public func ingest(signedPayload: String) async throws -> Outcome {
-        let item = NotificationHistoryItem(signedPayload: signedPayload, sendAttempts: nil)
-        let input = RecoveryPlanner.Input(item: item, outcome: await verifier.verifyNotification(signedPayload))
-        var snapshot = RecoveryPlanner.LedgerSnapshot()
-        if let verified = input.outcome.verifiedPayload {
-            snapshot.existingNotifications = try await store.existingNotifications(UUID(uuidString: verified.payload.notificationUUID).map { [$0] } ?? [])
-            if let customer = verified.transaction?.originalTransactionId ?? verified.renewalInfo?.originalTransactionId {
-                snapshot.subscriptions = try await store.subscriptions([customer])
-            }
-            snapshot.transactionSignedDates = try await store.transactionSignedDates(verified.transaction?.transactionId.map { [$0] } ?? [])
-        }
+        let inputs = await PageInputs.verify([NotificationHistoryItem(signedPayload: signedPayload, sendAttempts: nil)], with: verifier)
+        let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
         var memory = RecoveryPlanner.RunMemory()
-        let plan = RecoveryPlanner.plan([input], ledger: snapshot, memory: &memory, source: .webhook)
+        let plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
         let outcome = try await store.apply(plan.batch, runId: nil)
         guard let decision = plan.decisions.first else { return .duplicate }
         switch decision.action {

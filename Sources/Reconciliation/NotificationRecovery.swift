@@ -176,21 +176,8 @@ public struct NotificationRecovery: Sendable {
     /// Verifies a page's items in parallel, reads the ledger once, plans, and applies.
     private func handle(_ items: [NotificationHistoryItem], options: Options, runId: UUID, tally: inout Tally) async throws {
         guard !items.isEmpty else { return }
-        let verifier = self.verifier
-        let inputs = await withTaskGroup(of: (Int, RecoveryPlanner.Input).self) { group in
-            for (index, item) in items.enumerated() {
-                group.addTask { (index, RecoveryPlanner.Input(item: item, outcome: await verifier.verifyNotification(item.signedPayload))) }
-            }
-            var collected = [RecoveryPlanner.Input?](repeating: nil, count: items.count)
-            for await (index, input) in group { collected[index] = input }
-            return collected.compactMap { $0 }
-        }
-        var snapshot = RecoveryPlanner.LedgerSnapshot()
-        let verified = inputs.compactMap { $0.outcome.verifiedPayload }
-        snapshot.existingNotifications = try await store.existingNotifications(verified.compactMap { UUID(uuidString: $0.payload.notificationUUID) })
-        let customers = Set(verified.compactMap { $0.transaction?.originalTransactionId ?? $0.renewalInfo?.originalTransactionId })
-        snapshot.subscriptions = try await store.subscriptions(Array(customers))
-        snapshot.transactionSignedDates = try await store.transactionSignedDates(verified.compactMap { $0.transaction?.transactionId })
+        let inputs = await PageInputs.verify(items, with: verifier)
+        let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
 
         let plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &tally.memory)
         var outcome: LedgerBatchOutcome?

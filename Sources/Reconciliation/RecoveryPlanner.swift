@@ -59,7 +59,6 @@ public struct RecoveryPlanner: Sendable {
     public struct RunMemory: Sendable {
         public var appliedNotifications: Set<UUID> = []
         public var subscriptions: [String: SubscriptionRecord] = [:]
-        public var transactionSignedDates: [String: Date] = [:]
         /// The subscription row before the run first changed it (nil: there was none).
         public var subscriptionsBefore: [String: SubscriptionRecord?] = [:]
         /// The transaction rows this run wrote (or, dry, would write), newest version each.
@@ -137,10 +136,9 @@ public struct RecoveryPlanner: Sendable {
         if let transaction = notification.transaction, let signed = notification.payload.data?.signedTransactionInfo,
             let record = LedgerMapping.transactionRecord(transaction, signed: signed, fallbackSignedDate: notification.payload.signedDate)
         {
-            let stored = [ledger.transactionSignedDates[record.transactionId], memory.transactionSignedDates[record.transactionId]]
+            let stored = [ledger.transactionSignedDates[record.transactionId], memory.transactions[record.transactionId]?.signedDate]
                 .compactMap { $0 }.max()
             if stored.map({ $0.unixMilliseconds < record.signedDate.unixMilliseconds }) ?? true {
-                memory.transactionSignedDates[record.transactionId] = record.signedDate
                 memory.transactions[record.transactionId] = record
                 batch.transactions.removeAll { $0.transactionId == record.transactionId }
                 batch.transactions.append(record)

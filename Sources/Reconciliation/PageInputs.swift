@@ -1,0 +1,29 @@
+import AppStoreServerAPI
+import Foundation
+import Ledger
+import SignedData
+
+/// The I/O before planning a batch, shared by recovery and ingest: verify the payloads in
+/// parallel, then read what the ledger holds for them in one round of queries.
+enum PageInputs {
+    static func verify(_ items: [NotificationHistoryItem], with verifier: SignedDataVerifier) async -> [RecoveryPlanner.Input] {
+        await withTaskGroup(of: (Int, RecoveryPlanner.Input).self) { group in
+            for (index, item) in items.enumerated() {
+                group.addTask { (index, RecoveryPlanner.Input(item: item, outcome: await verifier.verifyNotification(item.signedPayload))) }
+            }
+            var collected = [RecoveryPlanner.Input?](repeating: nil, count: items.count)
+            for await (index, input) in group { collected[index] = input }
+            return collected.compactMap { $0 }
+        }
+    }
+
+    static func snapshot(for inputs: [RecoveryPlanner.Input], store: LedgerStore) async throws -> RecoveryPlanner.LedgerSnapshot {
+        let verified = inputs.compactMap { $0.outcome.verifiedPayload }
+        var snapshot = RecoveryPlanner.LedgerSnapshot()
+        snapshot.existingNotifications = try await store.existingNotifications(verified.compactMap { UUID(uuidString: $0.payload.notificationUUID) })
+        let customers = Set(verified.compactMap { $0.transaction?.originalTransactionId ?? $0.renewalInfo?.originalTransactionId })
+        snapshot.subscriptions = try await store.subscriptions(Array(customers))
+        snapshot.transactionSignedDates = try await store.transactionSignedDates(verified.compactMap { $0.transaction?.transactionId })
+        return snapshot
+    }
+}
