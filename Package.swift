@@ -79,6 +79,7 @@ let package = Package(
             dependencies: [
                 "SignedData", "AppStoreServerAPI", "Ledger",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
         ),

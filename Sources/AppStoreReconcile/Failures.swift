@@ -6,16 +6,22 @@ import PostgresNIO
 import Reconciliation
 import ThrowawayPostgres
 
-/// Writes a line to standard error.
+/// Writes a message for the operator to standard error: the line itself with text logs, or a
+/// JSON object (level from its prefix) with JSON logs, so that a log shipper reads every line.
 func printError(_ line: String) {
-    FileHandle.standardError.write(Data((line + "\n").utf8))
+    guard LoggingSetup.format == .json else {
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+        return
+    }
+    let level = line.hasPrefix("warning") ? "warning" : line.hasPrefix("error") || line.contains(" error: ") || line.hasPrefix("configuration error") || line.hasPrefix("database error") ? "error" : "notice"
+    JSONLineLogHandler.write(level: level, label: "appstore-reconcile", message: line, metadata: [:])
 }
 
 /// Runs a command's body and turns the failures every command shares into a clear one-line
 /// message and the documented exit code. Messages never include secrets: configuration errors
 /// name the setting, database errors the server's message, not the URL's password.
-func withExitStatus(_ body: () async throws -> Void) async throws {
-    LoggingSetup.bootstrapped
+func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () async throws -> Void) async throws {
+    LoggingSetup.bootstrap(logFormat, job: job)
     do {
         try await body()
     } catch let exit as ExitCode {
@@ -43,6 +49,9 @@ func withExitStatus(_ body: () async throws -> Void) async throws {
         throw ExitCode(error.isRetryable ? ExitStatus.temporaryFailure : ExitStatus.failure)
     } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" || error.serverInfo?[.sqlState] == "3F000" {
         printError("configuration error: the ledger schema is missing in this database: run `appstore-reconcile migrate` first (\(describe(error)))")
+        throw ExitCode(ExitStatus.configuration)
+    } catch let error as PSQLError where ["28P01", "28000"].contains(error.serverInfo?[.sqlState] ?? "") {
+        printError("configuration error: the database refused the credentials in DATABASE_URL (\(describe(error)))")
         throw ExitCode(ExitStatus.configuration)
     } catch let error as PSQLError {
         printError("database error: \(describe(error))")

@@ -52,7 +52,7 @@ struct RepairCommand: AsyncParsableCommand {
             let startedAt = Date()
             let repairs = try await LedgerDatabase.withClient(databaseURL, logger: logger) { database in
                 let store = LedgerStore(client: database, logger: logger)
-                let progress = ProgressLine(enabled: !noProgress)
+                let progress = ProgressLine(enabled: !noProgress, writeLine: { printError($0) })
                 let repair = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: concurrency)
                 var targets: [CustomerRepair.Target] = []
                 if transactionIds.isEmpty {

@@ -44,6 +44,13 @@ public struct APIRequestCounts: Hashable, Sendable, Codable {
     public var requests: [Endpoint: Int] = [:]
     public var rateLimited = 0
     public var retries = 0
+    /// Answers by endpoint and HTTP status ("200", "429", ...; "transport_error" when no
+    /// complete answer came): a bounded label set for metrics.
+    public var answers: [Endpoint: [String: Int]] = [:]
+    /// 429s by endpoint.
+    public var rateLimitedByEndpoint: [Endpoint: Int] = [:]
+    /// Retries by endpoint.
+    public var retriesByEndpoint: [Endpoint: Int] = [:]
 }
 
 /// The App Store Server API client: JWT bearer authentication, a rate limiter per endpoint shared
@@ -147,16 +154,23 @@ public final class AppStoreServerAPIClient: Sendable {
             do {
                 counters.update { $0.requests[endpoint, default: 0] += 1 }
                 let bytes = try await sendOnce(endpoint, method: method, path: path, query: query, body: body)
-                return try decode(type, from: bytes, endpoint: endpoint)
+                let value = try decode(type, from: bytes, endpoint: endpoint)
+                counters.update { $0.answers[endpoint, default: [:]]["200", default: 0] += 1 }
+                return value
             } catch let error as AppStoreAPIError {
                 failure = error
+                counters.update { $0.answers[endpoint, default: [:]][String(error.httpStatus), default: 0] += 1 }
                 if error.httpStatus == 429 {
-                    counters.update { $0.rateLimited += 1 }
+                    counters.update {
+                        $0.rateLimited += 1
+                        $0.rateLimitedByEndpoint[endpoint, default: 0] += 1
+                    }
                     wait = error.retryAfter ?? policy.delay(afterAttempt: attempt)
                 } else if !error.isRetryable {
                     throw error
                 }
             } catch let error as AppStoreTransportError {
+                counters.update { $0.answers[endpoint, default: [:]]["transport_error", default: 0] += 1 }
                 guard error.isRetryable else { throw error }
                 failure = error
             }
@@ -165,7 +179,10 @@ public final class AppStoreServerAPIClient: Sendable {
             guard attempt < policy.maximumAttempts, elapsed + pause < policy.maximumTotal else {
                 throw RetriesExhausted(attempts: attempt, lastError: failure)
             }
-            counters.update { $0.retries += 1 }
+            counters.update {
+                $0.retries += 1
+                $0.retriesByEndpoint[endpoint, default: 0] += 1
+            }
             logger.notice(
                 "retrying",
                 metadata: ["endpoint": "\(endpoint.name)", "attempt": "\(attempt)", "after": "\(pause)", "error": "\(failure)"]

@@ -67,12 +67,16 @@ public struct LedgerStore: Sendable {
 
     // MARK: Writes
 
-    /// Writes a batch in one database transaction: all of it or nothing.
-    public func apply(_ batch: LedgerBatch, runId: UUID?) async throws -> LedgerBatchOutcome {
-        guard !batch.isEmpty else { return LedgerBatchOutcome() }
+    /// Writes a batch in one database transaction: all of it or nothing, and with it the
+    /// checkpoint that says the batch is done, so progress never runs ahead of what is committed.
+    public func apply(_ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)? = nil) async throws -> LedgerBatchOutcome {
+        guard !batch.isEmpty || checkpoint != nil else { return LedgerBatchOutcome() }
         let logger = self.logger
         return try await client.withTransaction(logger: logger) { connection in
             var outcome = LedgerBatchOutcome()
+            if let (checkpoint, scope) = checkpoint {
+                try await Self.upsert(checkpoint, in: scope, runId: runId, on: connection, logger: logger)
+            }
             for record in batch.notifications {
                 let rows = try await connection.query(
                     """
@@ -273,18 +277,35 @@ public struct LedgerStore: Sendable {
 
     // MARK: Runs
 
-    public func startRun(kind: String, environment: String, windowStart: Date?, windowEnd: Date?) async throws -> UUID {
+    public func startRun(kind: String, environment: String, windowStart: Date?, windowEnd: Date?, shard: String? = nil) async throws -> UUID {
         let id = UUID()
         let host = ProcessInfo.processInfo.hostName
         let pid = Int(ProcessInfo.processInfo.processIdentifier)
         try await client.query(
             """
-            INSERT INTO app_store.runs (run_id, kind, environment, window_start, window_end, dry_run, host, pid)
-            VALUES (\(id), \(kind), \(environment), \(windowStart), \(windowEnd), false, \(host), \(pid))
+            INSERT INTO app_store.runs (run_id, kind, environment, window_start, window_end, dry_run, host, pid, shard)
+            VALUES (\(id), \(kind), \(environment), \(windowStart), \(windowEnd), false, \(host), \(pid), \(shard))
             """,
             logger: logger
         )
         return id
+    }
+
+    /// Marks `abandoned` the recovering runs of this shard still recorded as running: called by a
+    /// run that holds the shard's run lock, so their processes are gone (killed, machine lost).
+    @discardableResult
+    public func abandonDeadRuns(shard: String?) async throws -> Int {
+        let rows = try await client.query(
+            """
+            UPDATE app_store.runs SET outcome = 'abandoned', finished_at = now()
+            WHERE outcome = 'running' AND kind IN ('run', 'nightly') AND shard IS NOT DISTINCT FROM \(shard)
+            RETURNING run_id
+            """,
+            logger: logger
+        )
+        var count = 0
+        for try await _ in rows.decode(UUID.self) { count += 1 }
+        return count
     }
 
     /// Records how a run ended; `counts` is its summary as a JSON object.

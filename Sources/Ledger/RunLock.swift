@@ -9,17 +9,28 @@ public enum RunLock {
     /// "appsrun" in ASCII: distinct from the migration lock.
     public static let key: Int64 = 0x6170_7073_7275_6e00
 
+    /// The lock of one shard: shard INDEX of a sharded run takes `key + 1 + INDEX`, an unsharded
+    /// run `key` itself. Shards of a window run side by side; Postgres's unique keys arbitrate
+    /// their writes, as they do a live webhook's.
+    public static func key(shardIndex: Int?) -> Int64 {
+        shardIndex.map { key + 1 + Int64($0) } ?? key
+    }
+
+    /// Shards up to this many have locks of their own.
+    public static let maximumShards = 255
+
     /// Runs `body` holding the lock, or throws `RunInProgress` naming the holder.
     public static func withLock<Result: Sendable>(
-        _ url: DatabaseURL, store: LedgerStore, logger: Logger, _ body: @Sendable () async throws -> Result
+        _ url: DatabaseURL, store: LedgerStore, logger: Logger, shardIndex: Int? = nil, _ body: @Sendable () async throws -> Result
     ) async throws -> Result {
+        let key = Self.key(shardIndex: shardIndex)
         let connection = try await PostgresConnection.connect(configuration: try url.connectionConfiguration(), id: 1, logger: logger)
         do {
             var acquired = false
             for try await value in try await connection.query("SELECT pg_try_advisory_lock(\(key))", logger: logger).decode(Bool.self) {
                 acquired = value
             }
-            guard acquired else { throw RunInProgress(holder: try await store.runningRun()) }
+            guard acquired else { throw RunInProgress(holder: try await store.runningRun(shard: shardIndex.map { "\($0)/" })) }
             let result = try await body()
             _ = try? await connection.query("SELECT pg_advisory_unlock(\(key))", logger: logger)
             try? await connection.close()
@@ -51,11 +62,12 @@ extension LedgerStore {
         public var startedAt: Date
     }
 
-    /// The newest run recorded as still running.
-    public func runningRun() async throws -> RunningRun? {
+    /// The newest run recorded as still running; of one shard ("INDEX/", a prefix) or unsharded (nil).
+    public func runningRun(shard: String? = nil) async throws -> RunningRun? {
         let rows = try await client.query(
             """
             SELECT run_id, kind, host, pid, started_at FROM app_store.runs WHERE outcome = 'running'
+              AND CASE WHEN \(shard)::text IS NULL THEN shard IS NULL ELSE shard LIKE \(shard) || '%' END
             ORDER BY started_at DESC LIMIT 1
             """,
             logger: logger
@@ -121,6 +133,15 @@ extension LedgerStore {
         return try await recentRuns(limit: 1000).first { $0.id == id }
     }
 
+    /// How many runs the ledger records, by outcome.
+    public func runsByOutcome() async throws -> [String: Int] {
+        var found: [String: Int] = [:]
+        for try await (outcome, count) in try await client.query("SELECT outcome, count(*) FROM app_store.runs GROUP BY outcome", logger: logger).decode((String, Int).self) {
+            found[outcome] = count
+        }
+        return found
+    }
+
     /// Whether some session holds the run lock now (a run is really in progress).
     public func runLockHeld() async throws -> Bool {
         let high = Int64(RunLock.key >> 32)
@@ -129,7 +150,7 @@ extension LedgerStore {
             """
             SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-              AND classid::bigint = \(high) AND objid::bigint = \(low) AND objsubid = 1
+              AND classid::bigint = \(high) AND objid::bigint BETWEEN \(low) AND \(low + Int64(RunLock.maximumShards) + 1) AND objsubid = 1
             """,
             logger: logger
         )

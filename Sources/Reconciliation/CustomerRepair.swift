@@ -234,10 +234,13 @@ public struct CustomerRepair: Sendable {
 extension CustomerRepair {
     /// Pass 2 of a run: the customers the recovery points at, then every customer the rules
     /// find in the ledger, each repaired once.
-    public func afterRecovery(_ recovery: RecoveryReport, window: OutageWindow, dryRun: Bool) async throws -> [RecoveryReport.Repair] {
+    public func afterRecovery(_ recovery: RecoveryReport, window: OutageWindow, dryRun: Bool, shard: Shard = .whole) async throws -> [RecoveryReport.Repair] {
         var targets: [String: Target] = [:]
-        for target in try await self.targets(after: recovery, window: window) { targets[target.customer] = target }
+        for target in try await self.targets(after: recovery, window: window) where shard.owns(customer: target.customer) {
+            targets[target.customer] = target
+        }
         try await scanLedger { target in
+            guard shard.owns(customer: target.customer) else { return }
             if var existing = targets[target.customer] {
                 existing.reasons = Array(Set(existing.reasons + target.reasons)).sorted { $0.rawValue < $1.rawValue }
                 targets[target.customer] = existing

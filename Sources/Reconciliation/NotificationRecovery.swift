@@ -16,12 +16,30 @@ public struct NotificationRecovery: Sendable {
         /// The `app_store.runs` row this pass belongs to, when the caller records the run itself
         /// (both passes under one row); nil: the pass records its own row.
         public var runId: UUID?
+        /// This worker's part of a sharded run: pass 1 pages only its sub-window.
+        public var shard: Shard
+        /// Resume from the checkpoints an unfinished run of the same window left, and record this
+        /// run's (never in a dry run).
+        public var checkpoints: Bool
 
-        public init(window: OutageWindow, dryRun: Bool = false, onlyFailures: Bool = false, runId: UUID? = nil) {
+        public init(
+            window: OutageWindow, dryRun: Bool = false, onlyFailures: Bool = false, runId: UUID? = nil, shard: Shard = .whole,
+            checkpoints: Bool = true
+        ) {
             self.window = window
             self.dryRun = dryRun
             self.onlyFailures = onlyFailures
             self.runId = runId
+            self.shard = shard
+            self.checkpoints = checkpoints
+        }
+
+        /// Where this run's checkpoints live.
+        public func checkpointScope(_ environment: AppStoreEnvironment) -> CheckpointScope {
+            CheckpointScope(
+                environment: environment.rawValue, windowStart: window.start, windowEnd: window.end, onlyFailures: onlyFailures,
+                shard: shard.description
+            )
         }
     }
 
@@ -54,6 +72,9 @@ public struct NotificationRecovery: Sendable {
         var byHour: [String: Int] = [:]
         var retryLater: [NotificationHistoryItem] = []
         var pages = 0
+        /// Notifications an earlier, unfinished run handled, which this one skipped.
+        var handledBefore = 0
+        var queriesFinishedBefore = 0
     }
 
     public func run(_ options: Options) async throws -> RecoveryReport {
@@ -68,28 +89,62 @@ public struct NotificationRecovery: Sendable {
         } else {
             runId = UUID()
         }
-        let plan = QueryPlan(window: options.window, onlyFailures: options.onlyFailures)
+        let plan = QueryPlan(window: options.shard.subWindow(of: options.window), onlyFailures: options.onlyFailures)
+        let scope = options.checkpointScope(environment)
+        let checkpointing = !options.dryRun && options.checkpoints
         var tally = Tally()
         let requestsBefore = client.counts.requests[.notificationHistory] ?? 0
         do {
-            for query in plan.priorityQueries {
-                try await process(query, plan: plan, options: options, runId: runId, tally: &tally)
+            let saved = checkpointing ? try await store.resumableCheckpoints(in: scope) : [:]
+            let resumed = try await takeOver(saved, tally: &tally)
+            let passOneDone = saved[QueryCheckpoint.passOneKey]?.completed == true
+            var strategy = QueryPlan.RemainderStrategy.unfiltered
+            var remainderCount = 0
+            if !passOneDone {
+                let place = checkpointing ? scope : nil
+                for query in plan.priorityQueries {
+                    try await process(query, saved: saved[query.key], scope: place, plan: plan, options: options, runId: runId, tally: &tally)
+                }
+                // An earlier run's choice stands; otherwise the priority queries' count decides.
+                let priorityCount = tally.counts.fetched + plan.priorityQueries.compactMap { saved[$0.key]?.position }.reduce(0, +)
+                if saved["*"] != nil {
+                    strategy = .unfiltered
+                } else if plan.remainingPairs.contains(where: { saved["\($0.type.rawValue)/\($0.subtype?.rawValue ?? "-")"] != nil }) {
+                    strategy = .perType
+                } else {
+                    strategy = plan.remainderStrategy(afterPriority: priorityCount)
+                }
+                let remainder = plan.remainderQueries(strategy)
+                remainderCount = remainder.count
+                for query in remainder {
+                    try await process(query, saved: saved[query.key], scope: place, plan: plan, options: options, runId: runId, tally: &tally)
+                }
+                try await retryDeferred(options: options, runId: runId, tally: &tally)
+                if checkpointing {
+                    try await store.saveCheckpoint(
+                        QueryCheckpoint(query: QueryCheckpoint.passOneKey, position: tally.counts.fetched + tally.handledBefore, paginationToken: nil, completed: true),
+                        in: scope, runId: runId
+                    )
+                }
             }
-            let strategy = plan.remainderStrategy(afterPriority: tally.counts.fetched)
-            let remainder = plan.remainderQueries(strategy)
-            for query in remainder {
-                try await process(query, plan: plan, options: options, runId: runId, tally: &tally)
-            }
-            try await retryDeferred(options: options, runId: runId, tally: &tally)
             progress.finish()
             tally.counts.apiRequests = (client.counts.requests[.notificationHistory] ?? 0) - requestsBefore
-            let report = makeReport(runId: runId, options: options, plan: plan, strategy: strategy, remainderCount: remainder.count, startedAt: startedAt, tally: tally)
+            var report = makeReport(runId: runId, options: options, plan: plan, strategy: strategy, remainderCount: remainderCount, startedAt: startedAt, tally: tally)
+            if let resumed {
+                report.run.resumed = .init(
+                    fromRuns: resumed.map { $0.uuidString.lowercased() }, notificationsHandledBefore: tally.handledBefore,
+                    queriesFinishedBefore: tally.queriesFinishedBefore, passOneDoneBefore: passOneDone
+                )
+            }
             if ownsRunRow {
                 try await store.finishRun(runId, outcome: report.outcome, countsJSON: report.countsJSON)
+                try await store.clearCheckpoints(in: scope, keepingPassOne: true)
             }
             return report
         } catch {
             progress.finish()
+            tally.counts.apiRequests = (client.counts.requests[.notificationHistory] ?? 0) - requestsBefore
+            let error: any Error = error is RunStopped ? RunStopped(counts: tally.counts) : error
             if ownsRunRow {
                 try? await store.finishRun(
                     runId, outcome: error is CancellationError || error is RunStopped ? "interrupted" : "failed", countsJSON: Self.json(tally.counts)
@@ -99,23 +154,55 @@ public struct NotificationRecovery: Sendable {
         }
     }
 
-    /// Pages one query, with the next page fetched while this one is verified and applied.
+    /// Takes over what earlier, unfinished runs of the same scope did: counts what their
+    /// checkpoints cover, and reports again the payloads they rejected (pass 2 looks at those
+    /// customers too). Returns the earlier runs, or nil when there is nothing to resume.
+    private func takeOver(_ saved: [String: QueryCheckpoint], tally: inout Tally) async throws -> [UUID]? {
+        guard !saved.isEmpty else { return nil }
+        let queries = saved.values.filter { $0.query != QueryCheckpoint.passOneKey }
+        tally.handledBefore = saved[QueryCheckpoint.passOneKey]?.position ?? queries.map(\.position).reduce(0, +)
+        tally.queriesFinishedBefore = queries.filter(\.completed).count
+        let runs = Array(Set(saved.values.compactMap(\.runId))).sorted { $0.uuidString < $1.uuidString }
+        for earlier in try await store.rejections(ofRuns: runs) {
+            tally.counts.rejected += 1
+            let customer = UnverifiedPayload.originalTransactionId(ofNotification: earlier.signedPayload)
+            tally.rejected.append(
+                .init(notificationUUID: earlier.notificationUUID, originalTransactionId: customer, reason: earlier.reason, detail: earlier.detail)
+            )
+        }
+        logger.notice(
+            "resuming an unfinished run of this window",
+            metadata: ["handledBefore": "\(tally.handledBefore)", "queriesFinishedBefore": "\(tally.queriesFinishedBefore)", "runs": "\(runs)"]
+        )
+        return runs
+    }
+
     /// How often one query may start over after its pagination token expired or was refused.
     static let maximumRestarts = 3
 
-    /// Pages one query, with the next page fetched while this one is verified and applied. When
-    /// Apple refuses a pagination token (expired, 4000017, or invalid, 4000014), the query starts
-    /// over from its first page and skips the items already handled: Apple's order within a query
-    /// is stable, and anything recorded meanwhile is skipped as already recorded regardless.
-    private func process(_ query: QueryPlan.Query, plan: QueryPlan, options: Options, runId: UUID, tally: inout Tally) async throws {
-        var handledInQuery = 0
+    /// Pages one query, with the next page fetched while this one is verified and applied, from
+    /// where a checkpoint says an earlier run stopped. When Apple refuses a pagination token
+    /// (expired, 4000017, or invalid, 4000014), the query starts over from its first page and
+    /// skips the items already handled: Apple's order within a query is stable, and anything
+    /// recorded meanwhile is skipped as already recorded regardless.
+    private func process(
+        _ query: QueryPlan.Query, saved: QueryCheckpoint?, scope: CheckpointScope?, plan: QueryPlan, options: Options, runId: UUID,
+        tally: inout Tally
+    ) async throws {
+        if let saved, saved.completed { return }
+        var handledInQuery = saved?.position ?? 0
+        var token = saved?.paginationToken
         var restarts = 0
         while true {
             do {
-                try await processOnce(query, plan: plan, options: options, runId: runId, skipping: handledInQuery, handled: &handledInQuery, tally: &tally)
+                try await processOnce(
+                    query, from: token.map { ($0, handledInQuery) }, scope: scope, plan: plan, options: options, runId: runId,
+                    skipping: handledInQuery, handled: &handledInQuery, tally: &tally
+                )
                 return
             } catch let error as AppStoreAPIError where error.isPaginationTokenProblem && restarts < Self.maximumRestarts {
                 restarts += 1
+                token = nil
                 logger.notice(
                     "pagination token refused; starting the query over",
                     metadata: ["query": "\(query)", "error": "\(error)", "handled": "\(handledInQuery)"]
@@ -124,11 +211,14 @@ public struct NotificationRecovery: Sendable {
         }
     }
 
+    /// - Parameters:
+    ///   - from: a token and the position of the page it fetches; nil: the query's first page.
+    ///   - scope: where to record checkpoints; nil: none.
     private func processOnce(
-        _ query: QueryPlan.Query, plan: QueryPlan, options: Options, runId: UUID, skipping alreadyHandled: Int, handled: inout Int,
-        tally: inout Tally
+        _ query: QueryPlan.Query, from: (token: String, position: Int)?, scope: CheckpointScope?, plan: QueryPlan, options: Options,
+        runId: UUID, skipping alreadyHandled: Int, handled: inout Int, tally: inout Tally
     ) async throws {
-        let pages = client.notificationHistory(plan.request(for: query))
+        let pages = client.notificationHistory(plan.request(for: query), resumingAfter: from?.token)
         typealias Step = (page: NotificationHistoryPage?, rest: NotificationHistoryPages.AsyncIterator)
         func fetch(_ iterator: NotificationHistoryPages.AsyncIterator) -> Task<Step, any Error> {
             Task {
@@ -139,7 +229,10 @@ public struct NotificationRecovery: Sendable {
         }
         var next = fetch(pages.makeAsyncIterator())
         defer { next.cancel() }
-        var position = 0
+        var position = from?.position ?? 0
+        // A page with payloads left for a later try (an OCSP responder out of reach) holds the
+        // checkpoint back, so that a run that dies before that try fetches them again.
+        var holdCheckpoint = false
         while true {
             try stop.check()
             let step = try await next.value
@@ -152,7 +245,16 @@ public struct NotificationRecovery: Sendable {
                 guard !query.skipping.isEmpty else { return true }
                 return !Self.isPriorityPair(item, query.skipping)
             }
-            try await handle(items, options: options, runId: runId, tally: &tally)
+            // The checkpoint after this page, once the page reaches past what was handled before.
+            var checkpoint: (QueryCheckpoint, CheckpointScope)?
+            if let scope, !holdCheckpoint, position >= handled {
+                checkpoint = (
+                    QueryCheckpoint(query: query.key, position: position, paginationToken: page.resumeToken, completed: page.resumeToken == nil),
+                    scope
+                )
+            }
+            let deferred = try await handle(items, options: options, runId: runId, checkpoint: checkpoint, tally: &tally)
+            holdCheckpoint = holdCheckpoint || deferred
             handled = max(handled, position)
             tally.pages += 1
             progress.update(
@@ -173,19 +275,30 @@ public struct NotificationRecovery: Sendable {
         return pairs.contains(QueryPlan.TypeAndSubtype(NotificationType(rawValue: type), subtype))
     }
 
-    /// Verifies a page's items in parallel, reads the ledger once, plans, and applies.
-    private func handle(_ items: [NotificationHistoryItem], options: Options, runId: UUID, tally: inout Tally) async throws {
-        guard !items.isEmpty else { return }
+    /// Verifies a page's items in parallel, reads the ledger once, plans, and applies, with the
+    /// checkpoint in the same database transaction. Returns whether payloads were left for a
+    /// later try (the checkpoint is then not written).
+    @discardableResult
+    private func handle(
+        _ items: [NotificationHistoryItem], options: Options, runId: UUID, checkpoint: (QueryCheckpoint, CheckpointScope)? = nil,
+        tally: inout Tally
+    ) async throws -> Bool {
+        guard !items.isEmpty else {
+            if let (checkpoint, scope) = checkpoint { try await store.saveCheckpoint(checkpoint, in: scope, runId: runId) }
+            return false
+        }
         let inputs = await PageInputs.verify(items, with: verifier)
         let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
 
         let plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &tally.memory)
+        let deferred = zip(plan.decisions, inputs).compactMap { decision, input in decision.action == .retryLater ? input.item : nil }
         var outcome: LedgerBatchOutcome?
         if !options.dryRun {
-            outcome = try await store.apply(plan.batch, runId: runId)
+            outcome = try await store.apply(plan.batch, runId: runId, checkpoint: deferred.isEmpty ? checkpoint : nil)
         }
         record(plan, outcome: outcome, options: options, tally: &tally)
-        tally.retryLater += zip(plan.decisions, inputs).compactMap { decision, input in decision.action == .retryLater ? input.item : nil }
+        tally.retryLater += deferred
+        return !deferred.isEmpty
     }
 
     /// Counts the page's decisions and lists the missed ones. A notification the plan meant to
@@ -268,7 +381,8 @@ public struct NotificationRecovery: Sendable {
                 plan: .init(
                     priorityQueries: plan.priorityQueries.map(\.description), remainder: strategy.rawValue,
                     remainderQueries: remainderCount, onlyFailures: options.onlyFailures
-                )
+                ),
+                shard: options.shard.isWhole ? nil : options.shard.description
             ),
             counts: tally.counts, missed: tally.missed, rejected: tally.rejected, customers: changes,
             deliveryFailures: .init(byFirstAttemptResult: tally.byResult, byHourOfFirstAttempt: tally.byHour)

@@ -13,9 +13,14 @@ public final class ProgressLine: @unchecked Sendable {
     private var lastPlain = Date.distantPast
     private let started = Date()
 
-    public init(enabled: Bool = true) {
+    private let writeLine: @Sendable (String) -> Void
+
+    /// - Parameter writeLine: how a plain line (not a terminal) is written: the command line
+    ///   tool passes its operator-message writer, which emits JSON when logs are JSON.
+    public init(enabled: Bool = true, writeLine: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }) {
         self.enabled = enabled
         self.isTerminal = isatty(STDERR_FILENO) == 1
+        self.writeLine = writeLine
     }
 
     /// Shows the current state; `requests` drives the rate.
@@ -29,7 +34,7 @@ public final class ProgressLine: @unchecked Sendable {
             FileHandle.standardError.write(Data(("\r\u{1B}[K" + line).utf8))
         } else if Date().timeIntervalSince(lastPlain) >= 10 {
             lastPlain = Date()
-            FileHandle.standardError.write(Data((line + "\n").utf8))
+            writeLine(line)
         }
     }
 

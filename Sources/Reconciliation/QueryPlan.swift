@@ -26,6 +26,12 @@ public struct QueryPlan: Hashable, Sendable {
         /// In the unfiltered pass: the pairs to skip because a priority query brought them.
         public var skipping: Set<TypeAndSubtype>
 
+        /// A stable name for checkpoints: TYPE/SUBTYPE, TYPE/- without a subtype, * unfiltered.
+        public var key: String {
+            guard let type else { return "*" }
+            return "\(type.rawValue)/\(subtype?.rawValue ?? "-")"
+        }
+
         public var description: String {
             guard let type else { return skipping.isEmpty ? "all notifications" : "all other notifications (unfiltered)" }
             return subtype.map { "\(type)/\($0)" } ?? "\(type) (no subtype)"

@@ -15,6 +15,22 @@ public struct RecoveryReport: Sendable, Codable {
         public var finishedAt: String
         /// Absent for a `repair` run.
         public var plan: Plan?
+        /// "INDEX/COUNT" for one shard of a sharded run (its part of the window in `plan`).
+        public var shard: String?
+        /// Set when the run took over from an earlier run of the same window that did not finish.
+        public var resumed: Resumed?
+    }
+
+    /// What a run took over from an earlier one that died or was stopped.
+    public struct Resumed: Sendable, Codable {
+        /// The earlier runs whose checkpoints it started from.
+        public var fromRuns: [String]
+        /// Notifications they had handled and committed, which this run did not fetch again.
+        public var notificationsHandledBefore: Int
+        /// Queries of the plan they had finished.
+        public var queriesFinishedBefore: Int
+        /// Pass 1 was already complete: this run did pass 2 only.
+        public var passOneDoneBefore: Bool
     }
 
     public struct Window: Sendable, Codable {
@@ -171,7 +187,10 @@ public struct RecoveryReport: Sendable, Codable {
     public var outcome: String { counts.rejected + counts.retryLater > 0 ? "succeeded_with_rejections" : "succeeded" }
 
     /// The counts as the JSON object `app_store.runs.counts` holds.
-    public var countsJSON: String {
+    public var countsJSON: String { Self.countsJSON(counts) }
+
+    /// Counts as the JSON object `app_store.runs.counts` holds.
+    public static func countsJSON(_ counts: Counts) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return (try? String(decoding: encoder.encode(counts), as: UTF8.self)) ?? "{}"

@@ -21,6 +21,8 @@ public final class StopRequest: Sendable {
 /// The run stopped because it was asked to; everything committed before stays, and running the
 /// same window again finishes the work (what is already recorded is skipped).
 public struct RunStopped: Error, CustomStringConvertible, Sendable {
-    public init() {}
+    /// What the run had counted when it stopped, once a pass has added them.
+    public var counts: RecoveryReport.Counts?
+    public init(counts: RecoveryReport.Counts? = nil) { self.counts = counts }
     public var description: String { "stopped on request after committing the batch in hand" }
 }

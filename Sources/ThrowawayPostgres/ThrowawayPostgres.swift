@@ -20,6 +20,9 @@ import Synchronization
 public final class ThrowawayPostgres: Sendable {
     /// The temporary directory holding the data directory, the socket and the log.
     public let directory: String
+    /// A role that authenticates with a password (SCRAM) when created; every other role is trusted.
+    public static let passwordRole = "password_auth"
+
     /// The database superuser (trust authentication on the private socket).
     public let user: String
     public let port: Int
@@ -78,6 +81,11 @@ public final class ThrowawayPostgres: Sendable {
             ["-D", dataDirectory, "-U", user, "--auth=trust", "--encoding=UTF8", "--no-locale", "--no-sync"],
             what: "initialize the cluster"
         )
+        // The role `password_auth`, if someone creates it, must log in with its password
+        // (SCRAM): tests of how a real password is handled need a server that asks for one.
+        let hba = dataDirectory + "/pg_hba.conf"
+        let rules = (try? String(contentsOfFile: hba, encoding: .utf8)) ?? ""
+        try ("local all \(Self.passwordRole) scram-sha-256\n" + rules).write(toFile: hba, atomically: false, encoding: .utf8)
         let settings = [
             "listen_addresses=''", "unix_socket_directories='\(directory)'", "unix_socket_permissions=0700",
             "port=\(port)", "fsync=off", "synchronous_commit=off", "full_page_writes=off",

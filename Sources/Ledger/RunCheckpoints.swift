@@ -1,0 +1,183 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// What a run's checkpoints belong to: the same window, environment, filter and shard make the
+/// same plan, so a run with this scope may resume from them.
+public struct CheckpointScope: Hashable, Sendable {
+    public var environment: String
+    public var windowStart: Date
+    public var windowEnd: Date
+    public var onlyFailures: Bool
+    /// "INDEX/COUNT"; "0/1" for an unsharded run.
+    public var shard: String
+
+    public init(environment: String, windowStart: Date, windowEnd: Date, onlyFailures: Bool, shard: String) {
+        self.environment = environment
+        self.windowStart = windowStart
+        self.windowEnd = windowEnd
+        self.onlyFailures = onlyFailures
+        self.shard = shard
+    }
+}
+
+/// How far a run got through one query of its plan.
+public struct QueryCheckpoint: Hashable, Sendable {
+    /// The query's stable key (see `app_store.run_checkpoints.query`).
+    public var query: String
+    /// Items of the query handled and committed.
+    public var position: Int
+    /// Apple's token for the page after them; nil when the query must start over to get there.
+    public var paginationToken: String?
+    public var completed: Bool
+    /// The run that wrote it (read back only).
+    public var runId: UUID?
+
+    public init(query: String, position: Int, paginationToken: String?, completed: Bool, runId: UUID? = nil) {
+        self.query = query
+        self.position = position
+        self.paginationToken = paginationToken
+        self.completed = completed
+        self.runId = runId
+    }
+
+    /// The key of the row that says a whole pass 1 is done.
+    public static let passOneKey = "pass-1"
+}
+
+extension LedgerStore {
+    /// The checkpoints an unfinished run of this scope left, by query key. When the run that
+    /// wrote them finished (its pass 1 row outlives it, for other shards to see), this is a new
+    /// run of a window done before: its checkpoints are forgotten and it starts over.
+    public func resumableCheckpoints(in scope: CheckpointScope) async throws -> [String: QueryCheckpoint] {
+        let rows = try await client.query(
+            """
+            SELECT count(*) FROM app_store.run_checkpoints c JOIN app_store.runs r ON r.run_id = c.run_id
+            WHERE c.environment = \(scope.environment) AND c.window_start = \(scope.windowStart) AND c.window_end = \(scope.windowEnd)
+              AND c.only_failures = \(scope.onlyFailures) AND c.shard = \(scope.shard)
+              AND r.outcome IN ('succeeded', 'succeeded_with_rejections')
+            """,
+            logger: logger
+        )
+        var finished = 0
+        for try await count in rows.decode(Int.self) { finished = count }
+        if finished > 0 {
+            try await clearCheckpoints(in: scope, keepingPassOne: false)
+            return [:]
+        }
+        return try await checkpoints(in: scope)
+    }
+
+    /// The checkpoints of this scope, by query key.
+    public func checkpoints(in scope: CheckpointScope) async throws -> [String: QueryCheckpoint] {
+        let rows = try await client.query(
+            """
+            SELECT query, position, pagination_token, completed, run_id FROM app_store.run_checkpoints
+            WHERE environment = \(scope.environment) AND window_start = \(scope.windowStart) AND window_end = \(scope.windowEnd)
+              AND only_failures = \(scope.onlyFailures) AND shard = \(scope.shard)
+            """,
+            logger: logger
+        )
+        var found: [String: QueryCheckpoint] = [:]
+        for try await (query, position, token, completed, runId) in rows.decode((String, Int, String?, Bool, UUID?).self) {
+            found[query] = QueryCheckpoint(query: query, position: position, paginationToken: token, completed: completed, runId: runId)
+        }
+        return found
+    }
+
+    /// Records a checkpoint on its own (a batch's checkpoint goes with the batch: `apply`).
+    public func saveCheckpoint(_ checkpoint: QueryCheckpoint, in scope: CheckpointScope, runId: UUID?) async throws {
+        try await client.withConnection { connection in
+            try await Self.upsert(checkpoint, in: scope, runId: runId, on: connection, logger: logger)
+        }
+    }
+
+    static func upsert(_ checkpoint: QueryCheckpoint, in scope: CheckpointScope, runId: UUID?, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query(
+            """
+            INSERT INTO app_store.run_checkpoints (environment, window_start, window_end, only_failures, shard, query, position,
+                pagination_token, completed, run_id)
+            VALUES (\(scope.environment), \(scope.windowStart), \(scope.windowEnd), \(scope.onlyFailures), \(scope.shard),
+                \(checkpoint.query), \(checkpoint.position), \(checkpoint.paginationToken), \(checkpoint.completed), \(runId))
+            ON CONFLICT (environment, window_start, window_end, only_failures, shard, query) DO UPDATE SET
+                position = EXCLUDED.position, pagination_token = EXCLUDED.pagination_token, completed = EXCLUDED.completed,
+                run_id = EXCLUDED.run_id, updated_at = now()
+            """,
+            logger: logger
+        )
+    }
+
+    /// Forgets the checkpoints of a scope: its run finished. The pass 1 row may stay, for the
+    /// other shards of the window waiting on it.
+    public func clearCheckpoints(in scope: CheckpointScope, keepingPassOne: Bool) async throws {
+        try await client.query(
+            """
+            DELETE FROM app_store.run_checkpoints
+            WHERE environment = \(scope.environment) AND window_start = \(scope.windowStart) AND window_end = \(scope.windowEnd)
+              AND only_failures = \(scope.onlyFailures) AND shard = \(scope.shard)
+              AND NOT (\(keepingPassOne) AND query = \(QueryCheckpoint.passOneKey))
+            """,
+            logger: logger
+        )
+    }
+
+    /// The shards ("INDEX/COUNT") of this window whose pass 1 is recorded done, finished runs' included.
+    public func shardsWithPassOneDone(environment: String, windowStart: Date, windowEnd: Date, onlyFailures: Bool) async throws -> Set<String> {
+        let rows = try await client.query(
+            """
+            SELECT shard FROM app_store.run_checkpoints
+            WHERE environment = \(environment) AND window_start = \(windowStart) AND window_end = \(windowEnd)
+              AND only_failures = \(onlyFailures) AND query = \(QueryCheckpoint.passOneKey) AND completed
+            """,
+            logger: logger
+        )
+        var found: Set<String> = []
+        for try await shard in rows.decode(String.self) { found.insert(shard) }
+        return found
+    }
+}
+
+extension LedgerStore {
+    /// A payload an earlier run rejected: what a run resuming it reports again.
+    public struct EarlierRejection: Sendable, Hashable {
+        public var notificationUUID: String?
+        public var reason: String
+        public var detail: String
+        public var signedPayload: String
+    }
+
+    /// The payloads these runs rejected, oldest first.
+    public func rejections(ofRuns runIds: [UUID]) async throws -> [EarlierRejection] {
+        guard !runIds.isEmpty else { return [] }
+        let rows = try await client.query(
+            """
+            SELECT notification_uuid, reason, detail, signed_payload FROM app_store.rejected_payloads
+            WHERE run_id = ANY(\(runIds)) ORDER BY rejection_id
+            """,
+            logger: logger
+        )
+        var found: [EarlierRejection] = []
+        for try await (uuid, reason, detail, payload) in rows.decode((String?, String, String, String).self) {
+            found.append(EarlierRejection(notificationUUID: uuid, reason: reason, detail: detail, signedPayload: payload))
+        }
+        return found
+    }
+}
+
+extension LedgerStore {
+    /// The window of the newest run of this kind, environment and shard ("INDEX/COUNT") that left
+    /// checkpoints and did not finish.
+    public func unfinishedWindow(kind: String, environment: String, shard: String) async throws -> (start: Date, end: Date)? {
+        let rows = try await client.query(
+            """
+            SELECT c.window_start, c.window_end FROM app_store.run_checkpoints c JOIN app_store.runs r ON r.run_id = c.run_id
+            WHERE r.kind = \(kind) AND c.environment = \(environment) AND c.shard = \(shard)
+              AND r.outcome NOT IN ('succeeded', 'succeeded_with_rejections')
+            ORDER BY c.updated_at DESC LIMIT 1
+            """,
+            logger: logger
+        )
+        for try await (start, end) in rows.decode((Date, Date).self) { return (start, end) }
+        return nil
+    }
+}

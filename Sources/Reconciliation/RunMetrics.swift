@@ -1,0 +1,140 @@
+import AppStoreServerAPI
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A run's figures in the Prometheus text exposition format (version 0.0.4), for a node
+/// exporter's textfile collector or any scraper that reads a file. Every label takes values from
+/// a fixed set (outcomes, endpoints, HTTP statuses Apple documents, result names), never from
+/// data such as customer IDs, so the series stay few.
+public struct RunMetrics: Sendable {
+    public var kind: String
+    /// `succeeded`, `succeeded_with_rejections`, `interrupted`, `failed`.
+    public var outcome: String
+    public var dryRun: Bool
+    public var shard: String?
+    public var startedAt: Date
+    public var finishedAt: Date
+    /// Nil when the run ended before it had counts (failed early).
+    public var counts: RecoveryReport.Counts?
+    public var api: APIRequestCounts
+    /// Runs recorded in the ledger, by outcome (nil: the ledger could not be read).
+    public var runsByOutcome: [String: Int]?
+    public var lastSuccess: Date?
+
+    public init(
+        kind: String, outcome: String, dryRun: Bool, shard: String?, startedAt: Date, finishedAt: Date, counts: RecoveryReport.Counts?,
+        api: APIRequestCounts, runsByOutcome: [String: Int]?, lastSuccess: Date?
+    ) {
+        self.kind = kind
+        self.outcome = outcome
+        self.dryRun = dryRun
+        self.shard = shard
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+        self.counts = counts
+        self.api = api
+        self.runsByOutcome = runsByOutcome
+        self.lastSuccess = lastSuccess
+    }
+
+    public static let outcomes = ["succeeded", "succeeded_with_rejections", "interrupted", "failed", "abandoned", "running"]
+
+    /// The exposition text.
+    public func text() -> String {
+        var out = Exposition()
+        let common = [("kind", kind)] + (shard.map { [("shard", $0)] } ?? [])
+        out.family("appstore_reconcile_run_outcome", .gauge, "How this run ended: 1 on its outcome, 0 on the others.")
+        for candidate in Self.outcomes where candidate != "running" && candidate != "abandoned" {
+            out.sample("appstore_reconcile_run_outcome", common + [("outcome", candidate)], candidate == outcome ? 1 : 0)
+        }
+        out.family("appstore_reconcile_run_dry", .gauge, "1 when this run was a dry run (it wrote nothing).")
+        out.sample("appstore_reconcile_run_dry", common, dryRun ? 1 : 0)
+        out.family("appstore_reconcile_run_start_timestamp_seconds", .gauge, "When this run started, UNIX seconds.")
+        out.sample("appstore_reconcile_run_start_timestamp_seconds", common, startedAt.timeIntervalSince1970)
+        out.family("appstore_reconcile_run_duration_seconds", .gauge, "How long this run took.")
+        out.sample("appstore_reconcile_run_duration_seconds", common, finishedAt.timeIntervalSince(startedAt))
+        if let lastSuccess {
+            out.family("appstore_reconcile_last_success_timestamp_seconds", .gauge, "When the newest successful run of this kind finished, UNIX seconds. Alert on its age.")
+            out.sample("appstore_reconcile_last_success_timestamp_seconds", [("kind", kind)], lastSuccess.timeIntervalSince1970)
+        }
+        if let runsByOutcome {
+            out.family("appstore_reconcile_runs", .gauge, "Runs recorded in the ledger, by outcome.")
+            for candidate in Self.outcomes {
+                out.sample("appstore_reconcile_runs", [("outcome", candidate)], Double(runsByOutcome[candidate] ?? 0))
+            }
+        }
+        if let counts {
+            out.family("appstore_reconcile_notifications", .gauge, "Notifications of this run's pass 1, by result. Alert on rejected.")
+            let results: [(String, Int)] = [
+                ("fetched", counts.fetched), ("already_recorded", counts.alreadyRecorded), ("missed", counts.missed),
+                ("applied", counts.applied), ("stale", counts.stale), ("rejected", counts.rejected), ("retry_later", counts.retryLater),
+            ]
+            for (result, value) in results {
+                out.sample("appstore_reconcile_notifications", common + [("result", result)], Double(value))
+            }
+            out.family("appstore_reconcile_customers", .gauge, "Customers of this run's pass 2: checked with Get Transaction History, and repaired (rows changed).")
+            out.sample("appstore_reconcile_customers", common + [("result", "checked")], Double(counts.customersChecked))
+            out.sample("appstore_reconcile_customers", common + [("result", "repaired")], Double(counts.customersRepaired))
+        }
+        out.family("appstore_reconcile_api_requests", .gauge, "Requests this run sent to Apple, by endpoint and HTTP status (transport_error: no complete answer).")
+        for endpoint in Endpoint.allCases {
+            for (status, value) in (api.answers[endpoint] ?? [:]).sorted(by: { $0.key < $1.key }) {
+                out.sample("appstore_reconcile_api_requests", common + [("endpoint", endpoint.rawValue), ("status", status)], Double(value))
+            }
+        }
+        out.family("appstore_reconcile_api_rate_limited", .gauge, "429 answers this run got from Apple, by endpoint.")
+        out.family("appstore_reconcile_api_retries", .gauge, "Requests this run tried again, by endpoint.")
+        for endpoint in Endpoint.allCases {
+            out.sample("appstore_reconcile_api_rate_limited", common + [("endpoint", endpoint.rawValue)], Double(api.rateLimitedByEndpoint[endpoint] ?? 0))
+            out.sample("appstore_reconcile_api_retries", common + [("endpoint", endpoint.rawValue)], Double(api.retriesByEndpoint[endpoint] ?? 0))
+        }
+        return out.text
+    }
+
+    /// Writes the text to `path` atomically (a temporary file in the same directory, renamed), so
+    /// that a scraper never reads half a file.
+    public func write(to path: String) throws {
+        let url = URL(fileURLWithPath: path)
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).tmp")
+        try Data(text().utf8).write(to: temporary)
+        guard rename(temporary.path, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            try? FileManager.default.removeItem(at: temporary)
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "cannot move the metrics into \(path): \(reason)"])
+        }
+    }
+}
+
+/// Builds exposition text: HELP and TYPE lines grouped with their samples, families in order.
+struct Exposition {
+    enum Kind: String { case gauge, counter }
+    private var order: [String] = []
+    private var headers: [String: [String]] = [:]
+    private var samples: [String: [String]] = [:]
+
+    mutating func family(_ name: String, _ kind: Kind, _ help: String) {
+        guard headers[name] == nil else { return }
+        order.append(name)
+        headers[name] = ["# HELP \(name) \(help.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\n", with: "\\n"))", "# TYPE \(name) \(kind.rawValue)"]
+    }
+
+    mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Double) {
+        let rendered = labels.isEmpty ? "" : "{" + labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
+        samples[name, default: []].append("\(name)\(rendered) \(Self.format(value))")
+    }
+
+    var text: String {
+        order.flatMap { (headers[$0] ?? []) + (samples[$0] ?? []) }.joined(separator: "\n") + "\n"
+    }
+
+    static func escape(_ value: String) -> String {
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
+    }
+
+    static func format(_ value: Double) -> String {
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return String(format: "%.3f", value)
+    }
+}
