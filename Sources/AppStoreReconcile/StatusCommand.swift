@@ -38,7 +38,7 @@ struct StatusCommand: AsyncParsableCommand {
                 let store = LedgerStore(client: client, logger: logger)
                 let lastSuccess = try await store.lastSuccessfulRun()
                 let held = try await store.runLockHeld()
-                let holder = held ? try await store.runningRun() : nil
+                let holder = held ? try await store.runningRun(anyShard: true) : nil
                 return Status(
                     lastSuccess: lastSuccess,
                     secondsSinceLastSuccess: lastSuccess?.finishedAt.map { Int(Date().timeIntervalSince($0)) },
@@ -61,15 +61,15 @@ struct StatusCommand: AsyncParsableCommand {
             print(status.running ? "In progress: \(status.lockHolder ?? "a run (no row recorded yet)")." : "In progress: nothing (the run lock is free).")
             guard !status.runs.isEmpty else { return }
             print("\nRecent runs:")
-            print("  started               kind    outcome                    window                                 fetched  missed  applied  rejected  duration")
+            print("  started               kind       outcome                    window                                        fetched  missed  applied  rejected  duration")
             for run in status.runs {
                 let window = run.windowStart.map { "\($0.formatted(.iso8601)) to \(run.windowEnd?.formatted(.iso8601) ?? "?")" } ?? "-"
                 let duration = run.finishedAt.map { Self.age(Int($0.timeIntervalSince(run.startedAt))) } ?? "-"
                 var outcome = run.outcome
                 if outcome == "running" && !status.running { outcome = "running? (no lock: killed)" }
                 print(
-                    "  \(run.startedAt.formatted(.iso8601))  \(run.kind.padding(toLength: 6, withPad: " ", startingAt: 0))  "
-                        + "\(outcome.padding(toLength: 25, withPad: " ", startingAt: 0))  \(window.padding(toLength: 38, withPad: " ", startingAt: 0))  "
+                    "  \(run.startedAt.formatted(.iso8601))  \((run.kind + (run.shard.map { " " + $0 } ?? "")).padding(toLength: 9, withPad: " ", startingAt: 0))  "
+                        + "\(outcome.padding(toLength: 25, withPad: " ", startingAt: 0))  \(window.padding(toLength: 44, withPad: " ", startingAt: 0))  "
                         + "\(String(run.counts["fetched"] ?? 0).padding(toLength: 7, withPad: " ", startingAt: 0))  "
                         + "\(String(run.counts["missed"] ?? 0).padding(toLength: 6, withPad: " ", startingAt: 0))  "
                         + "\(String(run.counts["applied"] ?? 0).padding(toLength: 7, withPad: " ", startingAt: 0))  "

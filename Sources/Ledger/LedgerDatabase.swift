@@ -18,15 +18,16 @@ public enum LedgerDatabase {
         _ body: @Sendable (PostgresClient) async throws -> Result
     ) async throws -> Result {
         try await checkReachable(url, logger: logger)
-        let client = PostgresClient(configuration: url.clientConfiguration, backgroundLogger: logger)
+        // The first lease may come before `run()` has started in its task, which PostgresNIO
+        // reports as a warning on the pool's background logger though nothing is wrong: that
+        // logger says only errors unless the operator asked for details (info, debug, trace).
+        var background = logger
+        if background.logLevel > .info { background.logLevel = .error }
+        let client = PostgresClient(configuration: url.clientConfiguration, backgroundLogger: background)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
-            // The first lease may come before `run()` has started, which PostgresNIO reports as a
-            // warning to the query's logger; this query takes that warning on a silent logger.
-            var silent = logger
-            silent.logLevel = .critical
-            try await client.query("SELECT 1", logger: silent)
+            try await client.query("SELECT 1", logger: logger)
             return try await body(client)
         }
     }

@@ -63,11 +63,11 @@ extension LedgerStore {
     }
 
     /// The newest run recorded as still running; of one shard ("INDEX/", a prefix) or unsharded (nil).
-    public func runningRun(shard: String? = nil) async throws -> RunningRun? {
+    public func runningRun(shard: String? = nil, anyShard: Bool = false) async throws -> RunningRun? {
         let rows = try await client.query(
             """
             SELECT run_id, kind, host, pid, started_at FROM app_store.runs WHERE outcome = 'running'
-              AND CASE WHEN \(shard)::text IS NULL THEN shard IS NULL ELSE shard LIKE \(shard) || '%' END
+              AND (\(anyShard) OR CASE WHEN \(shard)::text IS NULL THEN shard IS NULL ELSE shard LIKE \(shard) || '%' END)
             ORDER BY started_at DESC LIMIT 1
             """,
             logger: logger
@@ -93,24 +93,26 @@ extension LedgerStore {
         public var counts: [String: Int]
         public var host: String?
         public var pid: Int?
+        /// "INDEX/COUNT" for a shard of a sharded run.
+        public var shard: String?
     }
 
     /// The newest runs, newest first.
     public func recentRuns(limit: Int) async throws -> [RunSummary] {
         let rows = try await client.query(
             """
-            SELECT run_id, kind, environment, window_start, window_end, started_at, finished_at, outcome, counts::text, host, pid
+            SELECT run_id, kind, environment, window_start, window_end, started_at, finished_at, outcome, counts::text, host, pid, shard
             FROM app_store.runs ORDER BY started_at DESC LIMIT \(limit)
             """,
             logger: logger
         )
         var runs: [RunSummary] = []
-        for try await row in rows.decode((UUID, String, String, Date?, Date?, Date, Date?, String, String, String?, Int?).self) {
+        for try await row in rows.decode((UUID, String, String, Date?, Date?, Date, Date?, String, String, String?, Int?, String?).self) {
             let counts = (try? JSONDecoder().decode([String: Int].self, from: Data(row.8.utf8))) ?? [:]
             runs.append(
                 RunSummary(
                     id: row.0, kind: row.1, environment: row.2, windowStart: row.3, windowEnd: row.4, startedAt: row.5,
-                    finishedAt: row.6, outcome: row.7, counts: counts, host: row.9, pid: row.10
+                    finishedAt: row.6, outcome: row.7, counts: counts, host: row.9, pid: row.10, shard: row.11
                 )
             )
         }

@@ -38,6 +38,43 @@ struct JobFilesTests {
         #expect(result.status == 0, "\(result.standardError)")
     }
 
+    @Test(.enabled(if: hasPythonYAML, "needs python3 with PyYAML"))
+    func theIndexedJobParsesAndRunsOneShardPerIndex() async throws {
+        let script = """
+            import sys, yaml
+            d = yaml.safe_load(open(sys.argv[1]))
+            assert d["apiVersion"] == "batch/v1" and d["kind"] == "Job", "kind"
+            assert d["metadata"]["name"], "name"
+            s = d["spec"]
+            assert s["completionMode"] == "Indexed", "completionMode"
+            n = s["completions"]
+            assert isinstance(n, int) and n > 1 and s["parallelism"] == n, "every shard runs at once (the pass 2 barrier)"
+            t = s["template"]["spec"]
+            assert t["restartPolicy"] == "Never", "restartPolicy with backoffLimitPerIndex"
+            c = t["containers"][0]
+            assert c["name"] and c["image"], "container"
+            a = c["args"]
+            assert a[0] == "run", "run with an explicit window"
+            assert a[a.index("--shard") + 1] == "$(JOB_COMPLETION_INDEX)/%d" % n, "shard count equals completions"
+            env = {e["name"] for e in c["env"]}
+            for n2 in ["APPSTORE_ISSUER_ID", "APPSTORE_KEY_ID", "APPSTORE_PRIVATE_KEY", "APPSTORE_BUNDLE_ID", "APPSTORE_APP_APPLE_ID",
+                       "APPSTORE_ENVIRONMENT", "APPSTORE_ROOT_CERTIFICATES", "DATABASE_URL", "WINDOW_START", "WINDOW_END"]:
+                assert n2 in env, n2
+            mounts = {m["name"] for m in c["volumeMounts"]}
+            assert mounts <= {v["name"] for v in t["volumes"]}, "volumes"
+            print(" ".join(a))
+            """
+        let result = try ChildProcess.run("/usr/bin/env", ["python3", "-c", script, Self.jobs.appendingPathComponent("kubernetes/indexed-job.yaml").path])
+        #expect(result.status == 0, "\(result.standardError)")
+        let help = try await BuiltBinary.run(["run", "--help"]).standardOutput
+        let flags = result.standardOutput.split(separator: " ").filter { $0.hasPrefix("--") }
+        #expect(flags.count >= 6)
+        for flag in flags { #expect(help.contains(String(flag)), "run has \(flag)") }
+        // Kubernetes expands $(JOB_COMPLETION_INDEX); the binary accepts what it expands to.
+        let shard = try await BuiltBinary.run(["run", "--start", "2026-11-18T02:00:00Z", "--end", "2026-11-18T09:30:00Z", "--shard", "4/4"])
+        #expect(shard.exitCode == 64 && shard.standardError.contains("shard index must be 0 to 3"), "\(shard.combined)")
+    }
+
     @Test func everyJobCallsNightlyWithFlagsItHas() async throws {
         let help = try await BuiltBinary.run(["nightly", "--help"]).standardOutput
         var lines: [String] = []

@@ -1,0 +1,130 @@
+import AppStoreServerAPI
+import ArgumentParser
+import Foundation
+import Logging
+import Reconciliation
+import SignedData
+
+struct DetectOutageCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "detect-outage",
+        abstract: "Find when your server missed notifications, and the run command that recovers each outage.",
+        discussion: """
+            Pages Get Notification History with onlyFailures over the last --since (7d, 36h, 90m, or an ISO 8601 \\
+            time): the notifications Apple has not yet delivered. Groups their first delivery attempts into \\
+            outages (a new one after --gap without a failure), with how many failed with each sendAttemptResult \\
+            (NO_RESPONSE, TIMED_OUT, TLS_ISSUE, ...), and prints the `run` command line that recovers each, with a \\
+            margin of ten minutes either side.
+
+            A notification Apple delivered on a later retry drops out of onlyFailures: an outage Apple's retries \\
+            covered shows only what they never delivered. Reads no payload and writes nothing. Needs the API \\
+            settings (APPSTORE_ISSUER_ID, APPSTORE_KEY_ID, APPSTORE_PRIVATE_KEY, APPSTORE_BUNDLE_ID, \\
+            APPSTORE_ENVIRONMENT), not the database.
+
+            \(ExitStatus.summary)
+            """
+    )
+
+    @Option(help: "How far back to look: 7d, 36h, 90m, or an ISO 8601 time. At most what history keeps (180 days, 30 in Sandbox).")
+    var since = "7d"
+
+    @Option(help: "A quiet stretch this long (30m, 2h) ends an outage. Small apps send few notifications: raise it if one outage shows as several.")
+    var gap = "1h"
+
+    @Flag(help: "Print JSON instead of text.")
+    var json = false
+
+    @OptionGroup var options: ConfigurationOptions
+
+    func validate() throws {
+        if OutageDetection.parseDuration(since) == nil, (try? OutageWindow.parseTime(since)) == nil {
+            throw ValidationError("--since must be a duration (7d, 36h, 90m) or an ISO 8601 time, not '\(since.prefix(40))'")
+        }
+        guard OutageDetection.parseDuration(gap) != nil else { throw ValidationError("--gap must be a duration such as 30m or 2h") }
+    }
+
+    struct Output: Codable {
+        var scannedFrom: Date
+        var scannedTo: Date
+        var environment: String
+        var undelivered: Int
+        var requests: Int
+        var outages: [Outage]
+    }
+
+    struct Outage: Codable {
+        var detected: OutageDetection.DetectedOutage
+        var command: String
+    }
+
+    func run() async throws {
+        try await withExitStatus {
+            let settings = options.settings
+            let configuration = try settings.apiConfiguration(warn: printError)
+            let environment = configuration.environment
+            let now = Date()
+            var start = try OutageDetection.parseDuration(since).map { now.addingTimeInterval(-$0) } ?? OutageWindow.parseTime(since)
+            let earliest = now.addingTimeInterval(-Double(OutageWindow.retentionDays(environment)) * 86_400 + 60)
+            if start < earliest {
+                printError("note: \(environment.rawValue) history keeps \(OutageWindow.retentionDays(environment)) days; scanning from \(earliest.formatted(.iso8601))")
+                start = earliest
+            }
+            let window: OutageWindow
+            do {
+                window = try OutageWindow(start: start, end: now, environment: environment, now: now)
+            } catch let error as WindowError {
+                printError("error: \(error.description)")
+                throw ExitCode(ExitStatus.usage)
+            }
+            let client = AppStoreServerAPIClient(configuration: configuration, logger: Logger(label: "appstore-reconcile.detect-outage"))
+            let progress = ProgressLine(enabled: true, writeLine: { printError($0) })
+            var failed: [OutageDetection.FailedAttempt] = []
+            var undelivered = 0
+            let request = NotificationHistoryRequest(startDate: window.startMilliseconds, endDate: window.endMilliseconds, onlyFailures: true)
+            for try await page in client.notificationHistory(request) {
+                undelivered += page.response.notificationHistory.count
+                failed += page.response.notificationHistory.compactMap(OutageDetection.failedFirstAttempt)
+                progress.update("undelivered notifications found: \(undelivered)", requests: client.counts.requests[.notificationHistory] ?? 0)
+            }
+            progress.finish()
+            let outages = OutageDetection.clusters(failed, gap: OutageDetection.parseDuration(gap)!)
+            let output = Output(
+                scannedFrom: window.start, scannedTo: window.end, environment: environment.rawValue, undelivered: undelivered,
+                requests: client.counts.requests[.notificationHistory] ?? 0,
+                outages: outages.map { Outage(detected: $0, command: Self.command(for: $0)) }
+            )
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                encoder.dateEncodingStrategy = .iso8601
+                print(String(decoding: try encoder.encode(output), as: UTF8.self))
+                return
+            }
+            print(
+                "Scanned \(window.start.formatted(.iso8601)) to \(window.end.formatted(.iso8601)) (\(environment.rawValue), onlyFailures): "
+                    + "\(undelivered) notification(s) not delivered, \(output.requests) request(s)."
+            )
+            if outages.isEmpty {
+                print(undelivered == 0 ? "No outage: Apple delivered every notification of the period." : "No failed first attempt recorded.")
+            }
+            for (index, outage) in outages.enumerated() {
+                let results = outage.byResult.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }.map { "\($0.key) \($0.value)" }
+                print(
+                    "Outage \(index + 1): first failed attempt \(outage.firstFailure.formatted(.iso8601)), last \(outage.lastFailure.formatted(.iso8601)) "
+                        + "(\(Self.duration(outage.lastFailure.timeIntervalSince(outage.firstFailure)))): \(outage.notifications) notification(s); "
+                        + results.joined(separator: ", ")
+                )
+                print("  recover: \(Self.command(for: outage))")
+            }
+        }
+    }
+
+    static func command(for outage: OutageDetection.DetectedOutage) -> String {
+        "appstore-reconcile run --start \(outage.recoveryStart.formatted(.iso8601)) --end \(outage.recoveryEnd.formatted(.iso8601)) --dry-run"
+    }
+
+    static func duration(_ seconds: TimeInterval) -> String {
+        let minutes = Int(seconds / 60)
+        return minutes >= 60 ? "\(minutes / 60) h \(minutes % 60) min" : "\(minutes) min"
+    }
+}

@@ -1,0 +1,69 @@
+import AppStoreSimulator
+import Foundation
+import Ledger
+import Reconciliation
+import SignedData
+import TestSupport
+import Testing
+import ThrowawayPostgres
+
+@Suite("detect-outage")
+struct DetectOutageTests {
+    @Test func findsTheOutageFromFailedFirstAttemptsAndItsRunCommandRecoversEveryMissedNotification() async throws {
+        let harness = try RecoveryHarness(customers: 80, seed: 141, outageHours: 12)
+        let outage = try #require(harness.scenario.configuration.outage)
+        let missed = harness.scenario.missedNotifications
+        try await RunCommandTests.withSetup(harness) { environment, client, scratch in
+            let scan = try await BuiltBinary.run(["detect-outage", "--since", "3d", "--gap", "3h", "--json"], environment: environment)
+            #expect(scan.exitCode == 0, "\(scan.combined)")
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .iso8601
+            let output = try decoder.decode(DetectOutageOutput.self, from: Data(scan.standardOutput.utf8))
+            #expect(output.undelivered == missed.count, "every notification never delivered is found")
+            #expect(!output.outages.isEmpty)
+            for found in output.outages {
+                #expect(found.detected.firstFailure >= outage.lowerBound && found.detected.lastFailure < outage.upperBound, "inside the real outage")
+                #expect(found.detected.byResult.values.reduce(0, +) == found.detected.notifications)
+                #expect(found.command.hasPrefix("appstore-reconcile run --start "))
+            }
+            #expect(output.outages.map(\.detected.notifications).reduce(0, +) == missed.count)
+            for (a, b) in zip(output.outages, output.outages.dropFirst()) {
+                #expect(b.detected.firstFailure.timeIntervalSince(a.detected.lastFailure) > 3 * 3600, "separate outages are more than --gap apart")
+            }
+
+            let text = try await BuiltBinary.run(["detect-outage", "--since", "3d", "--gap", "3h"], environment: environment)
+            #expect(text.standardOutput.contains("Outage 1: first failed attempt"), "\(text.standardOutput)")
+            for found in output.outages { #expect(text.standardOutput.contains("  recover: \(found.command)")) }
+
+            // The printed commands, as printed (without --dry-run), recover what was missed.
+            for (index, found) in output.outages.enumerated() {
+                let words = found.command.split(separator: " ").dropFirst().map(String.init).filter { $0 != "--dry-run" }
+                let run = try await BuiltBinary.run(words + ["--no-progress", "--rate-factor", "20", "--report-dir", scratch.path + "/r\(index)"], environment: environment)
+                #expect(run.exitCode == 0, "\(run.combined)")
+            }
+            #expect(try await RecoveryHarness.historyUUIDs(client) == Set(missed.map(\.uuid)))
+        }
+    }
+
+    @Test func failedFirstAttemptsClusterByGap() {
+        let base = Date(timeIntervalSince1970: 1_800_000_000)
+        let attempts = [0, 60, 600, 1_200, 9_000, 9_100].map { OutageDetection.FailedAttempt(date: base.addingTimeInterval(Double($0)), result: $0 < 1000 ? "NO_RESPONSE" : "TIMED_OUT") }
+        let outages = OutageDetection.clusters(attempts.reversed(), gap: 1_800)
+        #expect(outages.count == 2)
+        #expect(outages[0].notifications == 4 && outages[0].byResult == ["NO_RESPONSE": 3, "TIMED_OUT": 1])
+        #expect(outages[0].recoveryStart <= base.addingTimeInterval(-600) && outages[0].recoveryEnd >= base.addingTimeInterval(1_800))
+        #expect(outages[1].firstFailure == base.addingTimeInterval(9_000) && outages[1].notifications == 2)
+        #expect(OutageDetection.parseDuration("7d") == 604_800 && OutageDetection.parseDuration("90m") == 5_400 && OutageDetection.parseDuration("x") == nil)
+    }
+}
+
+/// The JSON `detect-outage --json` prints.
+struct DetectOutageOutput: Decodable {
+    struct Outage: Decodable {
+        var detected: OutageDetection.DetectedOutage
+        var command: String
+    }
+    var undelivered: Int
+    var requests: Int
+    var outages: [Outage]
+}
