@@ -19,7 +19,7 @@ let package = Package(
         .library(name: "Reconciliation", targets: ["Reconciliation"]),
         .library(name: "AppStoreSimulator", targets: ["AppStoreSimulator"]),
         .library(name: "ThrowawayPostgres", targets: ["ThrowawayPostgres"]),
-        .executable(name: "verification-benchmark", targets: ["VerificationBenchmark"]),
+        .executable(name: "reconcile-benchmark", targets: ["ReconcileBenchmark"]),
     ],
     dependencies: [
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
@@ -121,9 +121,17 @@ let package = Package(
         ),
         // Benchmarks: ratios measured in one run, never timed tests (see README, Performance).
         .executableTarget(
-            name: "VerificationBenchmark",
-            dependencies: ["SignedData", "AppStoreSimulator", .product(name: "Crypto", package: "swift-crypto")],
-            path: "Benchmarks/VerificationBenchmark",
+            name: "ReconcileBenchmark",
+            dependencies: [
+                "SignedData", "AppStoreSimulator", "Ledger", "Reconciliation", "ThrowawayPostgres",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            path: "Benchmarks/ReconcileBenchmark",
+            exclude: [],
             swiftSettings: strictSettings
         ),
         // Build-time embedding of sql/*.sql into the Ledger target, so the binary is self-contained.

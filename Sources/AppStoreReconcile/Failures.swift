@@ -35,6 +35,9 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
     } catch let error as RunStopped {
         printError("interrupted: \(error). Run the same command again to finish; what is recorded is skipped.")
         throw ExitCode(ExitStatus.interrupted)
+    } catch let error as RunLockLost {
+        printError("error: \(error). Everything committed stays; run again when the database is back.")
+        throw ExitCode(ExitStatus.temporaryFailure)
     } catch let error as RunInProgress {
         printError("error: \(error). It stops by itself; try again after it.")
         throw ExitCode(ExitStatus.temporaryFailure)
@@ -54,8 +57,8 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
         printError("configuration error: the database refused the credentials in DATABASE_URL (\(describe(error)))")
         throw ExitCode(ExitStatus.configuration)
     } catch let error as PSQLError {
-        printError("database error: \(describe(error))")
-        throw ExitCode(error.code == .connectionError || error.code == .serverClosedConnection ? ExitStatus.temporaryFailure : ExitStatus.failure)
+        printError("database error: \(describe(error)). Everything committed stays; run again when the database is back.")
+        throw ExitCode(isTemporary(error) ? ExitStatus.temporaryFailure : ExitStatus.failure)
     } catch let error as ThrowawayPostgresError {
         printError("error: \(error)")
         throw ExitCode(ExitStatus.failure)
@@ -69,6 +72,15 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
 }
 
 /// A PostgreSQL error in one line: the server's own message when there is one.
+/// Whether a database error is the kind that passes: the connection lost or refused, the server
+/// shutting down or restarting (class 57: also a statement timeout or a cancel), out of resources
+/// (53), a serialization failure or deadlock (40001, 40P01), a connection failure (08).
+func isTemporary(_ error: PSQLError) -> Bool {
+    if [.connectionError, .serverClosedConnection, .uncleanShutdown].contains(error.code) { return true }
+    guard let state = error.serverInfo?[.sqlState] else { return false }
+    return state.hasPrefix("57") || state.hasPrefix("53") || state.hasPrefix("08") || state == "40001" || state == "40P01"
+}
+
 func describe(_ error: PSQLError) -> String {
     if let message = error.serverInfo?[.message] {
         let code = error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""

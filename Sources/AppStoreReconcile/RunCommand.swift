@@ -239,7 +239,9 @@ extension RecoveryRunOptions {
                     client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: repairConcurrency,
                     stop: stop
                 )
-                report.add(repairs: try await repair.afterRecovery(report, window: window, dryRun: dryRun, shard: shard))
+                let passTwoStarted = Date()
+                let repairs = try await repair.afterRecovery(report, window: window, dryRun: dryRun, shard: shard)
+                report.add(repairs: repairs, seconds: Date().timeIntervalSince(passTwoStarted), finishedAt: Date().formatted(.iso8601))
                 progress.finish()
             }
             if let runId {

@@ -103,8 +103,7 @@ extension SimulatedAPI {
             }
             page.append(
                 NotificationHistoryItemBody(
-                    signedPayload: options.tamperedNotifications.contains(notification.uuid)
-                        ? Self.tampered((try? signNotification(notification)) ?? "") : ((try? signNotification(notification)) ?? ""),
+                    signedPayload: servedPayload(notification),
                     sendAttempts: notification.sendAttempts.filter { $0.date <= nowMs }.map { .init(attemptDate: $0.date, sendAttemptResult: $0.result) }
                 )
             )
@@ -113,6 +112,11 @@ extension SimulatedAPI {
         if hasMore {
             let next = PageToken(offset: offset + page.count, body: bodyKey, issued: nowMs)
             token = Base64URL.encode((try? JSONEncoder().encode(next)) ?? Data())
+            if let broken = options.hasMoreWithoutTokenAtPage, offset == broken * Self.pageSize,
+                state.withLock({ state in defer { state.tokenlessPageServed = true }; return !state.tokenlessPageServed })
+            {
+                token = nil
+            }
         }
         return .json(NotificationHistoryResponseBody(notificationHistory: page, hasMore: hasMore, paginationToken: token))
     }
@@ -144,8 +148,67 @@ extension SimulatedAPI {
         return SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
     }
 
+    /// What the history serves for a notification: as Apple signed it, or a bad payload.
+    func servedPayload(_ notification: Scenario.Notification) -> String {
+        if options.tamperedNotifications.contains(notification.uuid) { return Self.tampered((try? signNotification(notification)) ?? "") }
+        guard let bad = options.badPayloads[notification.uuid] else { return (try? signNotification(notification)) ?? "" }
+        return (try? badlySigned(notification, bad)) ?? ""
+    }
+
+    func badlySigned(_ notification: Scenario.Notification, _ bad: BadPayload) throws -> String {
+        let configuration = scenario.configuration
+        var signer = self.signer
+        var bundleId = configuration.bundleId
+        var appAppleId: Int64? = configuration.environment == .production ? configuration.appAppleId : nil
+        var environment = configuration.environment
+        var type = notification.type
+        var subtype = notification.subtype
+        let signedAt = Date(timeIntervalSince1970: Double(notification.signedDate) / 1000)
+        switch bad {
+        case .tampered:
+            return Self.tampered(try signNotification(notification))
+        case .untrustedRoot:
+            signer = try TestPKI(TestPKI.Options(referenceTime: configuration.now)).signer()
+        case .leafWithoutAppleMarker:
+            signer = try pki.signer(leafValidity: signedAt.addingTimeInterval(-86_400)...signedAt.addingTimeInterval(86_400), leafHasAppleMarker: false)
+        case .leafExpiredAtSignedDate:
+            signer = try pki.signer(leafValidity: signedAt.addingTimeInterval(-3 * 86_400)...signedAt.addingTimeInterval(-86_400), leafHasAppleMarker: true)
+        case .wrongBundle:
+            bundleId = "com.example.someone-else"
+        case .wrongApp:
+            appAppleId = (appAppleId ?? 0) + 1
+        case .wrongEnvironment:
+            environment = environment == .production ? .sandbox : .production
+        case .malformedJSON:
+            return try signer.sign(json: Array("{\"notificationType\": \"DID_RENEW\", \"notificationUUID\": \"\(notification.uuid)\", ".utf8))
+        case .oversized:
+            struct Padded: Encodable {
+                var notificationType: String
+                var notificationUUID: String
+                var signedDate: Int64
+                var padding: String
+            }
+            return try signer.sign(
+                Padded(notificationType: notification.type.rawValue, notificationUUID: notification.uuid, signedDate: notification.signedDate, padding: String(repeating: "A", count: 1 << 20))
+            )
+        case .unknownType:
+            type = NotificationType(rawValue: "SOMETHING_APPLE_ADDS_LATER")
+            subtype = nil
+        }
+        let payload = NotificationPayload(
+            notificationType: type, subtype: subtype, notificationUUID: notification.uuid, signedDate: notification.signedDate,
+            data: NotificationData(
+                appAppleId: appAppleId, bundleId: bundleId, bundleVersion: "1", environment: environment,
+                signedTransactionInfo: try signer.sign(notification.transaction),
+                signedRenewalInfo: try notification.renewalInfo.map { try signer.sign($0) }, status: notification.status
+            )
+        )
+        return try signer.sign(payload)
+    }
+
     /// The notification as Apple would have signed it at its `signedDate`.
     public func signNotification(_ notification: Scenario.Notification) throws -> String {
+        if let kept = presigned.withLock({ $0[notification.uuid] }) { return kept }
         let configuration = scenario.configuration
         let payload = NotificationPayload(
             notificationType: notification.type, subtype: notification.subtype, notificationUUID: notification.uuid,

@@ -39,6 +39,8 @@ public final class SimulatedAPI: Sendable {
     public let pki: TestPKI
     let signer: JWSSigner
     let state: Mutex<State>
+    /// Signed notifications kept by `presign()`, by UUID.
+    let presigned = Mutex<[String: String]>([:])
 
     struct State {
         var injected: [InjectedAnswer] = []
@@ -46,9 +48,12 @@ public final class SimulatedAPI: Sendable {
         var random: SeededGenerator
         var requestCounts: [String: Int] = [:]
         var rateLimited = 0
+        var firstRequest: Date?
+        var lastRateLimited: Date?
         var testNotifications: [String: Date] = [:]
         var transactionHistoryRequests: [(id: String, revision: String?)] = []
         var expiredTokenServed = false
+        var tokenlessPageServed = false
     }
 
     public init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), credentials: SimulatorCredentials = SimulatorCredentials(), pki: TestPKI? = nil) throws {
@@ -69,6 +74,28 @@ public final class SimulatedAPI: Sendable {
     /// Requests served per endpoint path prefix, and how many were refused with 429.
     public var requestCounts: [String: Int] { state.withLock { $0.requestCounts } }
     public var rateLimitedCount: Int { state.withLock { $0.rateLimited } }
+    /// When the first request came, and the last 429 went out.
+    public var rateLimitTimes: (firstRequest: Date?, lastRateLimited: Date?) { state.withLock { ($0.firstRequest, $0.lastRateLimited) } }
+
+    /// Signs every notification of the scenario now, on every core, and serves those signatures
+    /// from then on: for benchmarks, which measure the reconciler, not the simulator's signing.
+    public func presign() throws {
+        let notifications = scenario.notifications
+        let chunks = stride(from: 0, to: notifications.count, by: 1000).map { $0..<min($0 + 1000, notifications.count) }
+        let failures = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: chunks.count) { index in
+            var signed: [(String, String)] = []
+            for notification in notifications[chunks[index]] {
+                guard let jws = try? signNotification(notification) else {
+                    failures.withLock { $0 += 1 }
+                    continue
+                }
+                signed.append((notification.uuid, jws))
+            }
+            presigned.withLock { cache in for (uuid, jws) in signed { cache[uuid] = jws } }
+        }
+        guard failures.withLock({ $0 }) == 0 else { throw SimulatorError("could not sign \(failures.withLock { $0 }) notifications") }
+    }
 
     /// Every Get Transaction History request answered: the ID asked for and the revision sent.
     public var transactionHistoryRequests: [(id: String, revision: String?)] { state.withLock { $0.transactionHistoryRequests } }
@@ -78,7 +105,10 @@ public final class SimulatedAPI: Sendable {
     public func handle(method: String, path: String, query: [(String, String)], authorization: String?, body: [UInt8], now: Date = Date()) -> Answer {
         let route = Route(method: method, path: path)
         guard let route else { return Answer(status: 404, headers: [], body: []) }
-        state.withLock { $0.requestCounts[route.endpointName, default: 0] += 1 }
+        state.withLock {
+            $0.requestCounts[route.endpointName, default: 0] += 1
+            if $0.firstRequest == nil { $0.firstRequest = now }
+        }
         guard authorize(authorization, now: now) else { return Answer(status: 401, headers: [], body: []) }
         if let limited = rateLimit(route.endpointName, now: now) { return limited }
         if let injected = state.withLock({ $0.injected.isEmpty ? nil : $0.injected.removeFirst() }) {
@@ -87,6 +117,8 @@ public final class SimulatedAPI: Sendable {
                 return .error(status, code, message, headers: retryAfter.map { [("Retry-After", String($0))] } ?? [])
             case .garbage:
                 return Answer(status: 200, headers: [("Content-Type", "application/json")], body: Array("<html>oops".utf8))
+            case .body(let text):
+                return Answer(status: 200, headers: [("Content-Type", "application/json")], body: Array(text.utf8))
             }
         }
         if options.retryableErrorRate > 0, state.withLock({ Double.random(in: 0..<1, using: &$0.random) }) < options.retryableErrorRate {
@@ -184,8 +216,15 @@ public final class SimulatedAPI: Sendable {
                 return nil
             }
             state.rateLimited += 1
+            state.lastRateLimited = now
             let resume = now.addingTimeInterval((1 - bucket.tokens) / rate)
             return .error(429, 4_290_000, "Rate limit exceeded.", headers: [("Retry-After", String(Int64((resume.timeIntervalSince1970 * 1000).rounded(.up))))])
         }
     }
+}
+
+/// The simulator could not do what it was asked.
+public struct SimulatorError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }

@@ -19,6 +19,12 @@ public struct SimulatorOptions: Sendable {
     /// Notifications (by UUID) served with a byte of their signed payload altered, as if
     /// tampered with on the way: the reconciler must reject them.
     public var tamperedNotifications: Set<String> = []
+    /// Notifications (by UUID) served as a bad payload of this kind: the reconciler must reject
+    /// each with the matching reason (an unknown type it must accept and record).
+    public var badPayloads: [String: BadPayload] = [:]
+    /// The Get Notification History page at this index (from 0) says `hasMore` but carries no
+    /// pagination token, once.
+    public var hasMoreWithoutTokenAtPage: Int?
     /// Refuse, once, the pagination token that asks for this page (counting from 1 for the second
     /// page) as expired (4000017): a token that lapses in the middle of a window.
     public var expireTokenOnceAtPage: Int?
@@ -35,4 +41,30 @@ public enum InjectedAnswer: Sendable, Hashable {
     case error(status: Int, errorCode: Int64, message: String, retryAfterMilliseconds: Int64? = nil)
     /// A 200 whose body is not JSON.
     case garbage
+    /// A 200 with this body (JSON of the wrong shape, say).
+    case body(String)
+}
+
+/// A payload that must not be trusted, and how it is wrong.
+public enum BadPayload: String, Sendable, Hashable, CaseIterable {
+    /// A character of the signature altered on the way.
+    case tampered
+    /// Signed by a chain under another root than the configured one.
+    case untrustedRoot
+    /// A leaf certificate without Apple's marker extension.
+    case leafWithoutAppleMarker
+    /// A leaf that had expired when the payload was signed.
+    case leafExpiredAtSignedDate
+    /// For another bundle ID.
+    case wrongBundle
+    /// For another app (appAppleId; Production only).
+    case wrongApp
+    /// From the other environment.
+    case wrongEnvironment
+    /// Properly signed bytes that are not JSON.
+    case malformedJSON
+    /// Properly signed, and a megabyte long.
+    case oversized
+    /// Properly signed, of a notification type this tool does not know: to be accepted.
+    case unknownType
 }

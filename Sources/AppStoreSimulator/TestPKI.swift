@@ -136,6 +136,27 @@ public struct TestPKI: Sendable {
         return Data(serializer.serializedBytes).base64EncodedString()
     }
 
+    /// A signer with a new leaf issued by this chain's intermediate, for payloads that must fail
+    /// on the leaf alone (no Apple marker, or not valid when signed).
+    public func signer(leafValidity: ClosedRange<Date>, leafHasAppleMarker: Bool) throws -> JWSSigner {
+        let key = P256.Signing.PrivateKey()
+        let leaf = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+            notValidBefore: leafValidity.lowerBound, notValidAfter: leafValidity.upperBound,
+            issuer: intermediate.subject, subject: self.leaf.subject, signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: .init(intermediateKey.publicKey)).keyIdentifier)
+                if leafHasAppleMarker {
+                    Certificate.Extension(oid: [1, 2, 840, 113635, 100, 6, 11, 1], critical: false, value: [0x05, 0x00])
+                }
+            },
+            issuerPrivateKey: .init(intermediateKey)
+        )
+        return try JWSSigner(key: key, x5c: [Self.x5cEntry(leaf), Self.x5cEntry(intermediate), Self.x5cEntry(root)])
+    }
+
     /// A signer that uses this chain's leaf, with the usual header.
     public func signer() throws -> JWSSigner {
         try JWSSigner(

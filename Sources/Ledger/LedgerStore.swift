@@ -77,14 +77,16 @@ public struct LedgerStore: Sendable {
             if let (checkpoint, scope) = checkpoint {
                 try await Self.upsert(checkpoint, in: scope, runId: runId, on: connection, logger: logger)
             }
-            for record in batch.notifications {
+            if !batch.notifications.isEmpty {
                 let rows = try await connection.query(
                     """
                     INSERT INTO app_store.notifications (notification_uuid, notification_type, subtype, signed_date, environment,
                         original_transaction_id, transaction_id, signed_payload, source)
-                    VALUES (\(record.notificationUUID), \(record.notificationType), \(record.subtype), \(record.signedDate),
-                        \(record.environment), \(record.originalTransactionId), \(record.transactionId), \(record.signedPayload),
-                        \(record.source.rawValue))
+                    SELECT r.notification_uuid, r.notification_type, r.subtype, timestamptz 'epoch' + r.signed_ms * interval '1 millisecond',
+                        r.environment, r.original_transaction_id, r.transaction_id, r.signed_payload, r.source
+                    FROM jsonb_to_recordset(\(try LedgerBatchRows.json(LedgerBatchRows.notifications(batch.notifications)))::jsonb) AS r(
+                        notification_uuid uuid, notification_type text, subtype text, signed_ms bigint, environment text,
+                        original_transaction_id text, transaction_id text, signed_payload text, source text)
                     ON CONFLICT (notification_uuid) DO NOTHING
                     RETURNING notification_uuid
                     """,
@@ -92,14 +94,19 @@ public struct LedgerStore: Sendable {
                 )
                 for try await uuid in rows.decode(UUID.self) { outcome.insertedNotifications.insert(uuid) }
             }
-            for record in batch.transactions {
+            if !batch.transactions.isEmpty {
                 let rows = try await connection.query(
                     """
                     INSERT INTO app_store.transactions (transaction_id, original_transaction_id, product_id, product_type, purchase_date,
                         expires_date, revocation_date, revocation_reason, is_upgraded, signed_date, environment, signed_transaction)
-                    VALUES (\(record.transactionId), \(record.originalTransactionId), \(record.productId), \(record.productType),
-                        \(record.purchaseDate), \(record.expiresDate), \(record.revocationDate), \(record.revocationReason),
-                        \(record.isUpgraded), \(record.signedDate), \(record.environment), \(record.signedTransaction))
+                    SELECT r.transaction_id, r.original_transaction_id, r.product_id, r.product_type,
+                        timestamptz 'epoch' + r.purchase_ms * interval '1 millisecond', timestamptz 'epoch' + r.expires_ms * interval '1 millisecond',
+                        timestamptz 'epoch' + r.revocation_ms * interval '1 millisecond', r.revocation_reason, r.is_upgraded,
+                        timestamptz 'epoch' + r.signed_ms * interval '1 millisecond', r.environment, r.signed_transaction
+                    FROM jsonb_to_recordset(\(try LedgerBatchRows.json(LedgerBatchRows.transactions(batch.transactions)))::jsonb) AS r(
+                        transaction_id text, original_transaction_id text, product_id text, product_type text, purchase_ms bigint,
+                        expires_ms bigint, revocation_ms bigint, revocation_reason integer, is_upgraded boolean, signed_ms bigint,
+                        environment text, signed_transaction text)
                     ON CONFLICT (transaction_id) DO UPDATE SET
                         original_transaction_id = EXCLUDED.original_transaction_id, product_id = EXCLUDED.product_id,
                         product_type = EXCLUDED.product_type, purchase_date = EXCLUDED.purchase_date,
@@ -114,14 +121,18 @@ public struct LedgerStore: Sendable {
                 )
                 for try await id in rows.decode(String.self) { outcome.changedTransactions.insert(id) }
             }
-            for record in batch.subscriptions {
+            if !batch.subscriptions.isEmpty {
                 let rows = try await connection.query(
                     """
                     INSERT INTO app_store.subscriptions (original_transaction_id, product_id, status, expires_date, auto_renew_status,
                         auto_renew_product_id, is_in_billing_retry, grace_period_expires_date, last_signed_date)
-                    VALUES (\(record.originalTransactionId), \(record.productId), \(record.status.map(Int16.init)),
-                        \(record.expiresDate), \(record.autoRenewStatus.map(Int16.init)), \(record.autoRenewProductId),
-                        \(record.isInBillingRetry), \(record.gracePeriodExpiresDate), \(record.lastSignedDate))
+                    SELECT r.original_transaction_id, r.product_id, r.status, timestamptz 'epoch' + r.expires_ms * interval '1 millisecond',
+                        r.auto_renew_status, r.auto_renew_product_id, r.is_in_billing_retry,
+                        timestamptz 'epoch' + r.grace_period_expires_ms * interval '1 millisecond',
+                        timestamptz 'epoch' + r.last_signed_ms * interval '1 millisecond'
+                    FROM jsonb_to_recordset(\(try LedgerBatchRows.json(LedgerBatchRows.subscriptions(batch.subscriptions)))::jsonb) AS r(
+                        original_transaction_id text, product_id text, status smallint, expires_ms bigint, auto_renew_status smallint,
+                        auto_renew_product_id text, is_in_billing_retry boolean, grace_period_expires_ms bigint, last_signed_ms bigint)
                     ON CONFLICT (original_transaction_id) DO UPDATE SET
                         product_id = EXCLUDED.product_id, status = EXCLUDED.status, expires_date = EXCLUDED.expires_date,
                         auto_renew_status = EXCLUDED.auto_renew_status, auto_renew_product_id = EXCLUDED.auto_renew_product_id,

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Logging
 import PostgresNIO
 
@@ -21,7 +22,7 @@ public enum RunLock {
 
     /// Runs `body` holding the lock, or throws `RunInProgress` naming the holder.
     public static func withLock<Result: Sendable>(
-        _ url: DatabaseURL, store: LedgerStore, logger: Logger, shardIndex: Int? = nil, _ body: @Sendable () async throws -> Result
+        _ url: DatabaseURL, store: LedgerStore, logger: Logger, shardIndex: Int? = nil, _ body: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
         let key = Self.key(shardIndex: shardIndex)
         let connection = try await PostgresConnection.connect(configuration: try url.connectionConfiguration(), id: 1, logger: logger)
@@ -31,7 +32,26 @@ public enum RunLock {
                 acquired = value
             }
             guard acquired else { throw RunInProgress(holder: try await store.runningRun(shard: shardIndex.map { "\($0)/" })) }
-            let result = try await body()
+            // The lock lives as long as its connection. Should the connection drop (the server
+            // restarted, the session was terminated), the run no longer holds the lock and
+            // another may start: the run is cancelled at once and ends with RunLockLost.
+            let state = LockWatch()
+            let work = Task { try await body() }
+            connection.closeFuture.whenComplete { _ in
+                guard !state.finished.load(ordering: .acquiring) else { return }
+                state.lost.store(true, ordering: .releasing)
+                work.cancel()
+            }
+            let result: Result
+            do {
+                result = try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
+            } catch {
+                state.finished.store(true, ordering: .releasing)
+                if state.lost.load(ordering: .acquiring) { throw RunLockLost(underlying: "\(error)") }
+                throw error
+            }
+            state.finished.store(true, ordering: .releasing)
+            if state.lost.load(ordering: .acquiring) { throw RunLockLost(underlying: "the connection closed as the run ended") }
             _ = try? await connection.query("SELECT pg_advisory_unlock(\(key))", logger: logger)
             try? await connection.close()
             return result
@@ -39,6 +59,21 @@ public enum RunLock {
             try? await connection.close()
             throw error
         }
+    }
+}
+
+/// Whether a run ended, and whether its lock's connection dropped before.
+final class LockWatch: Sendable {
+    let finished = Atomic<Bool>(false)
+    let lost = Atomic<Bool>(false)
+}
+
+/// The connection that held the run lock dropped: the run stopped, since another could now start.
+/// What it committed stays; running it again finishes the work.
+public struct RunLockLost: Error, CustomStringConvertible, Sendable {
+    public var underlying: String
+    public var description: String {
+        "the database connection holding the run lock dropped (the server restarted or the session was ended), so the run stopped (\(underlying.prefix(300)))"
     }
 }
 

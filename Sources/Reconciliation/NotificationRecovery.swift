@@ -382,7 +382,8 @@ public struct NotificationRecovery: Sendable {
                     priorityQueries: plan.priorityQueries.map(\.description), remainder: strategy.rawValue,
                     remainderQueries: remainderCount, onlyFailures: options.onlyFailures
                 ),
-                shard: options.shard.isWhole ? nil : options.shard.description
+                shard: options.shard.isWhole ? nil : options.shard.description,
+                passOneSeconds: (Date().timeIntervalSince(startedAt) * 1000).rounded() / 1000
             ),
             counts: tally.counts, missed: tally.missed, rejected: tally.rejected, customers: changes,
             deliveryFailures: .init(byFirstAttemptResult: tally.byResult, byHourOfFirstAttempt: tally.byHour)

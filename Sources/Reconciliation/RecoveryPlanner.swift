@@ -83,7 +83,9 @@ public struct RecoveryPlanner: Sendable {
         for input in ordered {
             let first = input.item.sendAttempts?.min { $0.attemptDate < $1.attemptDate }
             var decision = Decision(
-                notificationUUID: UnverifiedPayload.notificationUUID(of: input.item.signedPayload),
+                // The verified UUID when there is one: reading the payload again costs a JSON decode.
+                notificationUUID: input.outcome.verifiedPayload?.payload.notificationUUID
+                    ?? UnverifiedPayload.notificationUUID(of: input.item.signedPayload),
                 firstAttemptResult: input.item.firstAttemptResult?.rawValue,
                 firstAttemptDate: LedgerMapping.date(first?.attemptDate), action: .rejected
             )

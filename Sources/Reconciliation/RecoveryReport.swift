@@ -19,6 +19,9 @@ public struct RecoveryReport: Sendable, Codable {
         public var shard: String?
         /// Set when the run took over from an earlier run of the same window that did not finish.
         public var resumed: Resumed?
+        /// How long each pass took, in seconds (pass 2 absent when skipped).
+        public var passOneSeconds: Double?
+        public var passTwoSeconds: Double?
     }
 
     /// What a run took over from an earlier one that died or was stopped.
@@ -173,8 +176,10 @@ public struct RecoveryReport: Sendable, Codable {
     }
 
     /// Adds pass 2's results.
-    public mutating func add(repairs: [Repair]) {
+    public mutating func add(repairs: [Repair], seconds: Double? = nil, finishedAt: String? = nil) {
         self.repairs = repairs
+        if let seconds { run.passTwoSeconds = (seconds * 1000).rounded() / 1000 }
+        if let finishedAt { run.finishedAt = finishedAt }
         counts.customersChecked = repairs.count
         counts.customersRepaired = repairs.filter { $0.outcome == "repaired" }.count
         counts.transactionHistoryRequests = repairs.map(\.transactionHistoryRequests).reduce(0, +)

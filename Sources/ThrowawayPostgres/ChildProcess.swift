@@ -104,6 +104,17 @@ public struct ChildProcess: Sendable {
         return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
     }
 
+    /// Waits for the child to end; its exit code (as `wait()`), the CPU seconds it used (user and
+    /// system) and its peak resident memory in bytes, as the kernel accounted them.
+    public func waitWithUsage() -> (status: Int32, cpuSeconds: Double, peakResidentBytes: Int) {
+        var status: Int32 = 0
+        var usage = rusage()
+        while wait4(pid, &status, 0, &usage) == -1 && errno == EINTR {}
+        let signal = status & 0x7F
+        let cpu = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        return (signal == 0 ? (status >> 8) & 0xFF : 128 + signal, cpu, Int(usage.ru_maxrss) * 1024)
+    }
+
     public func send(_ signal: Int32) {
         kill(pid, signal)
     }

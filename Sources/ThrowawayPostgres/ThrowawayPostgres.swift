@@ -86,6 +86,11 @@ public final class ThrowawayPostgres: Sendable {
         let hba = dataDirectory + "/pg_hba.conf"
         let rules = (try? String(contentsOfFile: hba, encoding: .utf8)) ?? ""
         try ("local all \(Self.passwordRole) scram-sha-256\n" + rules).write(toFile: hba, atomically: false, encoding: .utf8)
+        try startServer()
+        logger.debug("throwaway PostgreSQL started", metadata: ["directory": "\(directory)"])
+    }
+
+    private func startServer() throws {
         let settings = [
             "listen_addresses=''", "unix_socket_directories='\(directory)'", "unix_socket_permissions=0700",
             "port=\(port)", "fsync=off", "synchronous_commit=off", "full_page_writes=off",
@@ -97,7 +102,17 @@ public final class ThrowawayPostgres: Sendable {
              "-o", settings.map { "-c \($0)" }.joined(separator: " "), "start"],
             what: "start the server"
         )
-        logger.debug("throwaway PostgreSQL started", metadata: ["directory": "\(directory)"])
+    }
+
+    /// Stops the server as a crash would (`pg_ctl stop -m immediate`: no checkpoint, clients cut
+    /// off), keeping its data, for tests of what survives. `restart()` brings it back.
+    public func crash() throws {
+        try run("pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "-t", "30", "stop"], what: "stop the server immediately")
+    }
+
+    /// Starts the server again on the same data directory, after `crash()`; it recovers from its WAL.
+    public func restart() throws {
+        try startServer()
     }
 
     /// Stops the server and deletes its directory. Safe to call more than once.

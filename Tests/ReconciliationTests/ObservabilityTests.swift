@@ -7,6 +7,9 @@ import SignedData
 import TestSupport
 import Testing
 import ThrowawayPostgres
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @Suite("Logs, metrics and secrets")
 struct ObservabilityTests {
@@ -83,6 +86,23 @@ struct ObservabilityTests {
                 for line in keyLines { #expect(!output.contains(line), "the private key leaked") }
                 #expect(!output.contains("Bearer ey"), "an API token leaked")
             }
+        }
+    }
+}
+
+@Suite("The private key file")
+struct KeyPermissionTests {
+    @Test func aKeyReadableByOthersDrawsAWarningAndOneReadableByItsOwnerOnlyDoesNot() async throws {
+        let harness = try RecoveryHarness(customers: 3, seed: 191, outageHours: 5)
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, _, _ in
+            let key = try #require(environment["APPSTORE_PRIVATE_KEY"])
+            chmod(key, 0o644)
+            let open = try await BuiltBinary.run(["check"], environment: environment)
+            #expect(open.standardError.contains("is readable by other users (mode 644); chmod 600 it"), "\(open.combined)")
+            chmod(key, 0o600)
+            let closed = try await BuiltBinary.run(["check"], environment: environment)
+            #expect(closed.exitCode == 0, "\(closed.combined)")
+            #expect(!closed.standardError.contains("readable by other users"))
         }
     }
 }

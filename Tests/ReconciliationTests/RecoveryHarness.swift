@@ -16,8 +16,10 @@ struct RecoveryHarness: Sendable {
 
     /// A sandbox world (Apple never retries there) whose outage covers most of its history, so
     /// that every kind of notification is missed somewhere.
-    init(customers: Int = 150, seed: UInt64 = 21, environment: AppStoreEnvironment = .sandbox, outageHours: Double = 96, options: SimulatorOptions = SimulatorOptions(), silenced: Set<String> = []) throws {
+    /// - Parameter now: the world's present; harnesses built with the same one (and seed) hold the same world.
+    init(customers: Int = 150, seed: UInt64 = 21, environment: AppStoreEnvironment = .sandbox, outageHours: Double = 96, options: SimulatorOptions = SimulatorOptions(), silenced: Set<String> = [], now: Date = Date()) throws {
         var configuration = Scenario.Configuration()
+        configuration.now = now
         configuration.seed = seed
         configuration.customers = customers
         configuration.environment = environment

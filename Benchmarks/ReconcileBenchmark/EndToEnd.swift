@@ -1,0 +1,149 @@
+import AppStoreSimulator
+import Foundation
+import Ledger
+import Logging
+import PostgresNIO
+import Reconciliation
+import SignedData
+import ThrowawayPostgres
+
+/// `appstore-reconcile run` (the release binary, a child process) over a simulated outage: the
+/// simulator in this process with every notification signed beforehand (its signing is not the
+/// reconciler's cost), a throwaway PostgreSQL on the same machine, the ledger filled with what a
+/// live server received. The child's CPU and peak memory come from the kernel (wait4).
+struct EndToEnd {
+    struct Result {
+        var notifications: Int
+        var customers: Int
+        var fetched: Int
+        var missed: Int
+        var applied: Int
+        var historyRequests: Int
+        var priorityQueries: Int
+        var remainder: String
+        var customersChecked: Int
+        var transactionHistoryRequests: Int
+        var passOneSeconds: Double
+        var passTwoSeconds: Double
+        var cpuSeconds: Double
+        var peakResidentBytes: Int
+        var rateLimited: Int
+        var lastRateLimitedAfter: Double?
+        var exitCode: Int32
+
+        var passOnePerSecond: Double { Double(fetched) / passOneSeconds }
+        var passTwoPerSecond: Double { Double(customersChecked) / max(passTwoSeconds, 0.001) }
+        var cpuPerThousand: Double { cpuSeconds / Double(fetched) * 1000 }
+        /// The fewest history requests that can fetch `fetched` notifications with a priority pass first.
+        var requestBound: Int { (fetched + 19) / 20 + priorityQueries }
+    }
+
+    let binary: String
+    let logger: Logger
+
+    /// A Sandbox world of about `notifications` notifications across a fifth as many customers,
+    /// with deliveries failing for the last third of its history (Sandbox never retries).
+    static func scenario(notifications target: Int, environment: AppStoreEnvironment = .sandbox, missedShare: Double = 1.0 / 3) -> Scenario {
+        var configuration = Scenario.Configuration()
+        configuration.environment = environment
+        configuration.seed = 2026
+        configuration.customers = max(10, Int(Double(target) / 3.97))
+        // About one notification per customer per day with these settings: five days for five.
+        configuration.history = 5 * 86_400
+        let now = configuration.now
+        if missedShare > 0 {
+            configuration.outage = now.addingTimeInterval(-configuration.history * missedShare)..<now.addingTimeInterval(3600)
+        }
+        return Scenario(configuration)
+    }
+
+    func run(
+        _ scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), rateFactor: Double = 100, skipRepair: Bool = false
+    ) async throws -> Result {
+        let api = try SimulatedAPI(scenario: scenario, options: options)
+        say("  signing \(scenario.notifications.count) notifications once, beforehand…")
+        try api.presign()
+        let scratch = NSTemporaryDirectory() + "reconcile-benchmark-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let files = try SimulatorFiles.write(for: api, in: scratch)
+        let cluster = try ThrowawayPostgres.start()
+        defer { cluster.stop() }
+        let connectionString = cluster.url()
+        let url = try DatabaseURL(connectionString)
+        let delivered = scenario.deliveredNotifications
+        say("  filling the ledger with the \(delivered.count) notifications the live server received…")
+        try await LedgerDatabase.withClient(url, logger: logger) { client in
+            _ = try await Migrator().migrate(client, logger: logger)
+            let configuration = scenario.configuration
+            let verifier = try SignedDataVerifier(
+                VerifierConfiguration(
+                    rootCertificates: [api.pki.root], bundleId: configuration.bundleId,
+                    appAppleId: configuration.environment == .production ? configuration.appAppleId : nil, environment: configuration.environment
+                )
+            )
+            let ingest = NotificationIngest(verifier: verifier, store: LedgerStore(client: client, logger: logger))
+            let signed = try delivered.map { try api.signNotification($0) }
+            for start in stride(from: 0, to: signed.count, by: 500) {
+                _ = try await ingest.ingest(signedPayloads: Array(signed[start..<min(start + 500, signed.count)]))
+            }
+        }
+        let start = scenario.configuration.now.addingTimeInterval(-scenario.configuration.history - 3600)
+        let reportDirectory = scratch + "/report"
+        let usage = try await SimulatorServer.withRunning(api) { baseURL in
+            var environment = ProcessInfo.processInfo.environment
+            for (key, value) in files.environment(for: api, baseURL: baseURL) { environment[key] = value }
+            environment["DATABASE_URL"] = connectionString
+            environment["APPSTORE_LOG_LEVEL"] = "warning"
+            var arguments = [
+                "run", "--start", start.formatted(.iso8601), "--end", String(Date().unixMilliseconds), "--no-progress",
+                "--rate-factor", String(rateFactor), "--report-dir", reportDirectory, "--log-format", "text",
+            ]
+            if skipRepair { arguments.append("--skip-repair") }
+            say("  appstore-reconcile \(arguments.joined(separator: " "))")
+            // RECONCILE_BENCH_WRAP="perf record -g -o /tmp/perf.data --" profiles the run.
+            let wrapper = ProcessInfo.processInfo.environment["RECONCILE_BENCH_WRAP"]?.split(separator: " ").map(String.init) ?? []
+            let child = wrapper.isEmpty
+                ? try ChildProcess.spawn(binary, arguments, environment: environment, standardError: 2)
+                : try ChildProcess.spawn("/usr/bin/env", wrapper + [binary] + arguments, environment: environment, standardError: 2)
+            return await withCheckedContinuation { continuation in
+                Thread { continuation.resume(returning: child.waitWithUsage()) }.start()
+            }
+        }
+        guard usage.status == 0 || usage.status == 3 else { throw BenchmarkError("appstore-reconcile run exited \(usage.status)") }
+        let decoder = JSONDecoder()
+        let report = try decoder.decode(ReportFigures.self, from: Data(contentsOf: URL(fileURLWithPath: reportDirectory + "/report.json")))
+        let times = api.rateLimitTimes
+        return Result(
+            notifications: scenario.notifications.count, customers: scenario.configuration.customers, fetched: report.counts.fetched,
+            missed: report.counts.missed, applied: report.counts.applied, historyRequests: report.counts.apiRequests,
+            priorityQueries: report.run.plan.priorityQueries.count, remainder: report.run.plan.remainder,
+            customersChecked: report.counts.customersChecked, transactionHistoryRequests: api.requestCounts["transactionHistory"] ?? 0,
+            passOneSeconds: report.run.passOneSeconds ?? .nan, passTwoSeconds: report.run.passTwoSeconds ?? 0, cpuSeconds: usage.cpuSeconds,
+            peakResidentBytes: usage.peakResidentBytes, rateLimited: api.rateLimitedCount,
+            lastRateLimitedAfter: times.lastRateLimited.flatMap { last in times.firstRequest.map { last.timeIntervalSince($0) } },
+            exitCode: usage.status
+        )
+    }
+}
+
+/// The parts of report.json the benchmark reads.
+struct ReportFigures: Decodable {
+    struct Run: Decodable {
+        struct Plan: Decodable {
+            var priorityQueries: [String]
+            var remainder: String
+        }
+        var plan: Plan
+        var passOneSeconds: Double?
+        var passTwoSeconds: Double?
+    }
+    struct Counts: Decodable {
+        var fetched: Int
+        var missed: Int
+        var applied: Int
+        var apiRequests: Int
+        var customersChecked: Int
+    }
+    var run: Run
+    var counts: Counts
+}

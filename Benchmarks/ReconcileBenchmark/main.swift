@@ -1,0 +1,124 @@
+// appstore-reconcile's benchmarks: every figure a ratio measured in this one run, or a count.
+//
+//   ./scripts/bench                      # builds in release mode and runs all of it
+//   reconcile-benchmark [--seconds N] [--sizes 10000,100000] [--million] [--skip-apple] [--skip-end-to-end]
+//
+// 1. Verification against its ceiling: swift-crypto P-256 verifications per CPU-second beside
+//    full notification verifications (three signatures each). Target: full ≥ 60% of ceiling ÷ 3.
+// 2. Against Apple's library: the same notifications verified by app-store-server-library
+//    (Python, PyPI, in a virtual environment made here). Target: ≥ 35× its throughput.
+// 3. End to end: `appstore-reconcile run` over simulated outages (a third missed), pass 1
+//    notifications/s, pass 2 customers/s, CPU seconds per 1,000 notifications, peak memory.
+//    Targets: ≥ 3,000 notifications/s through pass 1; peak memory at the largest size within
+//    1.2× of the smallest's.
+// 4. Requests to Apple against the lower bound ⌈N/20⌉ + one per priority query, and
+//    transaction-history requests against customers checked. Target: within 5%.
+// 5. Under a simulated 50 requests/s limit: achieved rate and 429s. Target: ≥ 90% of the limit,
+//    no 429 after the first second.
+
+import AppStoreSimulator
+import Foundation
+import Logging
+import SignedData
+
+let arguments = CommandLine.arguments
+func option(_ name: String) -> String? { arguments.firstIndex(of: name).flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil } }
+let verificationSeconds = option("--seconds").flatMap(Double.init) ?? 3
+var sizes = (option("--sizes") ?? "10000,100000").split(separator: ",").compactMap { Int($0) }
+if arguments.contains("--million") { sizes.append(1_000_000) }
+let root = FileManager.default.currentDirectoryPath
+let binary = URL(fileURLWithPath: arguments[0]).deletingLastPathComponent().appendingPathComponent("appstore-reconcile").path
+var logger = Logger(label: "reconcile-benchmark")
+logger.logLevel = .error
+
+var rows: [Row] = []
+
+/// A failed part is reported, not a crash; the table shows what was measured.
+@MainActor func attempt(_ part: String, _ body: () async throws -> Void) async {
+    do { try await body() } catch {
+        say("   \(part) failed: \(error)")
+        rows.append(Row(section: part, figure: "not measured: \(String(describing: error).prefix(100))", value: "-", met: false))
+    }
+}
+
+say("1. Verification against its ceiling (\(number(verificationSeconds)) s each)…")
+let figures = try VerificationFigures()
+let ceiling = await VerificationFigures.ceiling(seconds: verificationSeconds)
+let full = try await figures.full(seconds: verificationSeconds)
+let ratio = full.perCPUSecond / (ceiling.perCPUSecond / 3)
+rows.append(Row(section: "verification", figure: "P-256 verifications per CPU-second (ceiling)", value: number(ceiling.perCPUSecond)))
+rows.append(Row(section: "verification", figure: "full notifications per CPU-second (3 signatures)", value: number(full.perCPUSecond)))
+rows.append(Row(section: "verification", figure: "full ÷ (ceiling ÷ 3)", value: number(ratio * 100, 1) + "%", target: "≥ 60%", met: ratio >= 0.6))
+
+if !arguments.contains("--skip-apple") {
+    say("2. Apple's App Store Server Library (Python) on the same notifications…")
+    do {
+        let apple = try AppleLibrary.measure(figures, root: root, seconds: verificationSeconds)
+        let times = full.perCPUSecond / apple.fullPerCPUSecond
+        rows.append(Row(section: "vs Apple's library", figure: "app-store-server-library \(AppleLibrary.version): full notifications per CPU-second", value: number(apple.fullPerCPUSecond)))
+        rows.append(Row(section: "vs Apple's library", figure: "app-store-server-library: single payloads per CPU-second", value: number(apple.singlePerCPUSecond)))
+        rows.append(Row(section: "vs Apple's library", figure: "appstore-reconcile ÷ Apple's library (full notifications)", value: number(times, 1) + "×", target: "≥ 35×", met: times >= 35))
+        rows.append(Row(section: "vs Apple's library", figure: "appstore-reconcile full notifications per CPU-second", value: number(full.perCPUSecond), target: "≥ 5,000", met: full.perCPUSecond >= 5000))
+    } catch {
+        say("   could not measure Apple's library: \(error)")
+        rows.append(Row(section: "vs Apple's library", figure: "not measured: \(String(describing: error).prefix(80))", value: "-", target: "≥ 35×", met: false))
+    }
+}
+
+if !arguments.contains("--skip-end-to-end") {
+    guard FileManager.default.isExecutableFile(atPath: binary) else {
+        say("error: \(binary) not found: build it first (swift build -c release --product appstore-reconcile)")
+        exit(1)
+    }
+    let endToEnd = EndToEnd(binary: binary, logger: logger)
+    var results: [EndToEnd.Result] = []
+    for size in sizes {
+        say("3. End to end, about \(size) notifications…")
+        var measured: EndToEnd.Result?
+        await attempt("end to end") { measured = try await endToEnd.run(EndToEnd.scenario(notifications: size)) }
+        guard let result = measured else { continue }
+        results.append(result)
+        let label = "\(result.notifications) notifications, \(result.customers) customers"
+        rows.append(Row(section: "end to end", figure: "\(label): missed / applied", value: "\(result.missed) / \(result.applied)"))
+        rows.append(Row(section: "end to end", figure: "\(label): pass 1 notifications/s", value: number(result.passOnePerSecond), target: "≥ 3,000", met: result.passOnePerSecond >= 3000))
+        rows.append(Row(section: "end to end", figure: "\(label): pass 2 customers/s (\(result.customersChecked) checked)", value: number(result.passTwoPerSecond)))
+        rows.append(Row(section: "end to end", figure: "\(label): CPU seconds per 1,000 notifications (whole run)", value: number(result.cpuPerThousand, 3)))
+        rows.append(Row(section: "end to end", figure: "\(label): peak resident memory", value: number(Double(result.peakResidentBytes) / 1_048_576, 1) + " MiB"))
+        let overBound = Double(result.historyRequests) / Double(result.requestBound) - 1
+        rows.append(
+            Row(
+                section: "requests", figure: "\(result.fetched) notifications: history requests vs ⌈N/20⌉ + \(result.priorityQueries) (remainder \(result.remainder))",
+                value: "\(result.historyRequests) vs \(result.requestBound) (\(number(overBound * 100, 1))%)", target: "within 5%", met: overBound <= 0.05
+            )
+        )
+        let overCustomers = Double(result.transactionHistoryRequests) / Double(max(result.customersChecked, 1)) - 1
+        rows.append(
+            Row(
+                section: "requests", figure: "\(result.customersChecked) customers checked: transaction-history requests",
+                value: "\(result.transactionHistoryRequests) (\(number(overCustomers * 100, 1))%)", target: "within 5%", met: overCustomers <= 0.05
+            )
+        )
+    }
+    if let smallest = results.first, let largest = results.last, results.count > 1 {
+        let growth = Double(largest.peakResidentBytes) / Double(smallest.peakResidentBytes)
+        rows.append(Row(section: "end to end", figure: "peak memory at \(largest.notifications) ÷ at \(smallest.notifications)", value: number(growth, 2) + "×", target: "≤ 1.2×", met: growth <= 1.2))
+        let timeGrowth = (largest.passOneSeconds / Double(largest.fetched)) / (smallest.passOneSeconds / Double(smallest.fetched))
+        rows.append(Row(section: "end to end", figure: "pass 1 seconds per notification at \(largest.notifications) ÷ at \(smallest.notifications)", value: number(timeGrowth, 2) + "× (1 = linear)"))
+    }
+
+    say("5. Under a simulated limit of 50 requests/s (Production)…")
+    var limited = SimulatorOptions()
+    limited.requestsPerSecond = 50
+    var measured: EndToEnd.Result?
+    await attempt("rate limit") {
+        measured = try await endToEnd.run(EndToEnd.scenario(notifications: 25_000, environment: .production), options: limited, rateFactor: 1, skipRepair: true)
+    }
+    if let rate = measured {
+    let achieved = Double(rate.historyRequests) / rate.passOneSeconds
+    rows.append(Row(section: "rate limit", figure: "\(rate.historyRequests) history requests in \(number(rate.passOneSeconds, 1)) s: achieved rate", value: number(achieved, 1) + "/s", target: "≥ 45/s (90%)", met: achieved >= 45))
+    let late = rate.lastRateLimitedAfter.map { $0 > 1 } ?? false
+    rows.append(Row(section: "rate limit", figure: "429 answers (after the first second)", value: "\(rate.rateLimited) (\(late ? "yes, last at \(number(rate.lastRateLimitedAfter!, 1)) s" : "none"))", target: "none after 1 s", met: !late))
+    }
+}
+
+printTable(rows)

@@ -1,0 +1,98 @@
+import Foundation
+
+/// A batch's rows as one JSON array per table, for `jsonb_to_recordset`: one statement writes a
+/// page's notifications, one its transactions, one its subscriptions, instead of a round trip
+/// per row. Every value still travels as a bound parameter (the JSON text is one). Times are
+/// UNIX milliseconds, the precision of everything Apple signs, turned into timestamptz exactly by
+/// `timestamptz 'epoch' + ms * interval '1 millisecond'`.
+enum LedgerBatchRows {
+    struct Notification: Encodable {
+        var notification_uuid: String
+        var notification_type: String
+        var subtype: String?
+        var signed_ms: Int64
+        var environment: String
+        var original_transaction_id: String?
+        var transaction_id: String?
+        var signed_payload: String
+        var source: String
+    }
+
+    struct Transaction: Encodable {
+        var transaction_id: String
+        var original_transaction_id: String
+        var product_id: String?
+        var product_type: String?
+        var purchase_ms: Int64?
+        var expires_ms: Int64?
+        var revocation_ms: Int64?
+        var revocation_reason: Int?
+        var is_upgraded: Bool?
+        var signed_ms: Int64
+        var environment: String?
+        var signed_transaction: String
+    }
+
+    struct Subscription: Encodable {
+        var original_transaction_id: String
+        var product_id: String?
+        var status: Int?
+        var expires_ms: Int64?
+        var auto_renew_status: Int?
+        var auto_renew_product_id: String?
+        var is_in_billing_retry: Bool?
+        var grace_period_expires_ms: Int64?
+        var last_signed_ms: Int64
+    }
+
+    static func json(_ rows: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .withoutEscapingSlashes
+        return String(decoding: try encoder.encode(rows), as: UTF8.self)
+    }
+
+    static func notifications(_ records: [NotificationRecord]) -> [Notification] {
+        records.map {
+            Notification(
+                notification_uuid: $0.notificationUUID.uuidString, notification_type: $0.notificationType, subtype: $0.subtype,
+                signed_ms: $0.signedDate.unixMilliseconds, environment: $0.environment, original_transaction_id: $0.originalTransactionId,
+                transaction_id: $0.transactionId, signed_payload: $0.signedPayload, source: $0.source.rawValue
+            )
+        }
+    }
+
+    /// One row per transaction: the newest signed version in the batch (the first of equals), as
+    /// applying them one by one would leave it.
+    static func transactions(_ records: [TransactionRecord]) -> [Transaction] {
+        newestPerKey(records, key: \.transactionId, date: \.signedDate).map {
+            Transaction(
+                transaction_id: $0.transactionId, original_transaction_id: $0.originalTransactionId, product_id: $0.productId,
+                product_type: $0.productType, purchase_ms: $0.purchaseDate?.unixMilliseconds, expires_ms: $0.expiresDate?.unixMilliseconds,
+                revocation_ms: $0.revocationDate?.unixMilliseconds, revocation_reason: $0.revocationReason, is_upgraded: $0.isUpgraded,
+                signed_ms: $0.signedDate.unixMilliseconds, environment: $0.environment, signed_transaction: $0.signedTransaction
+            )
+        }
+    }
+
+    static func subscriptions(_ records: [SubscriptionRecord]) -> [Subscription] {
+        newestPerKey(records, key: \.originalTransactionId, date: \.lastSignedDate).map {
+            Subscription(
+                original_transaction_id: $0.originalTransactionId, product_id: $0.productId, status: $0.status,
+                expires_ms: $0.expiresDate?.unixMilliseconds, auto_renew_status: $0.autoRenewStatus, auto_renew_product_id: $0.autoRenewProductId,
+                is_in_billing_retry: $0.isInBillingRetry, grace_period_expires_ms: $0.gracePeriodExpiresDate?.unixMilliseconds,
+                last_signed_ms: $0.lastSignedDate.unixMilliseconds
+            )
+        }
+    }
+
+    static func newestPerKey<Record>(_ records: [Record], key: KeyPath<Record, String>, date: KeyPath<Record, Date>) -> [Record] {
+        var chosen: [String: Int] = [:]
+        for (index, record) in records.enumerated() {
+            if let current = chosen[record[keyPath: key]], records[current][keyPath: date].unixMilliseconds >= record[keyPath: date].unixMilliseconds {
+                continue
+            }
+            chosen[record[keyPath: key]] = index
+        }
+        return chosen.values.sorted().map { records[$0] }
+    }
+}
