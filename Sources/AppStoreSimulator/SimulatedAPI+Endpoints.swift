@@ -81,33 +81,35 @@ extension SimulatedAPI {
             offset = token.offset
         }
 
-        let matching = scenario.notifications.lazy.filter { notification in
-            guard notification.signedDate >= start, notification.signedDate < end else { return false }
-            if let type {
-                // A type without a subtype matches only notifications that have no subtype.
-                guard notification.type == type, notification.subtype == subtype else { return false }
+        // The query's matches, found once per request body and kept: each page is then a slice,
+        // as it is for Apple, instead of a scan of the whole world (a window of a million
+        // notifications would otherwise cost the simulator more than the reconciler).
+        let matches: [Int]
+        if let kept = state.withLock({ $0.queryMatches[bodyKey] }) {
+            matches = kept
+        } else {
+            matches = scenario.notifications.indices.filter { index in
+                let notification = scenario.notifications[index]
+                guard notification.signedDate >= start, notification.signedDate < end else { return false }
+                if let type {
+                    // A type without a subtype matches only notifications that have no subtype.
+                    guard notification.type == type, notification.subtype == subtype else { return false }
+                }
+                if let customer, notification.customer != customer { return false }
+                if request.onlyFailures == true, notification.sendAttempts.contains(where: { $0.result == "SUCCESS" && $0.date <= nowMs }) { return false }
+                return true
             }
-            if let customer, notification.customer != customer { return false }
-            if request.onlyFailures == true, notification.sendAttempts.contains(where: { $0.result == "SUCCESS" && $0.date <= nowMs }) { return false }
-            return true
+            state.withLock { $0.queryMatches[bodyKey] = matches }
         }
-        var page: [NotificationHistoryItemBody] = []
-        var index = 0
-        var hasMore = false
-        for notification in matching {
-            defer { index += 1 }
-            if index < offset { continue }
-            if page.count == Self.pageSize {
-                hasMore = true
-                break
-            }
-            page.append(
-                NotificationHistoryItemBody(
-                    signedPayload: servedPayload(notification),
-                    sendAttempts: notification.sendAttempts.filter { $0.date <= nowMs }.map { .init(attemptDate: $0.date, sendAttemptResult: $0.result) }
-                )
+        let pageEnd = min(matches.count, offset + Self.pageSize)
+        let page: [NotificationHistoryItemBody] = (offset < pageEnd ? Array(matches[offset..<pageEnd]) : []).map { index in
+            let notification = scenario.notifications[index]
+            return NotificationHistoryItemBody(
+                signedPayload: servedPayload(notification),
+                sendAttempts: notification.sendAttempts.filter { $0.date <= nowMs }.map { .init(attemptDate: $0.date, sendAttemptResult: $0.result) }
             )
         }
+        let hasMore = pageEnd < matches.count
         var token: String?
         if hasMore {
             let next = PageToken(offset: offset + page.count, body: bodyKey, issued: nowMs)

@@ -54,6 +54,8 @@ public final class SimulatedAPI: Sendable {
         var transactionHistoryRequests: [(id: String, revision: String?)] = []
         var expiredTokenServed = false
         var tokenlessPageServed = false
+        /// Get Notification History matches by request body (see `notificationHistory`).
+        var queryMatches: [String: [Int]] = [:]
     }
 
     public init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), credentials: SimulatorCredentials = SimulatorCredentials(), pki: TestPKI? = nil) throws {

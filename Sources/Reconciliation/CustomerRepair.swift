@@ -248,6 +248,7 @@ extension CustomerRepair {
                 targets[target.customer] = target
             }
         }
-        return try await repair(targets.values.sorted { $0.customer < $1.customer }, dryRun: dryRun, overlay: recovery.pass1)
+        // Only a dry run needs pass 1's overlay: a real run's pass 1 is in the ledger already.
+        return try await repair(targets.values.sorted { $0.customer < $1.customer }, dryRun: dryRun, overlay: dryRun ? recovery.pass1 : .init())
     }
 }

@@ -219,17 +219,24 @@ public struct NotificationRecovery: Sendable {
         runId: UUID, skipping alreadyHandled: Int, handled: inout Int, tally: inout Tally
     ) async throws {
         let pages = client.notificationHistory(plan.request(for: query), resumingAfter: from?.token)
-        typealias Step = (page: NotificationHistoryPage?, rest: NotificationHistoryPages.AsyncIterator)
-        func fetch(_ iterator: NotificationHistoryPages.AsyncIterator) -> Task<Step, any Error> {
+        // The next page is fetched, its items chosen and verified while this page is compared
+        // and written: verification (CPU) overlaps the database's round trips.
+        typealias Step = (page: NotificationHistoryPage?, items: [NotificationHistoryItem], inputs: [RecoveryPlanner.Input], rest: NotificationHistoryPages.AsyncIterator)
+        let verifier = self.verifier
+        func fetch(_ iterator: NotificationHistoryPages.AsyncIterator, at start: Int) -> Task<Step, any Error> {
             Task {
                 var iterator = iterator
-                let page = try await iterator.next()
-                return (page, iterator)
+                guard let page = try await iterator.next() else { return (nil, [], [], iterator) }
+                // After a restart, the items before `alreadyHandled` were handled by the first attempt.
+                let items = page.response.notificationHistory.enumerated()
+                    .filter { start + $0.offset >= alreadyHandled }.map(\.element)
+                    .filter { item in query.skipping.isEmpty || !Self.isPriorityPair(item, query.skipping) }
+                return (page, items, await PageInputs.verify(items, with: verifier), iterator)
             }
         }
-        var next = fetch(pages.makeAsyncIterator())
-        defer { next.cancel() }
         var position = from?.position ?? 0
+        var next = fetch(pages.makeAsyncIterator(), at: position)
+        defer { next.cancel() }
         // A page with payloads left for a later try (an OCSP responder out of reach) holds the
         // checkpoint back, so that a run that dies before that try fetches them again.
         var holdCheckpoint = false
@@ -237,14 +244,9 @@ public struct NotificationRecovery: Sendable {
             try stop.check()
             let step = try await next.value
             guard let page = step.page else { return }
-            next = fetch(step.rest)
-            // After a restart, the items before `alreadyHandled` were handled by the first attempt.
-            let fresh = page.response.notificationHistory.enumerated().filter { position + $0.offset >= alreadyHandled }.map(\.element)
             position += page.response.notificationHistory.count
-            let items = fresh.filter { item in
-                guard !query.skipping.isEmpty else { return true }
-                return !Self.isPriorityPair(item, query.skipping)
-            }
+            next = fetch(step.rest, at: position)
+            let items = step.items
             // The checkpoint after this page, once the page reaches past what was handled before.
             var checkpoint: (QueryCheckpoint, CheckpointScope)?
             if let scope, !holdCheckpoint, position >= handled {
@@ -253,7 +255,7 @@ public struct NotificationRecovery: Sendable {
                     scope
                 )
             }
-            let deferred = try await handle(items, options: options, runId: runId, checkpoint: checkpoint, tally: &tally)
+            let deferred = try await handle(items, verified: step.inputs, options: options, runId: runId, checkpoint: checkpoint, tally: &tally)
             holdCheckpoint = holdCheckpoint || deferred
             handled = max(handled, position)
             tally.pages += 1
@@ -280,14 +282,15 @@ public struct NotificationRecovery: Sendable {
     /// later try (the checkpoint is then not written).
     @discardableResult
     private func handle(
-        _ items: [NotificationHistoryItem], options: Options, runId: UUID, checkpoint: (QueryCheckpoint, CheckpointScope)? = nil,
-        tally: inout Tally
+        _ items: [NotificationHistoryItem], verified: [RecoveryPlanner.Input]? = nil, options: Options, runId: UUID,
+        checkpoint: (QueryCheckpoint, CheckpointScope)? = nil, tally: inout Tally
     ) async throws -> Bool {
         guard !items.isEmpty else {
             if let (checkpoint, scope) = checkpoint { try await store.saveCheckpoint(checkpoint, in: scope, runId: runId) }
             return false
         }
-        let inputs = await PageInputs.verify(items, with: verifier)
+        var inputs: [RecoveryPlanner.Input]
+        if let verified { inputs = verified } else { inputs = await PageInputs.verify(items, with: verifier) }
         let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
 
         let plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &tally.memory)

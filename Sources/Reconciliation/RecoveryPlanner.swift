@@ -141,7 +141,11 @@ public struct RecoveryPlanner: Sendable {
             let stored = [ledger.transactionSignedDates[record.transactionId], memory.transactions[record.transactionId]?.signedDate]
                 .compactMap { $0 }.max()
             if stored.map({ $0.unixMilliseconds < record.signedDate.unixMilliseconds }) ?? true {
-                memory.transactions[record.transactionId] = record
+                // The run remembers the row without its JWS: the comparisons need the fields, and
+                // a window's worth of signed transactions would make memory grow with the window.
+                var remembered = record
+                remembered.signedTransaction = ""
+                memory.transactions[record.transactionId] = remembered
                 batch.transactions.removeAll { $0.transactionId == record.transactionId }
                 batch.transactions.append(record)
             }
