@@ -109,7 +109,7 @@ public struct NotificationRecovery: Sendable {
                 let priorityCount = tally.counts.fetched + plan.priorityQueries.compactMap { saved[$0.key]?.position }.reduce(0, +)
                 if saved["*"] != nil {
                     strategy = .unfiltered
-                } else if plan.remainingPairs.contains(where: { saved["\($0.type.rawValue)/\($0.subtype?.rawValue ?? "-")"] != nil }) {
+                } else if plan.remainderQueries(.perType).contains(where: { saved[$0.key] != nil }) {
                     strategy = .perType
                 } else {
                     strategy = plan.remainderStrategy(afterPriority: priorityCount)
