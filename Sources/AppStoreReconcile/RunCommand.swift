@@ -330,9 +330,7 @@ enum ReportFiles {
 
     static func write(_ report: RecoveryReport, to directory: String?) throws -> String {
         let path = directory ?? defaultDirectory(prefix: "appstore-reconcile-report", dryRun: report.isDryRun)
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        try report.markdown().write(toFile: path + "/report.md", atomically: true, encoding: .utf8)
-        try report.json().write(to: URL(fileURLWithPath: path + "/report.json"))
+        try report.writeFiles(to: path)
         return path
     }
 }

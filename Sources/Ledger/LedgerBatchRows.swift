@@ -33,7 +33,7 @@ enum LedgerBatchRows {
         var signed_transaction: String
     }
 
-    struct Subscription: Encodable {
+    struct Subscription: Codable {
         var original_transaction_id: String
         var product_id: String?
         var status: Int?
@@ -75,14 +75,33 @@ enum LedgerBatchRows {
     }
 
     static func subscriptions(_ records: [SubscriptionRecord]) -> [Subscription] {
-        newestPerKey(records, key: \.originalTransactionId, date: \.lastSignedDate).map {
-            Subscription(
-                original_transaction_id: $0.originalTransactionId, product_id: $0.productId, status: $0.status,
-                expires_ms: $0.expiresDate?.unixMilliseconds, auto_renew_status: $0.autoRenewStatus, auto_renew_product_id: $0.autoRenewProductId,
-                is_in_billing_retry: $0.isInBillingRetry, grace_period_expires_ms: $0.gracePeriodExpiresDate?.unixMilliseconds,
-                last_signed_ms: $0.lastSignedDate.unixMilliseconds
-            )
-        }
+        newestPerKey(records, key: \.originalTransactionId, date: \.lastSignedDate).map(subscription)
+    }
+
+    static func subscription(_ record: SubscriptionRecord) -> Subscription {
+        Subscription(
+            original_transaction_id: record.originalTransactionId, product_id: record.productId, status: record.status,
+            expires_ms: record.expiresDate?.unixMilliseconds, auto_renew_status: record.autoRenewStatus,
+            auto_renew_product_id: record.autoRenewProductId, is_in_billing_retry: record.isInBillingRetry,
+            grace_period_expires_ms: record.gracePeriodExpiresDate?.unixMilliseconds, last_signed_ms: record.lastSignedDate.unixMilliseconds
+        )
+    }
+
+    static func record(_ row: Subscription) -> SubscriptionRecord {
+        func date(_ ms: Int64?) -> Date? { ms.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
+        return SubscriptionRecord(
+            originalTransactionId: row.original_transaction_id, productId: row.product_id, status: row.status,
+            expiresDate: date(row.expires_ms), autoRenewStatus: row.auto_renew_status, autoRenewProductId: row.auto_renew_product_id,
+            isInBillingRetry: row.is_in_billing_retry, gracePeriodExpiresDate: date(row.grace_period_expires_ms),
+            lastSignedDate: date(row.last_signed_ms)!
+        )
+    }
+
+    /// A subscription a run changed: before (nil: none) and after.
+    struct SubscriptionChange: Encodable {
+        var original_transaction_id: String
+        var before: Subscription?
+        var after: Subscription
     }
 
     static func newestPerKey<Record>(_ records: [Record], key: KeyPath<Record, String>, date: KeyPath<Record, Date>) -> [Record] {

@@ -128,6 +128,10 @@ public struct LedgerBatch: Hashable, Sendable {
     public var revisions: [String: String] = [:]
     /// Customers whose stored revision Apple refused: deleted, so the next fetch starts over.
     public var revisionsToForget: [String] = []
+    /// For a run's record of what it changed (`app_store.run_subscription_changes`): each
+    /// subscription's row before the run first changed it (nil: there was none). Written with
+    /// a run ID only, and only for the subscriptions the batch did change.
+    public var subscriptionsBefore: [String: SubscriptionRecord?] = [:]
 
     public init() {}
 

@@ -18,8 +18,12 @@ public struct LedgerStore: Sendable {
 
     /// Which of these notifications the ledger already holds.
     public func existingNotifications(_ uuids: [UUID]) async throws -> Set<UUID> {
+        try await Self.existingNotifications(uuids, on: client, logger: logger)
+    }
+
+    static func existingNotifications(_ uuids: [UUID], on database: some LedgerQuerying, logger: Logger) async throws -> Set<UUID> {
         guard !uuids.isEmpty else { return [] }
-        let rows = try await client.query(
+        let rows = try await database.ledgerQuery(
             "SELECT notification_uuid FROM app_store.notifications WHERE notification_uuid = ANY(\(uuids))", logger: logger
         )
         var found: Set<UUID> = []
@@ -40,8 +44,12 @@ public struct LedgerStore: Sendable {
 
     /// The stored subscription rows for these customers.
     public func subscriptions(_ originalTransactionIds: [String]) async throws -> [String: SubscriptionRecord] {
+        try await Self.subscriptions(originalTransactionIds, on: client, logger: logger)
+    }
+
+    static func subscriptions(_ originalTransactionIds: [String], on database: some LedgerQuerying, logger: Logger) async throws -> [String: SubscriptionRecord] {
         guard !originalTransactionIds.isEmpty else { return [:] }
-        let rows = try await client.query(
+        let rows = try await database.ledgerQuery(
             """
             SELECT original_transaction_id, product_id, status, expires_date, auto_renew_status, auto_renew_product_id,
                    is_in_billing_retry, grace_period_expires_date, last_signed_date
@@ -56,13 +64,30 @@ public struct LedgerStore: Sendable {
 
     /// The `signed_date` of the stored version of these transactions.
     public func transactionSignedDates(_ transactionIds: [String]) async throws -> [String: Date] {
+        try await Self.transactionSignedDates(transactionIds, on: client, logger: logger)
+    }
+
+    static func transactionSignedDates(_ transactionIds: [String], on database: some LedgerQuerying, logger: Logger) async throws -> [String: Date] {
         guard !transactionIds.isEmpty else { return [:] }
-        let rows = try await client.query(
+        let rows = try await database.ledgerQuery(
             "SELECT transaction_id, signed_date FROM app_store.transactions WHERE transaction_id = ANY(\(transactionIds))", logger: logger
         )
         var found: [String: Date] = [:]
         for try await (id, date) in rows.decode((String, Date).self) { found[id] = date }
         return found
+    }
+
+    /// What the ledger holds for a page of notifications, read on one leased connection (one
+    /// lease instead of three: every lease of the pool costs CPU and timers).
+    public func pageState(notifications: [UUID], customers: [String], transactions: [String]) async throws -> PageLedgerState {
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            PageLedgerState(
+                existingNotifications: try await Self.existingNotifications(notifications, on: connection, logger: logger),
+                subscriptions: try await Self.subscriptions(customers, on: connection, logger: logger),
+                transactionSignedDates: try await Self.transactionSignedDates(transactions, on: connection, logger: logger)
+            )
+        }
     }
 
     // MARK: Writes
@@ -145,6 +170,9 @@ public struct LedgerStore: Sendable {
                     logger: logger
                 )
                 for try await id in rows.decode(String.self) { outcome.changedSubscriptions.insert(id) }
+                if let runId {
+                    try await Self.recordChanges(batch, changed: outcome.changedSubscriptions, runId: runId, on: connection, logger: logger)
+                }
             }
             for (customer, revision) in batch.revisions.sorted(by: { $0.key < $1.key }) {
                 try await connection.query(
@@ -174,11 +202,58 @@ public struct LedgerStore: Sendable {
         }
     }
 
+    /// Records, for the run, the subscriptions this batch changed: the row before the run first
+    /// changed it is kept, the row after is the newest.
+    static func recordChanges(_ batch: LedgerBatch, changed: Set<String>, runId: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        let changes = LedgerBatchRows.subscriptions(batch.subscriptions).filter { changed.contains($0.original_transaction_id) }.map { after in
+            LedgerBatchRows.SubscriptionChange(
+                original_transaction_id: after.original_transaction_id,
+                before: batch.subscriptionsBefore[after.original_transaction_id]?.map(LedgerBatchRows.subscription), after: after
+            )
+        }
+        guard !changes.isEmpty else { return }
+        try await connection.query(
+            """
+            INSERT INTO app_store.run_subscription_changes (run_id, original_transaction_id, before, after)
+            SELECT \(runId), r.original_transaction_id, r.before, r.after
+            FROM jsonb_to_recordset(\(try LedgerBatchRows.json(changes))::jsonb) AS r(original_transaction_id text, before jsonb, after jsonb)
+            ON CONFLICT (run_id, original_transaction_id) DO UPDATE SET after = EXCLUDED.after
+            """,
+            logger: logger
+        )
+    }
+
+    /// Up to `limit` of the subscriptions a run changed, after `cursor`, in order of
+    /// originalTransactionId: before the run first changed each (nil: none) and as it left it.
+    public func subscriptionChanges(ofRun runId: UUID, after cursor: String?, limit: Int) async throws
+        -> [(customer: String, before: SubscriptionRecord?, after: SubscriptionRecord)]
+    {
+        let rows = try await client.query(
+            """
+            SELECT original_transaction_id, before::text, after::text FROM app_store.run_subscription_changes
+            WHERE run_id = \(runId) AND original_transaction_id > \(cursor ?? "") ORDER BY original_transaction_id LIMIT \(limit)
+            """,
+            logger: logger
+        )
+        let decoder = JSONDecoder()
+        var found: [(customer: String, before: SubscriptionRecord?, after: SubscriptionRecord)] = []
+        for try await (customer, before, after) in rows.decode((String, String?, String).self) {
+            let beforeRow = try before.map { try decoder.decode(LedgerBatchRows.Subscription.self, from: Data($0.utf8)) }
+            let afterRow = try decoder.decode(LedgerBatchRows.Subscription.self, from: Data(after.utf8))
+            found.append((customer, beforeRow.map(LedgerBatchRows.record), LedgerBatchRows.record(afterRow)))
+        }
+        return found
+    }
+
     // MARK: Reads for repairs
 
     /// The stored Get Transaction History revision of a customer.
     public func revision(of customer: String) async throws -> String? {
-        let rows = try await client.query(
+        try await Self.revision(of: customer, on: client, logger: logger)
+    }
+
+    static func revision(of customer: String, on database: some LedgerQuerying, logger: Logger) async throws -> String? {
+        let rows = try await database.ledgerQuery(
             "SELECT revision FROM app_store.history_revisions WHERE original_transaction_id = \(customer)", logger: logger
         )
         for try await revision in rows.decode(String.self) { return revision }
@@ -201,7 +276,23 @@ public struct LedgerStore: Sendable {
 
     /// A customer's stored transactions.
     public func transactions(ofCustomer customer: String) async throws -> [TransactionRecord] {
-        let rows = try await client.query(
+        try await Self.transactions(ofCustomer: customer, on: client, logger: logger)
+    }
+
+    /// What pass 2 compares with Apple's answer for one customer, read on one leased connection.
+    public func customerState(_ customer: String) async throws -> StoredCustomerState {
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            StoredCustomerState(
+                revision: try await Self.revision(of: customer, on: connection, logger: logger),
+                subscription: try await Self.subscriptions([customer], on: connection, logger: logger)[customer],
+                transactions: try await Self.transactions(ofCustomer: customer, on: connection, logger: logger)
+            )
+        }
+    }
+
+    static func transactions(ofCustomer customer: String, on database: some LedgerQuerying, logger: Logger) async throws -> [TransactionRecord] {
+        let rows = try await database.ledgerQuery(
             """
             SELECT transaction_id, original_transaction_id, product_id, product_type, purchase_date, expires_date, revocation_date,
                    revocation_reason, is_upgraded, signed_date, environment, signed_transaction
@@ -222,13 +313,41 @@ public struct LedgerStore: Sendable {
         return found
     }
 
-    /// Customers with a notification recovered from history (`source = 'history'`) signed in the window.
-    public func customersRecovered(from start: Date, to end: Date) async throws -> [String] {
+    // "Recovered" below: a notification from history (`source = 'history'`) signed in the
+    // window, or recorded since the run `runId` started (in the database's own clock: what this
+    // run, or another shard of it, recovered that was signed outside the window).
+
+    /// Which of these customers have a notification recovered in the window (or since the run
+    /// `runId` started).
+    public func recoveredCustomers(among customers: [String], from start: Date, to end: Date, sinceRun runId: UUID?) async throws -> Set<String> {
+        guard !customers.isEmpty else { return [] }
         let rows = try await client.query(
             """
-            SELECT DISTINCT original_transaction_id FROM app_store.notifications
-            WHERE source = 'history' AND original_transaction_id IS NOT NULL AND signed_date >= \(start) AND signed_date < \(end)
-            ORDER BY 1
+            SELECT DISTINCT n.original_transaction_id FROM app_store.notifications n
+            WHERE n.original_transaction_id = ANY(\(customers)) AND n.source = 'history' AND (
+                (n.signed_date >= \(start) AND n.signed_date < \(end))
+                OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
+            """,
+            logger: logger
+        )
+        var found: Set<String> = []
+        for try await customer in rows.decode(String.self) { found.insert(customer) }
+        return found
+    }
+
+    /// Customers without a subscription row (one-time purchases) with a notification recovered
+    /// in the window (or since the run `runId` started): up to `limit` after `cursor`, in order.
+    public func customersRecoveredWithoutSubscription(
+        from start: Date, to end: Date, sinceRun runId: UUID?, after cursor: String?, limit: Int
+    ) async throws -> [String] {
+        let rows = try await client.query(
+            """
+            SELECT DISTINCT n.original_transaction_id FROM app_store.notifications n
+            WHERE n.original_transaction_id > \(cursor ?? "") AND n.source = 'history' AND (
+                (n.signed_date >= \(start) AND n.signed_date < \(end))
+                OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
+                AND NOT EXISTS (SELECT 1 FROM app_store.subscriptions s WHERE s.original_transaction_id = n.original_transaction_id)
+            ORDER BY 1 LIMIT \(limit)
             """,
             logger: logger
         )

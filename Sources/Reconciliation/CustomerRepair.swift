@@ -49,66 +49,94 @@ public struct CustomerRepair: Sendable {
 
     /// Customers the rules find, streamed through the ledger a chunk at a time.
     public func scanLedger(now: Date = Date(), chunk: Int = 500, _ found: (Target) async throws -> Void) async throws {
+        try await scan(now: now, chunk: chunk, more: { _ in [:] }, found)
+    }
+
+    /// Streams through every customer with a subscription row, in order: the gap rules' reasons,
+    /// and `more`'s for the chunk (read once per chunk), decide who is a target.
+    func scan(
+        now: Date = Date(), chunk: Int = 500, more: ([String]) async throws -> [String: Set<GapReason>], _ found: (Target) async throws -> Void
+    ) async throws {
         var cursor: String?
         while true {
             let views = try await store.customerViews(after: cursor, limit: chunk)
             guard let last = views.last else { return }
             cursor = last.originalTransactionId
+            let extra = try await more(views.map(\.originalTransactionId))
             for view in views {
-                let reasons = GapRules.evaluate(view, now: now)
-                if !reasons.isEmpty { try await found(Target(customer: view.originalTransactionId, reasons: reasons)) }
+                let reasons = Set(GapRules.evaluate(view, now: now)).union(extra[view.originalTransactionId] ?? [])
+                if !reasons.isEmpty { try await found(Target(customer: view.originalTransactionId, reasons: Self.ordered(reasons))) }
             }
         }
     }
 
-    /// The customers a recovery run points at: those whose notifications it recovered (or found
-    /// stale) or that were recovered in the window before, and those with payloads rejected.
-    public func targets(after recovery: RecoveryReport, window: OutageWindow) async throws -> [Target] {
-        var reasons: [String: [GapReason]] = [:]
-        for entry in recovery.missed {
-            if let customer = entry.originalTransactionId { reasons[customer, default: []].append(.recoveredInWindow) }
-        }
-        for customer in try await store.customersRecovered(from: window.start, to: window.end) {
-            reasons[customer, default: []].append(.recoveredInWindow)
-        }
-        for rejected in recovery.rejected {
-            if let customer = rejected.originalTransactionId { reasons[customer, default: []].append(.payloadRejected) }
-        }
-        return reasons.sorted { $0.key < $1.key }.map { Target(customer: $0.key, reasons: Array(Set($0.value)).sorted { $0.rawValue < $1.rawValue }) }
-    }
+    static func ordered(_ reasons: Set<GapReason>) -> [GapReason] { reasons.sorted { $0.rawValue < $1.rawValue } }
 
     // MARK: Repair
 
+    /// How many finished repairs may wait for an earlier, slower one before no new one starts:
+    /// results are reported in the order of their targets, with memory bounded.
+    static let reorderLimit = 256
+
     /// Repairs the targets, `concurrency` at a time, and returns what happened to each.
     /// - Parameter overlay: what pass 1 wrote or would write, for a dry run to compare against.
-    public func repair(_ targets: [Target], dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init()) async throws -> [RecoveryReport.Repair] {
-        var results: [RecoveryReport.Repair] = []
-        var index = 0
-        try await withThrowingTaskGroup(of: RecoveryReport.Repair.self) { group in
-            func startNext() {
-                guard index < targets.count, !stop.isRequested else { return }
-                let target = targets[index]
-                index += 1
-                group.addTask { try await repairOne(target, dryRun: dryRun, overlay: overlay) }
-            }
-            for _ in 0..<concurrency { startNext() }
-            while let result = try await group.next() {
-                results.append(result)
+    public func repair(_ targets: [Target], dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init()) async throws -> ReportList<RecoveryReport.Repair> {
+        try await repair(dryRun: dryRun, overlay: overlay) { emit in
+            for target in targets { try await emit(target) }
+        }
+    }
+
+    /// Repairs the targets `produce` hands over as it finds them (a scan of the ledger), in
+    /// parallel, `concurrency` at a time, and lists the results in the order of the targets.
+    /// Neither the targets nor the results are held in memory: a scan of a million customers
+    /// takes the memory of one chunk and `reorderLimit` results.
+    public func repair(
+        dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init(), produce: (_ emit: (Target) async throws -> Void) async throws -> Void
+    ) async throws -> ReportList<RecoveryReport.Repair> {
+        let results = try ReportList<RecoveryReport.Repair>()
+        var changed = 0
+        try await withThrowingTaskGroup(of: (Int, RecoveryReport.Repair).self) { group in
+            var started = 0
+            var inFlight = 0
+            var finished: [Int: RecoveryReport.Repair] = [:]
+            func collectOne() async throws {
+                guard let (index, result) = try await group.next() else { return }
+                inFlight -= 1
+                finished[index] = result
+                while let next = finished.removeValue(forKey: results.count) {
+                    results.append(next)
+                    if next.outcome == "repaired" { changed += 1 }
+                }
                 progress.update(
-                    "repairs \(results.count)/\(targets.count) · changed \(results.filter { $0.outcome == "repaired" }.count)",
+                    "repairs \(results.count) · changed \(changed) · in hand \(inFlight + finished.count)",
                     requests: client.counts.requests.values.reduce(0, +)
                 )
-                startNext()
             }
+            do {
+                try await produce { target in
+                    if stop.isRequested { throw StopProducing() }
+                    while inFlight >= concurrency || finished.count >= Self.reorderLimit { try await collectOne() }
+                    let index = started
+                    started += 1
+                    inFlight += 1
+                    group.addTask { (index, try await repairOne(target, dryRun: dryRun, overlay: overlay)) }
+                }
+            } catch is StopProducing {}
+            while inFlight > 0 { try await collectOne() }
         }
         // Customers in hand were finished and committed; the rest wait for the next run.
         try stop.check()
-        return results.sorted { $0.originalTransactionId < $1.originalTransactionId }
+        return results
     }
+
+    private struct StopProducing: Error {}
 
     func repairOne(_ target: Target, dryRun: Bool, overlay: RecoveryReport.LedgerOverlay) async throws -> RecoveryReport.Repair {
         var entry = RecoveryReport.Repair(originalTransactionId: target.customer, reasons: target.reasons.map(\.rawValue))
-        let stored = try await store.revision(of: target.customer)
+        // The stored revision and rows, in one lease; the rows' writes below are guarded by
+        // signedDate in SQL, so a live write between this read and them is never undone.
+        var state = try await store.customerState(target.customer)
+        let stored = state.revision
         var pages: [HistoryResponse] = []
         var startedOver = false
         do {
@@ -148,10 +176,11 @@ public struct CustomerRepair: Sendable {
         let customer = latest.values.first?.payload.originalTransactionId ?? target.customer
         entry.originalTransactionId = customer
         var target = target
-        target.customer = customer
-        let storedSubscription = RecoveryPlanner.newer(
-            try await store.subscriptions([target.customer])[target.customer], overlay.subscriptions[target.customer]
-        )
+        if customer != target.customer {
+            target.customer = customer
+            state = try await store.customerState(customer)
+        }
+        let storedSubscription = RecoveryPlanner.newer(state.subscription, overlay.subscriptions[target.customer])
         var truthSubscription: SubscriptionRecord?
         let isSubscription = storedSubscription != nil || latest.values.contains { $0.payload.type == .autoRenewable }
         if isSubscription {
@@ -159,7 +188,7 @@ public struct CustomerRepair: Sendable {
         }
         let plan = RepairPlanner.plan(
             customer: target.customer, truth: .init(transactions: order.compactMap { latest[$0] }, subscription: truthSubscription),
-            storedTransactions: Self.merge(try await store.transactions(ofCustomer: target.customer), overlay, customer: target.customer),
+            storedTransactions: Self.merge(state.transactions, overlay, customer: target.customer),
             storedSubscription: storedSubscription
         )
         entry.transactionsAdded = plan.transactionsAdded
@@ -232,23 +261,65 @@ public struct CustomerRepair: Sendable {
 }
 
 extension CustomerRepair {
-    /// Pass 2 of a run: the customers the recovery points at, then every customer the rules
-    /// find in the ledger, each repaired once.
-    public func afterRecovery(_ recovery: RecoveryReport, window: OutageWindow, dryRun: Bool, shard: Shard = .whole) async throws -> [RecoveryReport.Repair] {
-        var targets: [String: Target] = [:]
-        for target in try await self.targets(after: recovery, window: window) where shard.owns(customer: target.customer) {
-            targets[target.customer] = target
+    /// Pass 2 of a run: every customer the gap rules find in the ledger, those whose
+    /// notifications the recovery recovered (or found stale), or that were recovered in the
+    /// window before, and those named in rejected payloads; each repaired once. Streams through
+    /// the ledger: only the customers named outside it (rejections; in a dry run, the missed
+    /// notifications it did not write) are held in memory.
+    public func afterRecovery(
+        _ recovery: RecoveryReport, window: OutageWindow, dryRun: Bool, shard: Shard = .whole, now: Date = Date()
+    ) async throws -> ReportList<RecoveryReport.Repair> {
+        var named: [String: Set<GapReason>] = [:]
+        for rejected in recovery.rejected {
+            if let customer = rejected.originalTransactionId, shard.owns(customer: customer) { named[customer, default: []].insert(.payloadRejected) }
         }
-        try await scanLedger { target in
-            guard shard.owns(customer: target.customer) else { return }
-            if var existing = targets[target.customer] {
-                existing.reasons = Array(Set(existing.reasons + target.reasons)).sorted { $0.rawValue < $1.rawValue }
-                targets[target.customer] = existing
-            } else {
-                targets[target.customer] = target
+        if dryRun {
+            for entry in recovery.missed {
+                if let customer = entry.originalTransactionId, shard.owns(customer: customer) { named[customer, default: []].insert(.recoveredInWindow) }
             }
         }
+        // A real run's recoveries are in the ledger: recorded since the run started.
+        let runId = dryRun ? nil : UUID(uuidString: recovery.run.id)
+        let store = self.store
         // Only a dry run needs pass 1's overlay: a real run's pass 1 is in the ledger already.
-        return try await repair(targets.values.sorted { $0.customer < $1.customer }, dryRun: dryRun, overlay: dryRun ? recovery.pass1 : .init())
+        return try await repair(dryRun: dryRun, overlay: dryRun ? recovery.pass1 : .init()) { emit in
+            try await scan(
+                now: now,
+                more: { customers in
+                    var extra: [String: Set<GapReason>] = [:]
+                    for customer in try await store.recoveredCustomers(among: customers, from: window.start, to: window.end, sinceRun: runId) {
+                        extra[customer, default: []].insert(.recoveredInWindow)
+                    }
+                    for customer in customers {
+                        if let reasons = named.removeValue(forKey: customer) { extra[customer, default: []].formUnion(reasons) }
+                    }
+                    return extra
+                },
+                { target in if shard.owns(customer: target.customer) { try await emit(target) } }
+            )
+            // Recovered customers without a subscription row (one-time purchases).
+            var cursor: String?
+            while true {
+                let customers = try await store.customersRecoveredWithoutSubscription(
+                    from: window.start, to: window.end, sinceRun: runId, after: cursor, limit: 500
+                )
+                guard let last = customers.last else { break }
+                cursor = last
+                for customer in customers where shard.owns(customer: customer) {
+                    let reasons = named.removeValue(forKey: customer, default: []).union([.recoveredInWindow])
+                    try await emit(Target(customer: customer, reasons: Self.ordered(reasons)))
+                }
+            }
+            // Named customers the ledger does not know.
+            for (customer, reasons) in named.sorted(by: { $0.key < $1.key }) {
+                try await emit(Target(customer: customer, reasons: Self.ordered(reasons)))
+            }
+        }
+    }
+}
+
+extension Dictionary {
+    fileprivate mutating func removeValue(forKey key: Key, default value: Value) -> Value {
+        removeValue(forKey: key) ?? value
     }
 }

@@ -62,12 +62,14 @@ public struct NotificationRecovery: Sendable {
         self.stop = stop
     }
 
-    /// Everything the run accumulates; grows with what was missed, not with the window.
+    /// Everything the run accumulates. The lists are spooled to files; a real run's memory of
+    /// what it decided lasts a page (the ledger holds the rest), a dry run's the whole run (it
+    /// writes nothing, so later pages must see what earlier ones would have written).
     struct Tally {
         var counts = RecoveryReport.Counts()
         var memory = RecoveryPlanner.RunMemory()
-        var missed: [RecoveryReport.Missed] = []
-        var rejected: [RecoveryReport.Rejected] = []
+        var missed: ReportList<RecoveryReport.Missed>
+        var rejected: ReportList<RecoveryReport.Rejected>
         var byResult: [String: Int] = [:]
         var byHour: [String: Int] = [:]
         var retryLater: [NotificationHistoryItem] = []
@@ -92,7 +94,7 @@ public struct NotificationRecovery: Sendable {
         let plan = QueryPlan(window: options.shard.subWindow(of: options.window), onlyFailures: options.onlyFailures)
         let scope = options.checkpointScope(environment)
         let checkpointing = !options.dryRun && options.checkpoints
-        var tally = Tally()
+        var tally = Tally(missed: try ReportList(), rejected: try ReportList())
         let requestsBefore = client.counts.requests[.notificationHistory] ?? 0
         do {
             let saved = checkpointing ? try await store.resumableCheckpoints(in: scope) : [:]
@@ -129,7 +131,9 @@ public struct NotificationRecovery: Sendable {
             }
             progress.finish()
             tally.counts.apiRequests = (client.counts.requests[.notificationHistory] ?? 0) - requestsBefore
-            var report = makeReport(runId: runId, options: options, plan: plan, strategy: strategy, remainderCount: remainderCount, startedAt: startedAt, tally: tally)
+            var report = try await makeReport(
+                runId: runId, options: options, plan: plan, strategy: strategy, remainderCount: remainderCount, startedAt: startedAt, tally: tally
+            )
             if let resumed {
                 report.run.resumed = .init(
                     fromRuns: resumed.map { $0.uuidString.lowercased() }, notificationsHandledBefore: tally.handledBefore,
@@ -293,10 +297,14 @@ public struct NotificationRecovery: Sendable {
         if let verified { inputs = verified } else { inputs = await PageInputs.verify(items, with: verifier) }
         let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
 
-        let plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &tally.memory)
+        // A real run reads what its earlier pages wrote from the ledger: its memory lasts a page.
+        if !options.dryRun { tally.memory = RecoveryPlanner.RunMemory() }
+        var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &tally.memory)
         let deferred = zip(plan.decisions, inputs).compactMap { decision, input in decision.action == .retryLater ? input.item : nil }
         var outcome: LedgerBatchOutcome?
         if !options.dryRun {
+            // The rows before the run changed them, for the report (app_store.run_subscription_changes).
+            plan.batch.subscriptionsBefore = tally.memory.subscriptionsBefore
             outcome = try await store.apply(plan.batch, runId: runId, checkpoint: deferred.isEmpty ? checkpoint : nil)
         }
         record(plan, outcome: outcome, options: options, tally: &tally)
@@ -369,11 +377,22 @@ public struct NotificationRecovery: Sendable {
 
     private func makeReport(
         runId: UUID, options: Options, plan: QueryPlan, strategy: QueryPlan.RemainderStrategy, remainderCount: Int, startedAt: Date, tally: Tally
-    ) -> RecoveryReport {
-        var changes: [RecoveryReport.CustomerChange] = []
-        for (customer, before) in tally.memory.subscriptionsBefore.sorted(by: { $0.key < $1.key }) {
-            guard let after = tally.memory.subscriptions[customer] else { continue }
-            changes.append(.init(originalTransactionId: customer, before: before, after: after))
+    ) async throws -> RecoveryReport {
+        let changes = try ReportList<RecoveryReport.CustomerChange>()
+        if options.dryRun {
+            for (customer, before) in tally.memory.subscriptionsBefore.sorted(by: { $0.key < $1.key }) {
+                guard let after = tally.memory.subscriptions[customer] else { continue }
+                changes.append(.init(originalTransactionId: customer, before: before, after: after))
+            }
+        } else {
+            // What this run changed, recorded with each page, read back a chunk at a time.
+            var cursor: String?
+            while true {
+                let chunk = try await store.subscriptionChanges(ofRun: runId, after: cursor, limit: 1000)
+                guard let last = chunk.last else { break }
+                cursor = last.customer
+                for change in chunk { changes.append(.init(originalTransactionId: change.customer, before: change.before, after: change.after)) }
+            }
         }
         var report = RecoveryReport(
             run: .init(

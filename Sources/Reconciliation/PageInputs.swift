@@ -19,11 +19,15 @@ enum PageInputs {
 
     static func snapshot(for inputs: [RecoveryPlanner.Input], store: LedgerStore) async throws -> RecoveryPlanner.LedgerSnapshot {
         let verified = inputs.compactMap { $0.outcome.verifiedPayload }
-        var snapshot = RecoveryPlanner.LedgerSnapshot()
-        snapshot.existingNotifications = try await store.existingNotifications(verified.compactMap { UUID(uuidString: $0.payload.notificationUUID) })
         let customers = Set(verified.compactMap { $0.transaction?.originalTransactionId ?? $0.renewalInfo?.originalTransactionId })
-        snapshot.subscriptions = try await store.subscriptions(Array(customers))
-        snapshot.transactionSignedDates = try await store.transactionSignedDates(verified.compactMap { $0.transaction?.transactionId })
+        let state = try await store.pageState(
+            notifications: verified.compactMap { UUID(uuidString: $0.payload.notificationUUID) }, customers: Array(customers),
+            transactions: verified.compactMap { $0.transaction?.transactionId }
+        )
+        var snapshot = RecoveryPlanner.LedgerSnapshot()
+        snapshot.existingNotifications = state.existingNotifications
+        snapshot.subscriptions = state.subscriptions
+        snapshot.transactionSignedDates = state.transactionSignedDates
         return snapshot
     }
 }

@@ -154,12 +154,14 @@ public struct RecoveryReport: Sendable, Codable {
 
     public var run: Run
     public var counts: Counts
-    public var missed: [Missed]
-    public var rejected: [Rejected]
-    public var customers: [CustomerChange]
+    /// The lists grow with the outage: during a run they live in spool files (`ReportList`) and
+    /// the report files are written from them a line at a time.
+    public var missed: ReportList<Missed>
+    public var rejected: ReportList<Rejected>
+    public var customers: ReportList<CustomerChange>
     public var deliveryFailures: DeliveryFailures
     /// Pass 2; empty when it did not run.
-    public var repairs: [Repair] = []
+    public var repairs = ReportList<Repair>([])
     /// What pass 1 wrote, or in a dry run would have written: pass 2 compares Apple's truth with
     /// the ledger as pass 1 left it, so that a dry run reports what the real run would change.
     /// Not part of the JSON.
@@ -176,14 +178,23 @@ public struct RecoveryReport: Sendable, Codable {
     }
 
     /// Adds pass 2's results.
-    public mutating func add(repairs: [Repair], seconds: Double? = nil, finishedAt: String? = nil) {
+    public mutating func add(repairs: ReportList<Repair>, seconds: Double? = nil, finishedAt: String? = nil) {
         self.repairs = repairs
         if let seconds { run.passTwoSeconds = (seconds * 1000).rounded() / 1000 }
         if let finishedAt { run.finishedAt = finishedAt }
-        counts.customersChecked = repairs.count
-        counts.customersRepaired = repairs.filter { $0.outcome == "repaired" }.count
-        counts.transactionHistoryRequests = repairs.map(\.transactionHistoryRequests).reduce(0, +)
-        counts.rejected += repairs.map(\.rejected).reduce(0, +)
+        counts.customersChecked = 0
+        counts.customersRepaired = 0
+        counts.transactionHistoryRequests = 0
+        for repair in repairs {
+            counts.customersChecked += 1
+            if repair.outcome == "repaired" { counts.customersRepaired += 1 }
+            counts.transactionHistoryRequests += repair.transactionHistoryRequests
+            counts.rejected += repair.rejected
+        }
+    }
+
+    public mutating func add(repairs: [Repair], seconds: Double? = nil, finishedAt: String? = nil) {
+        add(repairs: ReportList(repairs), seconds: seconds, finishedAt: finishedAt)
     }
 
     public var isDryRun: Bool { run.mode == "dry-run" }
@@ -202,13 +213,14 @@ public struct RecoveryReport: Sendable, Codable {
     }
 
     /// The report of a `repair` run: no window, no recovery, only repairs.
-    public static func repairOnly(environment: String, dryRun: Bool, startedAt: Date, repairs: [Repair]) -> RecoveryReport {
+    public static func repairOnly(environment: String, dryRun: Bool, startedAt: Date, repairs: ReportList<Repair>) -> RecoveryReport {
         var report = RecoveryReport(
             run: Run(
                 id: UUID().uuidString.lowercased(), mode: dryRun ? "dry-run" : "apply", environment: environment, window: nil,
                 startedAt: startedAt.formatted(.iso8601), finishedAt: Date().formatted(.iso8601), plan: nil
             ),
-            counts: Counts(), missed: [], rejected: [], customers: [], deliveryFailures: .init(byFirstAttemptResult: [:], byHourOfFirstAttempt: [:])
+            counts: Counts(), missed: ReportList([]), rejected: ReportList([]), customers: ReportList([]),
+            deliveryFailures: .init(byFirstAttemptResult: [:], byHourOfFirstAttempt: [:])
         )
         report.add(repairs: repairs)
         return report
@@ -227,67 +239,102 @@ public struct RecoveryReport: Sendable, Codable {
     }
 
     public func json() throws -> Data {
+        var data = Data()
+        try writeJSON { data.append(contentsOf: Array($0.utf8)) }
+        return data
+    }
+
+    /// `report.json`, written a piece at a time: the lists are read from their spools entry by
+    /// entry, so a report of a million notifications never sits in memory whole. Keys sorted,
+    /// indented, as `JSONEncoder` with `.prettyPrinted` and `.sortedKeys` writes them.
+    public func writeJSON(_ write: (String) throws -> Void) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        return try encoder.encode(self)
+        func encoded(_ value: some Encodable, indent: String) throws -> String {
+            String(decoding: try encoder.encode(value), as: UTF8.self).replacingOccurrences(of: "\n", with: "\n" + indent)
+        }
+        func list<Element>(_ elements: ReportList<Element>) throws {
+            var first = true
+            for element in elements {
+                try write((first ? "[\n    " : ",\n    ") + (try encoded(element, indent: "    ")))
+                first = false
+            }
+            try write(first ? "[]" : "\n  ]")
+        }
+        // In the order of CodingKeys sorted by name.
+        try write("{\n  \"counts\" : " + (try encoded(counts, indent: "  ")) + ",\n  \"customers\" : ")
+        try list(customers)
+        try write(",\n  \"deliveryFailures\" : " + (try encoded(deliveryFailures, indent: "  ")) + ",\n  \"missed\" : ")
+        try list(missed)
+        try write(",\n  \"rejected\" : ")
+        try list(rejected)
+        try write(",\n  \"repairs\" : ")
+        try list(repairs)
+        try write(",\n  \"run\" : " + (try encoded(run, indent: "  ")) + "\n}\n")
+    }
+
+    /// `report.md` as one string (small reports, tests); `writeMarkdown` streams it.
+    public func markdown() -> String {
+        var lines: [String] = []
+        writeMarkdown { lines.append($0) }
+        return lines.joined(separator: "\n")
     }
 
     /// `report.md`: what happened, what was missed, who changed, and why Apple's deliveries failed.
-    public func markdown() -> String {
-        var lines: [String] = []
+    public func writeMarkdown(_ line: (String) -> Void) {
         let title = isDryRun ? "Dry run: what recovering this window would change" : "Recovery of missed App Store notifications"
-        lines.append("# \(title)")
-        lines.append("")
-        lines.append("| | |")
-        lines.append("| --- | --- |")
-        if let window = run.window { lines.append("| Window | \(window.start) to \(window.end) |") }
-        lines.append("| Environment | \(run.environment) |")
-        lines.append("| Mode | \(isDryRun ? "dry run: nothing was written" : "applied to the ledger") |")
-        lines.append("| Run | \(run.id) (\(run.startedAt) to \(run.finishedAt)) |")
-        lines.append("")
-        lines.append("**\(summaryLine.prefix(1).uppercased() + summaryLine.dropFirst()).**")
-        lines.append("")
+        line("# \(title)")
+        line("")
+        line("| | |")
+        line("| --- | --- |")
+        if let window = run.window { line("| Window | \(window.start) to \(window.end) |") }
+        line("| Environment | \(run.environment) |")
+        line("| Mode | \(isDryRun ? "dry run: nothing was written" : "applied to the ledger") |")
+        line("| Run | \(run.id) (\(run.startedAt) to \(run.finishedAt)) |")
+        line("")
+        line("**\(summaryLine.prefix(1).uppercased() + summaryLine.dropFirst()).**")
+        line("")
         if counts.rejected > 0 {
-            lines.append("⚠ \(counts.rejected) payload(s) failed verification and were not applied: see Rejected below.")
-            lines.append("")
+            line("⚠ \(counts.rejected) payload(s) failed verification and were not applied: see Rejected below.")
+            line("")
         }
         if let plan = run.plan {
-            lines.append("## Plan")
-            lines.append("")
-            lines.append("Queries to Get Notification History, in order\(plan.onlyFailures ? ", each with onlyFailures" : ""):")
-            lines.append("")
-            for (index, query) in plan.priorityQueries.enumerated() { lines.append("\(index + 1). \(query)") }
+            line("## Plan")
+            line("")
+            line("Queries to Get Notification History, in order\(plan.onlyFailures ? ", each with onlyFailures" : ""):")
+            line("")
+            for (index, query) in plan.priorityQueries.enumerated() { line("\(index + 1). \(query)") }
             let remainder = plan.remainder == "unfiltered"
                 ? "one unfiltered pass over the window, skipping the pairs above (cheaper than one query per remaining type, and it sees types Apple adds later)"
                 : "one query per remaining documented type and subtype (\(plan.remainderQueries) queries; cheaper here than re-reading the priority notifications)"
-            lines.append("\(plan.priorityQueries.count + 1). Then everything else: \(remainder).")
-            lines.append("")
+            line("\(plan.priorityQueries.count + 1). Then everything else: \(remainder).")
+            line("")
         }
-        lines.append("## Missed notifications (\(missed.count))")
-        lines.append("")
+        line("## Missed notifications (\(missed.count))")
+        line("")
         if missed.isEmpty {
-            lines.append("None: the ledger already holds every notification of the window.")
+            line("None: the ledger already holds every notification of the window.")
         } else {
-            lines.append("| notificationUUID | type / subtype | signedDate | originalTransactionId | first attempt | action |")
-            lines.append("| --- | --- | --- | --- | --- | --- |")
+            line("| notificationUUID | type / subtype | signedDate | originalTransactionId | first attempt | action |")
+            line("| --- | --- | --- | --- | --- | --- |")
             for entry in missed {
                 let type = entry.subtype.map { "\(entry.notificationType) / \($0)" } ?? entry.notificationType
-                lines.append("| \(entry.notificationUUID) | \(type) | \(entry.signedDate) | \(entry.originalTransactionId ?? "") | \(entry.firstAttemptResult ?? "") | \(entry.action) |")
+                line("| \(entry.notificationUUID) | \(type) | \(entry.signedDate) | \(entry.originalTransactionId ?? "") | \(entry.firstAttemptResult ?? "") | \(entry.action) |")
             }
         }
-        lines.append("")
-        lines.append("## Customers whose subscription \(isDryRun ? "would change" : "changed") (\(customers.count))")
-        lines.append("")
+        line("")
+        line("## Customers whose subscription \(isDryRun ? "would change" : "changed") (\(customers.count))")
+        line("")
         if customers.isEmpty {
-            lines.append("None.")
+            line("None.")
         } else {
-            lines.append("| originalTransactionId | status | expires | auto-renew | signed |")
-            lines.append("| --- | --- | --- | --- | --- |")
+            line("| originalTransactionId | status | expires | auto-renew | signed |")
+            line("| --- | --- | --- | --- | --- |")
             for change in customers {
                 let before = change.before
                 let after = change.after
-                lines.append(
+                line(
                     "| \(change.originalTransactionId) | \(Self.status(before?.status)) → \(Self.status(after.status)) | "
                         + "\(Self.day(before?.expiresDate)) → \(Self.day(after.expiresDate)) | "
                         + "\(Self.autoRenew(before?.autoRenewStatus)) → \(Self.autoRenew(after.autoRenewStatus)) | "
@@ -295,53 +342,52 @@ public struct RecoveryReport: Sendable, Codable {
                 )
             }
         }
-        lines.append("")
+        line("")
         if !rejected.isEmpty {
-            lines.append("## Rejected (\(rejected.count)): never applied")
-            lines.append("")
-            lines.append("| notificationUUID (unverified) | reason | detail |")
-            lines.append("| --- | --- | --- |")
+            line("## Rejected (\(rejected.count)): never applied")
+            line("")
+            line("| notificationUUID (unverified) | reason | detail |")
+            line("| --- | --- | --- |")
             for entry in rejected {
-                lines.append("| \(entry.notificationUUID ?? "unreadable") | \(entry.reason) | \(entry.detail.replacingOccurrences(of: "|", with: "/")) |")
+                line("| \(entry.notificationUUID ?? "unreadable") | \(entry.reason) | \(entry.detail.replacingOccurrences(of: "|", with: "/")) |")
             }
-            lines.append("")
+            line("")
         }
         if !repairs.isEmpty {
-            lines.append("## Repairs through Get Transaction History (\(repairs.count) customers checked, \(counts.customersRepaired) \(isDryRun ? "would change" : "changed"))")
-            lines.append("")
-            lines.append("| originalTransactionId | selected because | transactions added | changed | changes |")
-            lines.append("| --- | --- | --- | --- | --- |")
+            line("## Repairs through Get Transaction History (\(repairs.count) customers checked, \(counts.customersRepaired) \(isDryRun ? "would change" : "changed"))")
+            line("")
+            line("| originalTransactionId | selected because | transactions added | changed | changes |")
+            line("| --- | --- | --- | --- | --- |")
             for repair in repairs where repair.outcome != "unchanged" {
                 let refunds = repair.refundsFound.isEmpty ? "" : " ⚠ refund found only here: \(repair.refundsFound.joined(separator: ", "))"
                 let changes = repair.changes.map { "\($0.field): \($0.before ?? "none") → \($0.after ?? "none")" }.joined(separator: "; ")
-                lines.append(
+                line(
                     "| \(repair.originalTransactionId) | \(repair.reasons.joined(separator: ", ")) | \(repair.transactionsAdded.count) | "
                         + "\(repair.transactionsChanged.count)\(refunds) | \(repair.outcome == "not-found" ? "transaction ID unknown to Apple" : changes) |"
                 )
             }
-            let unchanged = repairs.filter { $0.outcome == "unchanged" }.count
-            if unchanged > 0 { lines.append(""); lines.append("\(unchanged) customer(s) checked and already right.") }
-            lines.append("")
+            let unchanged = repairs.reduce(0) { $0 + ($1.outcome == "unchanged" ? 1 : 0) }
+            if unchanged > 0 { line(""); line("\(unchanged) customer(s) checked and already right.") }
+            line("")
         }
-        lines.append("## Why Apple's deliveries failed")
-        lines.append("")
+        line("## Why Apple's deliveries failed")
+        line("")
         if deliveryFailures.byFirstAttemptResult.isEmpty {
-            lines.append("No missed notification carried a failed delivery attempt.")
+            line("No missed notification carried a failed delivery attempt.")
         } else {
-            lines.append("| first attempt result | missed |")
-            lines.append("| --- | --- |")
+            line("| first attempt result | missed |")
+            line("| --- | --- |")
             for (result, count) in deliveryFailures.byFirstAttemptResult.sorted(by: { ($1.value, $0.key) < ($0.value, $1.key) }) {
-                lines.append("| \(result) | \(count) |")
+                line("| \(result) | \(count) |")
             }
-            lines.append("")
-            lines.append("| hour of first attempt (UTC) | missed |")
-            lines.append("| --- | --- |")
+            line("")
+            line("| hour of first attempt (UTC) | missed |")
+            line("| --- | --- |")
             for (hour, count) in deliveryFailures.byHourOfFirstAttempt.sorted(by: { $0.key < $1.key }) {
-                lines.append("| \(hour) | \(count) |")
+                line("| \(hour) | \(count) |")
             }
         }
-        lines.append("")
-        return lines.joined(separator: "\n")
+        line("")
     }
 
     static func status(_ value: Int?) -> String {

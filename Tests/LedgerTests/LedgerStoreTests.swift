@@ -53,6 +53,47 @@ struct LedgerStoreTests {
         }
     }
 
+    @Test func aRunsRecordOfChangesKeepsTheRowBeforeItsFirstChangeAndTheNewestAfterIt() async throws {
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            var live = LedgerBatch()
+            live.subscriptions = [Self.subscription(signedAt: 1_000, status: 1)]
+            _ = try await store.apply(live, runId: nil)
+            let runId = try await store.startRun(kind: "run", environment: "Sandbox", windowStart: nil, windowEnd: nil)
+            // Two pages of one run change the same subscription; a third page's older row changes nothing.
+            var first = LedgerBatch()
+            first.subscriptions = [Self.subscription(signedAt: 2_000, status: 2)]
+            first.subscriptionsBefore = ["1000": Self.subscription(signedAt: 1_000, status: 1)]
+            _ = try await store.apply(first, runId: runId)
+            var second = LedgerBatch()
+            second.subscriptions = [Self.subscription(signedAt: 3_000, status: 5)]
+            second.subscriptionsBefore = ["1000": Self.subscription(signedAt: 2_000, status: 2)]
+            _ = try await store.apply(second, runId: runId)
+            var stale = LedgerBatch()
+            stale.subscriptions = [Self.subscription(signedAt: 1_500, status: 1)]
+            stale.subscriptionsBefore = ["1000": Self.subscription(signedAt: 3_000, status: 5)]
+            #expect(try await store.apply(stale, runId: runId).changedSubscriptions.isEmpty)
+            // A customer new to the ledger has no row before.
+            var fresh = LedgerBatch()
+            var newcomer = Self.subscription(signedAt: 4_000, status: 1)
+            newcomer.originalTransactionId = "2000"
+            fresh.subscriptions = [newcomer]
+            fresh.subscriptionsBefore = ["2000": SubscriptionRecord?.none]
+            _ = try await store.apply(fresh, runId: runId)
+
+            let changes = try await store.subscriptionChanges(ofRun: runId, after: nil, limit: 10)
+            #expect(changes.map(\.customer) == ["1000", "2000"])
+            #expect(changes.first?.before == Self.subscription(signedAt: 1_000, status: 1), "the row before the run's first change")
+            #expect(changes.first?.after == Self.subscription(signedAt: 3_000, status: 5), "the row as the run left it")
+            #expect(changes.last?.before == nil)
+            #expect(changes.last?.after == newcomer)
+            // Read a chunk at a time.
+            #expect(try await store.subscriptionChanges(ofRun: runId, after: nil, limit: 1).map(\.customer) == ["1000"])
+            #expect(try await store.subscriptionChanges(ofRun: runId, after: "1000", limit: 1).map(\.customer) == ["2000"])
+            #expect(try await store.subscriptionChanges(ofRun: UUID(), after: nil, limit: 10).isEmpty)
+        }
+    }
+
     @Test func aBatchThatFailsHalfwayLeavesNothingBehind() async throws {
         try await TestDatabase.withFreshLedger { client, _ in
             let store = LedgerStore(client: client, logger: TestDatabase.logger)
@@ -67,8 +108,8 @@ struct LedgerStoreTests {
                     signedDate: Date(timeIntervalSince1970: 1), environment: nil, signedTransaction: "t"
                 )
             ]
-            // The rejected payload is written last, and a run_id that does not exist breaks its
-            // foreign key: everything written before it in the batch must roll back.
+            // A run_id that does not exist breaks the foreign keys of what is written last (the
+            // run's record of changes, the rejected payload): everything written before must roll back.
             await #expect(throws: (any Error).self) { try await store.apply(batch, runId: UUID()) }
             var counts: [Int] = []
             for table in ["notifications", "transactions", "subscriptions", "rejected_payloads"] {

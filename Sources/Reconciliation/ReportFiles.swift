@@ -1,0 +1,69 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension RecoveryReport {
+    /// Writes `report.md` and `report.json` into `directory` (created if needed), each streamed
+    /// from the report's lists through a buffered file and renamed into place when complete: a
+    /// reader never sees half a report, and writing one does not need the whole of it in memory.
+    public func writeFiles(to directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for list in [missed.checkWritten, rejected.checkWritten, customers.checkWritten, repairs.checkWritten] { try list() }
+        try BufferedTextFile.write(directory + "/report.md") { file in
+            var first = true
+            writeMarkdown { line in
+                file.write(first ? line : "\n" + line)
+                first = false
+            }
+        }
+        try BufferedTextFile.write(directory + "/report.json") { file in
+            try writeJSON { file.write($0) }
+        }
+    }
+}
+
+/// A text file written through stdio's buffer, then renamed over `path`.
+final class BufferedTextFile {
+    private let stream: UnsafeMutablePointer<FILE>
+    private var failed = false
+
+    private init(stream: UnsafeMutablePointer<FILE>) {
+        self.stream = stream
+    }
+
+    func write(_ text: String) {
+        guard !failed else { return }
+        var text = text
+        text.withUTF8 { bytes in
+            if !bytes.isEmpty, fwrite(bytes.baseAddress, 1, bytes.count, stream) != bytes.count { failed = true }
+        }
+    }
+
+    static func write(_ path: String, _ body: (BufferedTextFile) throws -> Void) throws {
+        let temporary = path + ".partial"
+        guard let stream = fopen(temporary, "w") else {
+            throw ReportListError(description: "cannot write \(temporary): \(String(cString: strerror(errno)))")
+        }
+        let file = BufferedTextFile(stream: stream)
+        do {
+            try body(file)
+        } catch {
+            fclose(stream)
+            unlink(temporary)
+            throw error
+        }
+        let closed = fclose(stream) == 0
+        guard closed, !file.failed else {
+            let reason = String(cString: strerror(errno))
+            unlink(temporary)
+            throw ReportListError(description: "cannot write \(path): \(reason)")
+        }
+        guard rename(temporary, path) == 0 else {
+            throw ReportListError(description: "cannot move \(temporary) to \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import Ledger
+@testable import Reconciliation
+import Testing
+
+/// The report's lists live in spool files while a run goes, and the report files are streamed
+/// from them: what comes out must be what went in, and what `JSONEncoder` would have written.
+@Suite("Report lists spooled to files")
+struct ReportListTests {
+    static func missed(_ index: Int) -> RecoveryReport.Missed {
+        RecoveryReport.Missed(
+            notificationUUID: UUID().uuidString, notificationType: "DID_RENEW", subtype: index.isMultiple(of: 2) ? nil : "BILLING_RECOVERY",
+            signedDate: "2026-11-\(10 + index % 10)T00:00:00Z", originalTransactionId: "\(1_000_000 + index)", firstAttemptResult: "TIMED_OUT",
+            action: "applied"
+        )
+    }
+
+    @Test func entriesComeBackInOrderAcrossManyFlushesAndTheSpoolFileGoesWithTheList() throws {
+        var path: String?
+        do {
+            let list = try ReportList<RecoveryReport.Missed>()
+            // Enough entries to cross the flush threshold many times.
+            let entries = (0..<20_000).map(Self.missed)
+            for entry in entries { list.append(entry) }
+            #expect(list.count == 20_000)
+            #expect(list.map(\.notificationUUID) == entries.map(\.notificationUUID))
+            #expect(list.map(\.subtype) == entries.map(\.subtype))
+            // Reading does not consume: a second pass sees the same.
+            #expect(list.reduce(0) { count, _ in count + 1 } == 20_000)
+            list.append(Self.missed(20_000))
+            #expect(list.count == 20_001 && Array(list).last?.originalTransactionId == "1020000")
+            path = try #require(Self.spoolFiles().first { FileManager.default.contents(atPath: $0)?.count ?? 0 > 1_000_000 })
+        }
+        #expect(!FileManager.default.fileExists(atPath: try #require(path)), "the spool file is removed with its list")
+    }
+
+    static func spoolFiles() throws -> [String] {
+        let directory = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        return try FileManager.default.contentsOfDirectory(atPath: directory)
+            .filter { $0.hasPrefix("appstore-reconcile-report-") }.map { directory + "/" + $0 }
+    }
+
+    @Test func theStreamedJSONIsValidAndDecodesToTheSameReport() throws {
+        let missed = try ReportList<RecoveryReport.Missed>()
+        for index in 0..<50 { missed.append(Self.missed(index)) }
+        let rejected = try ReportList<RecoveryReport.Rejected>()
+        rejected.append(.init(notificationUUID: nil, originalTransactionId: "7", reason: "bad_signature", detail: "a \"quoted\" | detail\nwith a newline"))
+        var report = RecoveryReport(
+            run: .init(id: "r", mode: "apply", environment: "Sandbox", window: .init(start: "a", end: "b"), startedAt: "s", finishedAt: "f"),
+            counts: .init(), missed: missed, rejected: rejected, customers: ReportList([]),
+            deliveryFailures: .init(byFirstAttemptResult: ["TIMED_OUT": 50], byHourOfFirstAttempt: [:])
+        )
+        var repair = RecoveryReport.Repair(originalTransactionId: "7", reasons: ["payload-rejected"])
+        repair.outcome = "repaired"
+        repair.changes = [.init(field: "status", before: "1", after: "5")]
+        report.add(repairs: [repair])
+
+        let streamed = try report.json()
+        let object = try JSONSerialization.jsonObject(with: streamed) as? [String: Any]
+        #expect(object?.keys.sorted() == ["counts", "customers", "deliveryFailures", "missed", "rejected", "repairs", "run"])
+        let decoded = try JSONDecoder().decode(RecoveryReport.self, from: streamed)
+        #expect(decoded.missed.map(\.notificationUUID) == missed.map(\.notificationUUID))
+        #expect(decoded.rejected.first?.detail == "a \"quoted\" | detail\nwith a newline")
+        #expect(decoded.repairs.first?.changes.first?.after == "5")
+        #expect(decoded.counts == report.counts && decoded.counts.customersRepaired == 1)
+        // The same document JSONEncoder writes for the whole report at once.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let whole = try JSONSerialization.jsonObject(with: try encoder.encode(report)) as? NSDictionary
+        #expect(whole == (object.map { NSDictionary(dictionary: $0) }))
+    }
+
+    @Test func theReportFilesAreWrittenWholeFromTheSpools() throws {
+        let missed = try ReportList<RecoveryReport.Missed>()
+        for index in 0..<3 { missed.append(Self.missed(index)) }
+        let report = RecoveryReport(
+            run: .init(id: "r", mode: "dry-run", environment: "Sandbox", window: .init(start: "a", end: "b"), startedAt: "s", finishedAt: "f"),
+            counts: .init(), missed: missed, rejected: ReportList([]), customers: ReportList([]),
+            deliveryFailures: .init(byFirstAttemptResult: [:], byHourOfFirstAttempt: [:])
+        )
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("report-files-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try report.writeFiles(to: directory)
+        #expect(try String(contentsOfFile: directory + "/report.md", encoding: .utf8) == report.markdown())
+        #expect(try String(contentsOfFile: directory + "/report.md", encoding: .utf8).contains("## Missed notifications (3)"))
+        #expect(try JSONDecoder().decode(RecoveryReport.self, from: Data(contentsOf: URL(fileURLWithPath: directory + "/report.json"))).missed.count == 3)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == ["report.json", "report.md"], "no partial file left")
+    }
+}
