@@ -30,6 +30,10 @@ struct EndToEnd {
         var passOneSeconds: Double
         var passTwoSeconds: Double
         var cpuSeconds: Double
+        /// While the run went: this process's CPU (the simulator serving it) and the whole
+        /// machine's (the rest is PostgreSQL, and anything else the machine was doing).
+        var simulatorCPUSeconds: Double
+        var machineCPUSeconds: Double
         var peakResidentBytes: Int
         var rateLimited: Int
         var lastRateLimitedAfter: Double?
@@ -38,6 +42,8 @@ struct EndToEnd {
         var passOnePerSecond: Double { Double(fetched) / passOneSeconds }
         var passTwoPerSecond: Double { Double(customersChecked) / max(passTwoSeconds, 0.001) }
         var cpuPerThousand: Double { cpuSeconds / Double(fetched) * 1000 }
+        var simulatorPerThousand: Double { simulatorCPUSeconds / Double(fetched) * 1000 }
+        var restPerThousand: Double { max(0, machineCPUSeconds - cpuSeconds - simulatorCPUSeconds) / Double(fetched) * 1000 }
         /// The fewest history requests that can fetch `fetched` notifications with a priority pass first.
         var requestBound: Int { (fetched + 19) / 20 + priorityQueries }
     }
@@ -112,12 +118,13 @@ struct EndToEnd {
             // Peak memory is the child's own high-water mark (VmHWM), read while it runs: the
             // kernel's ru_maxrss of a child started by posix_spawn counts this process's memory
             // at the exec, which here holds the whole signed world.
+            let before = (simulator: CPUTime.process(), machine: CPUTime.machine())
             let peak = PeakMemory(pid: child.pid)
             Thread { peak.watch() }.start()
             let usage = await withCheckedContinuation { continuation in
                 Thread { continuation.resume(returning: child.waitWithUsage()) }.start()
             }
-            return (usage.status, usage.cpuSeconds, peak.value)
+            return (usage.status, usage.cpuSeconds, peak.value, CPUTime.process() - before.simulator, CPUTime.machine() - before.machine)
         }
         guard usage.0 == 0 || usage.0 == 3 else { throw BenchmarkError("appstore-reconcile run exited \(usage.0)") }
         let decoder = JSONDecoder()
@@ -129,6 +136,7 @@ struct EndToEnd {
             priorityQueries: report.run.plan.priorityQueries.count, remainder: report.run.plan.remainder,
             customersChecked: report.counts.customersChecked, transactionHistoryRequests: api.requestCounts["transactionHistory"] ?? 0,
             passOneSeconds: report.run.passOneSeconds ?? .nan, passTwoSeconds: report.run.passTwoSeconds ?? 0, cpuSeconds: usage.1,
+            simulatorCPUSeconds: usage.3, machineCPUSeconds: usage.4,
             peakResidentBytes: usage.2, rateLimited: api.rateLimitedCount,
             lastRateLimitedAfter: times.lastRateLimited.flatMap { last in times.firstRequest.map { last.timeIntervalSince($0) } },
             exitCode: usage.0
@@ -177,5 +185,27 @@ final class PeakMemory: Sendable {
             }
             usleep(20_000)
         }
+    }
+}
+
+/// CPU time read from the kernel.
+enum CPUTime {
+    /// This process's user and system time, every thread.
+    static func process() -> Double {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
+    /// The machine's busy time over all cores (/proc/stat: all but idle and iowait).
+    static func machine() -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") })
+        else { return .nan }
+        let fields = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard fields.count >= 8 else { return .nan }
+        // user nice system idle iowait irq softirq steal
+        let busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6] + fields[7]
+        return busy / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 }

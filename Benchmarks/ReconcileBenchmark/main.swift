@@ -83,6 +83,12 @@ if !arguments.contains("--skip-end-to-end") {
         rows.append(Row(section: "end to end", figure: "\(label): pass 1 notifications/s", value: number(result.passOnePerSecond), target: "≥ 3,000", met: result.passOnePerSecond >= 3000))
         rows.append(Row(section: "end to end", figure: "\(label): pass 2 customers/s (\(result.customersChecked) checked)", value: number(result.passTwoPerSecond)))
         rows.append(Row(section: "end to end", figure: "\(label): CPU seconds per 1,000 notifications (whole run)", value: number(result.cpuPerThousand, 3)))
+        rows.append(
+            Row(
+                section: "end to end", figure: "\(label): same run, CPU-s per 1,000 of the simulator / of PostgreSQL and the rest",
+                value: number(result.simulatorPerThousand, 3) + " / " + number(result.restPerThousand, 3)
+            )
+        )
         rows.append(Row(section: "end to end", figure: "\(label): peak resident memory", value: number(Double(result.peakResidentBytes) / 1_048_576, 1) + " MiB"))
         let overBound = Double(result.historyRequests) / Double(result.requestBound) - 1
         rows.append(

@@ -120,7 +120,7 @@ extension SimulatedAPI {
                 token = nil
             }
         }
-        return .json(NotificationHistoryResponseBody(notificationHistory: page, hasMore: hasMore, paginationToken: token))
+        return .json(NotificationHistoryResponseBody(notificationHistory: page, hasMore: hasMore, paginationToken: token).jsonText)
     }
 
     struct NotificationHistoryItemBody: Encodable {
@@ -133,6 +133,40 @@ extension SimulatedAPI {
         var notificationHistory: [NotificationHistoryItemBody]
         var hasMore: Bool
         var paginationToken: String?
+
+        /// What `JSONEncoder` with `.sortedKeys` writes, written by hand (see `JSONText`).
+        var jsonText: JSONText {
+            var json = JSONText(capacity: notificationHistory.reduce(256) { $0 + $1.signedPayload.utf8.count + 128 })
+            json.raw("{")
+            json.key("hasMore")
+            json.bool(hasMore)
+            json.raw(",")
+            json.key("notificationHistory")
+            json.array(notificationHistory) { json, item in
+                json.raw("{")
+                json.key("sendAttempts")
+                json.array(item.sendAttempts) { json, attempt in
+                    json.raw("{")
+                    json.key("attemptDate")
+                    json.int(attempt.attemptDate)
+                    json.raw(",")
+                    json.key("sendAttemptResult")
+                    json.string(attempt.sendAttemptResult)
+                    json.raw("}")
+                }
+                json.raw(",")
+                json.key("signedPayload")
+                json.string(item.signedPayload)
+                json.raw("}")
+            }
+            if let paginationToken {
+                json.raw(",")
+                json.key("paginationToken")
+                json.string(paginationToken)
+            }
+            json.raw("}")
+            return json
+        }
     }
 
     /// The same JWS with one character of its signature changed.
@@ -264,7 +298,7 @@ extension SimulatedAPI {
             HistoryResponseBody(
                 revision: Self.encodeRevision(cursor), hasMore: hasMore, bundleId: configuration.bundleId,
                 appAppleId: configuration.appAppleId, environment: configuration.environment.rawValue, signedTransactions: signed
-            )
+            ).jsonText
         )
     }
 
@@ -275,6 +309,31 @@ extension SimulatedAPI {
         var appAppleId: Int64
         var environment: String
         var signedTransactions: [String]
+
+        /// What `JSONEncoder` with `.sortedKeys` writes, written by hand (see `JSONText`).
+        var jsonText: JSONText {
+            var json = JSONText(capacity: signedTransactions.reduce(512) { $0 + $1.utf8.count + 3 })
+            json.raw("{")
+            json.key("appAppleId")
+            json.int(appAppleId)
+            json.raw(",")
+            json.key("bundleId")
+            json.string(bundleId)
+            json.raw(",")
+            json.key("environment")
+            json.string(environment)
+            json.raw(",")
+            json.key("hasMore")
+            json.bool(hasMore)
+            json.raw(",")
+            json.key("revision")
+            json.string(revision)
+            json.raw(",")
+            json.key("signedTransactions")
+            json.array(signedTransactions) { json, signed in json.string(signed) }
+            json.raw("}")
+            return json
+        }
     }
 
     static func key(_ version: Scenario.TransactionVersion) -> (Int64, String) { (version.modified, version.transaction.transactionId!) }

@@ -21,6 +21,10 @@ public final class SimulatedAPI: Sendable {
             return Answer(status: status, headers: [("Content-Type", "application/json")], body: Array((try? encoder.encode(value)) ?? Data()))
         }
 
+        static func json(_ text: JSONText, status: Int = 200) -> Answer {
+            Answer(status: status, headers: [("Content-Type", "application/json")], body: text.bytes)
+        }
+
         static func error(_ status: Int, _ code: Int64, _ message: String, headers: [(String, String)] = []) -> Answer {
             let body = "{\"errorCode\":\(code),\"errorMessage\":\"\(message)\"}"
             return Answer(status: status, headers: [("Content-Type", "application/json")] + headers, body: Array(body.utf8))

@@ -43,10 +43,26 @@ struct MigrationTests {
                 "notifications.signed_date timestamp with time zone NO", "notifications.source text NO",
                 "transactions.signed_transaction text NO", "subscriptions.status smallint YES",
                 "subscriptions.last_signed_date timestamp with time zone NO", "history_revisions.revision text NO",
-                "runs.run_id uuid NO", "rejected_payloads.reason text NO",
+                "runs.run_id uuid NO", "rejected_payloads.reason text NO", "run_subscription_changes.before jsonb YES",
+                "run_subscription_changes.after jsonb NO",
             ] {
                 #expect(shape.contains(column), "missing \(column)")
             }
+            // Signed payloads are compressed with lz4 (this server has it: Debian's is built --with-lz4).
+            let rows = try await client.query(
+                """
+                SELECT attrelid::regclass::text || '.' || attname, attcompression::text FROM pg_attribute
+                WHERE attname IN ('signed_payload', 'signed_transaction') AND attrelid::regclass::text LIKE 'app_store.%' ORDER BY 1
+                """
+            )
+            var compression: [String] = []
+            for try await (column, method) in rows.decode((String, String).self) { compression.append("\(column) \(method)") }
+            #expect(
+                compression == [
+                    "app_store.notifications.signed_payload l", "app_store.rejected_payloads.signed_payload l",
+                    "app_store.transactions.signed_transaction l",
+                ]
+            )
         }
     }
 
