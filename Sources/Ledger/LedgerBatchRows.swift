@@ -4,7 +4,9 @@ import Foundation
 /// page's notifications, one its transactions, one its subscriptions, instead of a round trip
 /// per row. Every value still travels as a bound parameter (the JSON text is one). Times are
 /// UNIX milliseconds, the precision of everything Apple signs, turned into timestamptz exactly by
-/// `timestamptz 'epoch' + ms * interval '1 millisecond'`.
+/// `timestamptz 'epoch' + ms * interval '1 millisecond'`. The signed payloads, a few kilobytes
+/// each, are not in the JSON: they travel beside it as one text array, joined to the rows by
+/// position (`WITH ORDINALITY`), so that neither side escapes and parses them as JSON.
 enum LedgerBatchRows {
     struct Notification: Encodable {
         var notification_uuid: String
@@ -14,7 +16,6 @@ enum LedgerBatchRows {
         var environment: String
         var original_transaction_id: String?
         var transaction_id: String?
-        var signed_payload: String
         var source: String
     }
 
@@ -30,7 +31,6 @@ enum LedgerBatchRows {
         var is_upgraded: Bool?
         var signed_ms: Int64
         var environment: String?
-        var signed_transaction: String
     }
 
     struct Subscription: Codable {
@@ -51,27 +51,31 @@ enum LedgerBatchRows {
         return String(decoding: try encoder.encode(rows), as: UTF8.self)
     }
 
-    static func notifications(_ records: [NotificationRecord]) -> [Notification] {
-        records.map {
+    /// The rows, and their signed payloads in the same order.
+    static func notifications(_ records: [NotificationRecord]) -> (rows: [Notification], payloads: [String]) {
+        let rows = records.map {
             Notification(
                 notification_uuid: $0.notificationUUID.uuidString, notification_type: $0.notificationType, subtype: $0.subtype,
                 signed_ms: $0.signedDate.unixMilliseconds, environment: $0.environment, original_transaction_id: $0.originalTransactionId,
-                transaction_id: $0.transactionId, signed_payload: $0.signedPayload, source: $0.source.rawValue
+                transaction_id: $0.transactionId, source: $0.source.rawValue
             )
         }
+        return (rows, records.map(\.signedPayload))
     }
 
     /// One row per transaction: the newest signed version in the batch (the first of equals), as
     /// applying them one by one would leave it.
-    static func transactions(_ records: [TransactionRecord]) -> [Transaction] {
-        newestPerKey(records, key: \.transactionId, date: \.signedDate).map {
+    static func transactions(_ records: [TransactionRecord]) -> (rows: [Transaction], payloads: [String]) {
+        let newest = newestPerKey(records, key: \.transactionId, date: \.signedDate)
+        let rows = newest.map {
             Transaction(
                 transaction_id: $0.transactionId, original_transaction_id: $0.originalTransactionId, product_id: $0.productId,
                 product_type: $0.productType, purchase_ms: $0.purchaseDate?.unixMilliseconds, expires_ms: $0.expiresDate?.unixMilliseconds,
                 revocation_ms: $0.revocationDate?.unixMilliseconds, revocation_reason: $0.revocationReason, is_upgraded: $0.isUpgraded,
-                signed_ms: $0.signedDate.unixMilliseconds, environment: $0.environment, signed_transaction: $0.signedTransaction
+                signed_ms: $0.signedDate.unixMilliseconds, environment: $0.environment
             )
         }
+        return (rows, newest.map(\.signedTransaction))
     }
 
     static func subscriptions(_ records: [SubscriptionRecord]) -> [Subscription] {

@@ -103,15 +103,18 @@ public struct LedgerStore: Sendable {
                 try await Self.upsert(checkpoint, in: scope, runId: runId, on: connection, logger: logger)
             }
             if !batch.notifications.isEmpty {
+                let notifications = LedgerBatchRows.notifications(batch.notifications)
                 let rows = try await connection.query(
                     """
                     INSERT INTO app_store.notifications (notification_uuid, notification_type, subtype, signed_date, environment,
                         original_transaction_id, transaction_id, signed_payload, source)
-                    SELECT r.notification_uuid, r.notification_type, r.subtype, timestamptz 'epoch' + r.signed_ms * interval '1 millisecond',
-                        r.environment, r.original_transaction_id, r.transaction_id, r.signed_payload, r.source
-                    FROM jsonb_to_recordset(\(try LedgerBatchRows.json(LedgerBatchRows.notifications(batch.notifications)))::jsonb) AS r(
+                    SELECT notification_uuid, r.notification_type, r.subtype, timestamptz 'epoch' + r.signed_ms * interval '1 millisecond',
+                        r.environment, r.original_transaction_id, r.transaction_id, p.payload, r.source
+                    FROM jsonb_to_recordset(\(try LedgerBatchRows.json(notifications.rows))::jsonb) AS r(
                         notification_uuid uuid, notification_type text, subtype text, signed_ms bigint, environment text,
-                        original_transaction_id text, transaction_id text, signed_payload text, source text)
+                        original_transaction_id text, transaction_id text, source text)
+                    JOIN unnest(\(batch.notifications.map(\.notificationUUID))::uuid[], \(notifications.payloads)::text[])
+                        AS p(notification_uuid, payload) USING (notification_uuid)
                     ON CONFLICT (notification_uuid) DO NOTHING
                     RETURNING notification_uuid
                     """,
@@ -120,6 +123,7 @@ public struct LedgerStore: Sendable {
                 for try await uuid in rows.decode(UUID.self) { outcome.insertedNotifications.insert(uuid) }
             }
             if !batch.transactions.isEmpty {
+                let transactions = LedgerBatchRows.transactions(batch.transactions)
                 let rows = try await connection.query(
                     """
                     INSERT INTO app_store.transactions (transaction_id, original_transaction_id, product_id, product_type, purchase_date,
@@ -127,11 +131,13 @@ public struct LedgerStore: Sendable {
                     SELECT r.transaction_id, r.original_transaction_id, r.product_id, r.product_type,
                         timestamptz 'epoch' + r.purchase_ms * interval '1 millisecond', timestamptz 'epoch' + r.expires_ms * interval '1 millisecond',
                         timestamptz 'epoch' + r.revocation_ms * interval '1 millisecond', r.revocation_reason, r.is_upgraded,
-                        timestamptz 'epoch' + r.signed_ms * interval '1 millisecond', r.environment, r.signed_transaction
-                    FROM jsonb_to_recordset(\(try LedgerBatchRows.json(LedgerBatchRows.transactions(batch.transactions)))::jsonb) AS r(
+                        timestamptz 'epoch' + r.signed_ms * interval '1 millisecond', r.environment, p.payload
+                    FROM jsonb_to_recordset(\(try LedgerBatchRows.json(transactions.rows))::jsonb) AS r(
                         transaction_id text, original_transaction_id text, product_id text, product_type text, purchase_ms bigint,
                         expires_ms bigint, revocation_ms bigint, revocation_reason integer, is_upgraded boolean, signed_ms bigint,
-                        environment text, signed_transaction text)
+                        environment text)
+                    JOIN unnest(\(transactions.rows.map(\.transaction_id))::text[], \(transactions.payloads)::text[])
+                        AS p(transaction_id, payload) USING (transaction_id)
                     ON CONFLICT (transaction_id) DO UPDATE SET
                         original_transaction_id = EXCLUDED.original_transaction_id, product_id = EXCLUDED.product_id,
                         product_type = EXCLUDED.product_type, purchase_date = EXCLUDED.purchase_date,
