@@ -10,10 +10,10 @@ import Darwin
 /// One list of a report (missed notifications, rejected payloads, changed customers, repairs).
 /// While a run goes, the list lives in a spool file, a line of JSON per entry, and is read back
 /// by streaming: a run's memory does not grow with the size of the outage. A report decoded from
-/// JSON keeps its lists in memory. The spool file is removed when the list is released.
+/// JSON keeps its lists in memory. The spool file is unlinked as soon as it is created and used
+/// through its descriptor: nothing is left behind however the process ends (even SIGKILL).
 public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
     private struct Spool {
-        var path: String
         var descriptor: Int32
         /// Encoded lines not yet written.
         var pending: [UInt8] = []
@@ -45,8 +45,8 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
         guard descriptor >= 0 else {
             throw ReportListError(description: "cannot create a spool file for the report in \(directory): \(String(cString: strerror(errno)))")
         }
-        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        state = Mutex(State(storage: .spool(Spool(path: path, descriptor: descriptor)), count: 0))
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        state = Mutex(State(storage: .spool(Spool(descriptor: descriptor)), count: 0))
     }
 
     /// A list held in memory (a decoded report, a small `repair`).
@@ -56,10 +56,7 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
 
     deinit {
         state.withLock { state in
-            if case .spool(let spool) = state.storage {
-                close(spool.descriptor)
-                unlink(spool.path)
-            }
+            if case .spool(let spool) = state.storage { close(spool.descriptor) }
         }
     }
 
@@ -103,7 +100,7 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
                 let written = write(spool.descriptor, bytes.baseAddress! + offset, bytes.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
-                    failure = "the report's spool file \(spool.path) could not be written: \(String(cString: strerror(errno)))"
+                    failure = "the report's spool file could not be written: \(String(cString: strerror(errno)))"
                     return
                 }
                 offset += written
@@ -112,8 +109,8 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
         spool.pending.removeAll(keepingCapacity: true)
     }
 
-    /// What iterating reads: the entries in memory, or the spool file's path (flushed first).
-    private func source() -> (elements: [Element]?, path: String?, failure: String?) {
+    /// What iterating reads: the entries in memory, or the spool file's descriptor (flushed first).
+    private func source() -> (elements: [Element]?, descriptor: Int32?, failure: String?) {
         state.withLock { state in
             switch state.storage {
             case .memory(let elements):
@@ -121,7 +118,7 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
             case .spool(var spool):
                 Self.flush(&spool, failure: &state.failure)
                 state.storage = .spool(spool)
-                return (nil, spool.path, state.failure)
+                return (nil, spool.descriptor, state.failure)
             }
         }
     }
@@ -133,9 +130,10 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
     }
 
     public func makeIterator() -> Iterator {
-        let (elements, path, _) = source()
+        let (elements, descriptor, _) = source()
         if let elements { return Iterator(memory: elements) }
-        return Iterator(path: path!)
+        // The list keeps the descriptor open while an iterator of it exists.
+        return Iterator(reader: LineReader(descriptor: descriptor!, owner: self))
     }
 
     /// Reads entries one at a time: from memory, or a line at a time from the spool file.
@@ -149,9 +147,9 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
             self.reader = nil
         }
 
-        init(path: String) {
+        init(reader: LineReader) {
             self.memory = nil
-            self.reader = LineReader(path: path)
+            self.reader = reader
         }
 
         public mutating func next() -> Element? {
@@ -179,20 +177,20 @@ public struct ReportListError: Error, CustomStringConvertible {
     public var description: String
 }
 
-/// Reads a file a line at a time through a fixed buffer.
+/// Reads a file a line at a time through a fixed buffer, with `pread` from its own offset: the
+/// descriptor's position (where appends go) is not moved, and several readers may read at once.
 final class LineReader {
     private let descriptor: Int32
+    /// Holds the descriptor's owner alive while reading.
+    private let owner: AnyObject
+    private var offset: off_t = 0
     private var buffer: [UInt8] = []
     private var start = 0
     private var atEnd = false
 
-    init(path: String) {
-        descriptor = open(path, O_RDONLY)
-        atEnd = descriptor < 0
-    }
-
-    deinit {
-        if descriptor >= 0 { close(descriptor) }
+    init(descriptor: Int32, owner: AnyObject) {
+        self.descriptor = descriptor
+        self.owner = owner
     }
 
     func nextLine() -> Data? {
@@ -211,9 +209,14 @@ final class LineReader {
             buffer.removeFirst(start)
             start = 0
             var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress!, $0.count) }
+            let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, $0.count, offset) }
             if count < 0 && errno == EINTR { continue }
-            if count <= 0 { atEnd = true } else { buffer.append(contentsOf: chunk[0..<count]) }
+            if count <= 0 {
+                atEnd = true
+            } else {
+                buffer.append(contentsOf: chunk[0..<count])
+                offset += off_t(count)
+            }
         }
     }
 }
