@@ -17,10 +17,6 @@ public struct LedgerStore: Sendable {
     // MARK: Reads for the comparison (one query per batch)
 
     /// Which of these notifications the ledger already holds.
-    public func existingNotifications(_ uuids: [UUID]) async throws -> Set<UUID> {
-        try await Self.existingNotifications(uuids, on: client, logger: logger)
-    }
-
     static func existingNotifications(_ uuids: [UUID], on database: some LedgerQuerying, logger: Logger) async throws -> Set<UUID> {
         guard !uuids.isEmpty else { return [] }
         let rows = try await database.ledgerQuery(
@@ -63,10 +59,6 @@ public struct LedgerStore: Sendable {
     }
 
     /// The `signed_date` of the stored version of these transactions.
-    public func transactionSignedDates(_ transactionIds: [String]) async throws -> [String: Date] {
-        try await Self.transactionSignedDates(transactionIds, on: client, logger: logger)
-    }
-
     static func transactionSignedDates(_ transactionIds: [String], on database: some LedgerQuerying, logger: Logger) async throws -> [String: Date] {
         guard !transactionIds.isEmpty else { return [:] }
         let rows = try await database.ledgerQuery(
@@ -153,6 +145,7 @@ public struct LedgerStore: Sendable {
                 for try await id in rows.decode(String.self) { outcome.changedTransactions.insert(id) }
             }
             if !batch.subscriptions.isEmpty {
+                let subscriptions = LedgerBatchRows.subscriptions(batch.subscriptions)
                 let rows = try await connection.query(
                     """
                     INSERT INTO app_store.subscriptions (original_transaction_id, product_id, status, expires_date, auto_renew_status,
@@ -161,7 +154,7 @@ public struct LedgerStore: Sendable {
                         r.auto_renew_status, r.auto_renew_product_id, r.is_in_billing_retry,
                         timestamptz 'epoch' + r.grace_period_expires_ms * interval '1 millisecond',
                         timestamptz 'epoch' + r.last_signed_ms * interval '1 millisecond'
-                    FROM jsonb_to_recordset(\(try LedgerBatchRows.json(LedgerBatchRows.subscriptions(batch.subscriptions)))::jsonb) AS r(
+                    FROM jsonb_to_recordset(\(try LedgerBatchRows.json(subscriptions))::jsonb) AS r(
                         original_transaction_id text, product_id text, status smallint, expires_ms bigint, auto_renew_status smallint,
                         auto_renew_product_id text, is_in_billing_retry boolean, grace_period_expires_ms bigint, last_signed_ms bigint)
                     ON CONFLICT (original_transaction_id) DO UPDATE SET
@@ -177,7 +170,10 @@ public struct LedgerStore: Sendable {
                 )
                 for try await id in rows.decode(String.self) { outcome.changedSubscriptions.insert(id) }
                 if let runId {
-                    try await Self.recordChanges(batch, changed: outcome.changedSubscriptions, runId: runId, on: connection, logger: logger)
+                    try await Self.recordChanges(
+                        subscriptions, before: batch.subscriptionsBefore, changed: outcome.changedSubscriptions, runId: runId, on: connection,
+                        logger: logger
+                    )
                 }
             }
             for (customer, revision) in batch.revisions.sorted(by: { $0.key < $1.key }) {
@@ -210,11 +206,14 @@ public struct LedgerStore: Sendable {
 
     /// Records, for the run, the subscriptions this batch changed: the row before the run first
     /// changed it is kept, the row after is the newest.
-    static func recordChanges(_ batch: LedgerBatch, changed: Set<String>, runId: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        let changes = LedgerBatchRows.subscriptions(batch.subscriptions).filter { changed.contains($0.original_transaction_id) }.map { after in
+    static func recordChanges(
+        _ subscriptions: [LedgerBatchRows.Subscription], before: [String: SubscriptionRecord?], changed: Set<String>, runId: UUID,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        let changes = subscriptions.filter { changed.contains($0.original_transaction_id) }.map { after in
             LedgerBatchRows.SubscriptionChange(
                 original_transaction_id: after.original_transaction_id,
-                before: batch.subscriptionsBefore[after.original_transaction_id]?.map(LedgerBatchRows.subscription), after: after
+                before: before[after.original_transaction_id]?.map(LedgerBatchRows.subscription), after: after
             )
         }
         guard !changes.isEmpty else { return }

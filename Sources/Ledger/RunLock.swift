@@ -37,14 +37,25 @@ public enum RunLock {
             // another may start: the run is cancelled at once and ends with RunLockLost.
             let state = LockWatch()
             let work = Task { try await body() }
+            let outcome = Once<Result>()
+            // The run's end, or, once the lock is lost, a deadline: work that does not answer its
+            // cancellation (a lease the pool never grants after its sessions were terminated)
+            // must not keep the process from exiting 75.
+            Task {
+                do { outcome.resume(returning: try await work.value) } catch { outcome.resume(throwing: error) }
+            }
             connection.closeFuture.whenComplete { _ in
                 guard !state.finished.load(ordering: .acquiring) else { return }
                 state.lost.store(true, ordering: .releasing)
                 work.cancel()
+                Task {
+                    try? await Task.sleep(for: Self.stopGrace)
+                    outcome.resume(throwing: CancellationError())
+                }
             }
             let result: Result
             do {
-                result = try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }
+                result = try await withTaskCancellationHandler { try await outcome.value() } onCancel: { work.cancel() }
             } catch {
                 state.finished.store(true, ordering: .releasing)
                 if state.lost.load(ordering: .acquiring) { throw RunLockLost(underlying: "\(error)") }
@@ -58,6 +69,40 @@ public enum RunLock {
         } catch {
             try? await connection.close()
             throw error
+        }
+    }
+}
+
+extension RunLock {
+    /// How long a run that lost its lock may take to stop before it is given up on.
+    static let stopGrace: Duration = .seconds(10)
+}
+
+/// A result delivered once, by whichever of several tasks comes first.
+final class Once<Value: Sendable>: Sendable {
+    private let state = Mutex<(result: Swift.Result<Value, any Error>?, waiter: CheckedContinuation<Value, any Error>?)>((nil, nil))
+
+    func resume(returning value: Value) { deliver(.success(value)) }
+    func resume(throwing error: any Error) { deliver(.failure(error)) }
+
+    private func deliver(_ result: Swift.Result<Value, any Error>) {
+        let waiter: CheckedContinuation<Value, any Error>? = state.withLock { state in
+            guard state.result == nil else { return nil }
+            state.result = result
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(with: result)
+    }
+
+    func value() async throws -> Value {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready: Swift.Result<Value, any Error>? = state.withLock { state in
+                if let result = state.result { return result }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(with: ready) }
         }
     }
 }

@@ -89,10 +89,6 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
         }
     }
 
-    public func append(contentsOf elements: some Sequence<Element>) {
-        for element in elements { append(element) }
-    }
-
     private static func flush(_ spool: inout Spool, failure: inout String?) {
         var offset = 0
         spool.pending.withUnsafeBytes { bytes in
