@@ -16,17 +16,6 @@ public struct LedgerStore: Sendable {
 
     // MARK: Reads for the comparison (one query per batch)
 
-    /// Which of these notifications the ledger already holds.
-    static func existingNotifications(_ uuids: [UUID], on database: some LedgerQuerying, logger: Logger) async throws -> Set<UUID> {
-        guard !uuids.isEmpty else { return [] }
-        let rows = try await database.ledgerQuery(
-            "SELECT notification_uuid FROM app_store.notifications WHERE notification_uuid = ANY(\(uuids))", logger: logger
-        )
-        var found: Set<UUID> = []
-        for try await uuid in rows.decode(UUID.self) { found.insert(uuid) }
-        return found
-    }
-
     /// The columns of `app_store.subscriptions` in the order every query selects them.
     typealias SubscriptionRow = (String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date)
 
@@ -58,124 +47,61 @@ public struct LedgerStore: Sendable {
         return found
     }
 
-    /// The `signed_date` of the stored version of these transactions.
-    static func transactionSignedDates(_ transactionIds: [String], on database: some LedgerQuerying, logger: Logger) async throws -> [String: Date] {
-        guard !transactionIds.isEmpty else { return [:] }
-        let rows = try await database.ledgerQuery(
-            "SELECT transaction_id, signed_date FROM app_store.transactions WHERE transaction_id = ANY(\(transactionIds))", logger: logger
-        )
-        var found: [String: Date] = [:]
-        for try await (id, date) in rows.decode((String, Date).self) { found[id] = date }
-        return found
-    }
-
-    /// What the ledger holds for a page of notifications, read on one leased connection (one
-    /// lease instead of three: every lease of the pool costs CPU and timers).
+    /// What the ledger holds for a page of notifications, in one statement (one round trip
+    /// instead of three: under load each costs more than the query): kind 1 rows are
+    /// subscriptions, kind 2 a transaction's ID and `signed_date`, kind 3 a notification's UUID.
     public func pageState(notifications: [UUID], customers: [String], transactions: [String]) async throws -> PageLedgerState {
-        let logger = self.logger
-        return try await client.withConnection { connection in
-            PageLedgerState(
-                existingNotifications: try await Self.existingNotifications(notifications, on: connection, logger: logger),
-                subscriptions: try await Self.subscriptions(customers, on: connection, logger: logger),
-                transactionSignedDates: try await Self.transactionSignedDates(transactions, on: connection, logger: logger)
-            )
+        var state = PageLedgerState(existingNotifications: [], subscriptions: [:], transactionSignedDates: [:])
+        guard !notifications.isEmpty || !customers.isEmpty || !transactions.isEmpty else { return state }
+        let rows = try await client.query(
+            """
+            SELECT 1::smallint, original_transaction_id, product_id, status, expires_date, auto_renew_status, auto_renew_product_id,
+                   is_in_billing_retry, grace_period_expires_date, last_signed_date
+            FROM app_store.subscriptions WHERE original_transaction_id = ANY(\(customers))
+            UNION ALL
+            SELECT 2::smallint, transaction_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, signed_date
+            FROM app_store.transactions WHERE transaction_id = ANY(\(transactions))
+            UNION ALL
+            SELECT 3::smallint, notification_uuid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+            FROM app_store.notifications WHERE notification_uuid = ANY(\(notifications))
+            """,
+            logger: logger
+        )
+        typealias Row = (Int16, String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date?)
+        for try await row in rows.decode(Row.self) {
+            switch row.0 {
+            case 1:
+                guard let lastSigned = row.9 else { continue }
+                state.subscriptions[row.1] = Self.subscription((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, lastSigned))
+            case 2:
+                if let signed = row.9 { state.transactionSignedDates[row.1] = signed }
+            default:
+                if let uuid = UUID(uuidString: row.1) { state.existingNotifications.insert(uuid) }
+            }
         }
+        return state
     }
 
     // MARK: Writes
 
     /// Writes a batch in one database transaction: all of it or nothing, and with it the
     /// checkpoint that says the batch is done, so progress never runs ahead of what is committed.
+    ///
+    /// The rows, the checkpoint and the run's record of changes are one statement (a statement
+    /// is a transaction of its own), so a page of notifications costs one round trip; revisions
+    /// and rejections, rare in a page, add their statements inside an explicit transaction.
     public func apply(_ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)? = nil) async throws -> LedgerBatchOutcome {
         guard !batch.isEmpty || checkpoint != nil else { return LedgerBatchOutcome() }
         let logger = self.logger
+        let writesRows = !batch.notifications.isEmpty || !batch.transactions.isEmpty || !batch.subscriptions.isEmpty || checkpoint != nil
+        let statement = try Self.rowsStatement(batch, runId: runId, checkpoint: checkpoint)
+        if batch.rejected.isEmpty && batch.revisions.isEmpty && batch.revisionsToForget.isEmpty {
+            return try await client.withConnection { connection in
+                try await Self.outcome(of: statement, on: connection, logger: logger)
+            }
+        }
         return try await client.withTransaction(logger: logger) { connection in
-            var outcome = LedgerBatchOutcome()
-            if let (checkpoint, scope) = checkpoint {
-                try await Self.upsert(checkpoint, in: scope, runId: runId, on: connection, logger: logger)
-            }
-            if !batch.notifications.isEmpty {
-                let notifications = LedgerBatchRows.notifications(batch.notifications)
-                let rows = try await connection.query(
-                    """
-                    INSERT INTO app_store.notifications (notification_uuid, notification_type, subtype, signed_date, environment,
-                        original_transaction_id, transaction_id, signed_payload, source)
-                    SELECT notification_uuid, r.notification_type, r.subtype, timestamptz 'epoch' + r.signed_ms * interval '1 millisecond',
-                        r.environment, r.original_transaction_id, r.transaction_id, p.payload, r.source
-                    FROM jsonb_to_recordset(\(try LedgerBatchRows.json(notifications.rows))::jsonb) AS r(
-                        notification_uuid uuid, notification_type text, subtype text, signed_ms bigint, environment text,
-                        original_transaction_id text, transaction_id text, source text)
-                    JOIN unnest(\(batch.notifications.map(\.notificationUUID))::uuid[], \(notifications.payloads)::text[])
-                        AS p(notification_uuid, payload) USING (notification_uuid)
-                    ON CONFLICT (notification_uuid) DO NOTHING
-                    RETURNING notification_uuid
-                    """,
-                    logger: logger
-                )
-                for try await uuid in rows.decode(UUID.self) { outcome.insertedNotifications.insert(uuid) }
-            }
-            if !batch.transactions.isEmpty {
-                let transactions = LedgerBatchRows.transactions(batch.transactions)
-                let rows = try await connection.query(
-                    """
-                    INSERT INTO app_store.transactions (transaction_id, original_transaction_id, product_id, product_type, purchase_date,
-                        expires_date, revocation_date, revocation_reason, is_upgraded, signed_date, environment, signed_transaction)
-                    SELECT r.transaction_id, r.original_transaction_id, r.product_id, r.product_type,
-                        timestamptz 'epoch' + r.purchase_ms * interval '1 millisecond', timestamptz 'epoch' + r.expires_ms * interval '1 millisecond',
-                        timestamptz 'epoch' + r.revocation_ms * interval '1 millisecond', r.revocation_reason, r.is_upgraded,
-                        timestamptz 'epoch' + r.signed_ms * interval '1 millisecond', r.environment, p.payload
-                    FROM jsonb_to_recordset(\(try LedgerBatchRows.json(transactions.rows))::jsonb) AS r(
-                        transaction_id text, original_transaction_id text, product_id text, product_type text, purchase_ms bigint,
-                        expires_ms bigint, revocation_ms bigint, revocation_reason integer, is_upgraded boolean, signed_ms bigint,
-                        environment text)
-                    JOIN unnest(\(transactions.rows.map(\.transaction_id))::text[], \(transactions.payloads)::text[])
-                        AS p(transaction_id, payload) USING (transaction_id)
-                    ON CONFLICT (transaction_id) DO UPDATE SET
-                        original_transaction_id = EXCLUDED.original_transaction_id, product_id = EXCLUDED.product_id,
-                        product_type = EXCLUDED.product_type, purchase_date = EXCLUDED.purchase_date,
-                        expires_date = EXCLUDED.expires_date, revocation_date = EXCLUDED.revocation_date,
-                        revocation_reason = EXCLUDED.revocation_reason, is_upgraded = EXCLUDED.is_upgraded,
-                        signed_date = EXCLUDED.signed_date, environment = EXCLUDED.environment,
-                        signed_transaction = EXCLUDED.signed_transaction, updated_at = now()
-                    WHERE app_store.transactions.signed_date < EXCLUDED.signed_date
-                    RETURNING transaction_id
-                    """,
-                    logger: logger
-                )
-                for try await id in rows.decode(String.self) { outcome.changedTransactions.insert(id) }
-            }
-            if !batch.subscriptions.isEmpty {
-                let subscriptions = LedgerBatchRows.subscriptions(batch.subscriptions)
-                let rows = try await connection.query(
-                    """
-                    INSERT INTO app_store.subscriptions (original_transaction_id, product_id, status, expires_date, auto_renew_status,
-                        auto_renew_product_id, is_in_billing_retry, grace_period_expires_date, last_signed_date)
-                    SELECT r.original_transaction_id, r.product_id, r.status, timestamptz 'epoch' + r.expires_ms * interval '1 millisecond',
-                        r.auto_renew_status, r.auto_renew_product_id, r.is_in_billing_retry,
-                        timestamptz 'epoch' + r.grace_period_expires_ms * interval '1 millisecond',
-                        timestamptz 'epoch' + r.last_signed_ms * interval '1 millisecond'
-                    FROM jsonb_to_recordset(\(try LedgerBatchRows.json(subscriptions))::jsonb) AS r(
-                        original_transaction_id text, product_id text, status smallint, expires_ms bigint, auto_renew_status smallint,
-                        auto_renew_product_id text, is_in_billing_retry boolean, grace_period_expires_ms bigint, last_signed_ms bigint)
-                    ON CONFLICT (original_transaction_id) DO UPDATE SET
-                        product_id = EXCLUDED.product_id, status = EXCLUDED.status, expires_date = EXCLUDED.expires_date,
-                        auto_renew_status = EXCLUDED.auto_renew_status, auto_renew_product_id = EXCLUDED.auto_renew_product_id,
-                        is_in_billing_retry = EXCLUDED.is_in_billing_retry,
-                        grace_period_expires_date = EXCLUDED.grace_period_expires_date,
-                        last_signed_date = EXCLUDED.last_signed_date, updated_at = now()
-                    WHERE app_store.subscriptions.last_signed_date < EXCLUDED.last_signed_date
-                    RETURNING original_transaction_id
-                    """,
-                    logger: logger
-                )
-                for try await id in rows.decode(String.self) { outcome.changedSubscriptions.insert(id) }
-                if let runId {
-                    try await Self.recordChanges(
-                        subscriptions, before: batch.subscriptionsBefore, changed: outcome.changedSubscriptions, runId: runId, on: connection,
-                        logger: logger
-                    )
-                }
-            }
+            let outcome = writesRows ? try await Self.outcome(of: statement, on: connection, logger: logger) : LedgerBatchOutcome()
             for (customer, revision) in batch.revisions.sorted(by: { $0.key < $1.key }) {
                 try await connection.query(
                     """
@@ -204,28 +130,113 @@ public struct LedgerStore: Sendable {
         }
     }
 
-    /// Records, for the run, the subscriptions this batch changed: the row before the run first
-    /// changed it is kept, the row after is the newest.
-    static func recordChanges(
-        _ subscriptions: [LedgerBatchRows.Subscription], before: [String: SubscriptionRecord?], changed: Set<String>, runId: UUID,
-        on connection: PostgresConnection, logger: Logger
-    ) async throws {
-        let changes = subscriptions.filter { changed.contains($0.original_transaction_id) }.map { after in
+    /// Runs the batch's row statement and collects what it changed.
+    private static func outcome(of statement: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws -> LedgerBatchOutcome {
+        var outcome = LedgerBatchOutcome()
+        let rows = try await connection.query(statement, logger: logger)
+        for try await (kind, key) in rows.decode((String, String).self) {
+            switch kind {
+            case "n": if let uuid = UUID(uuidString: key) { outcome.insertedNotifications.insert(uuid) }
+            case "t": outcome.changedTransactions.insert(key)
+            default: outcome.changedSubscriptions.insert(key)
+            }
+        }
+        return outcome
+    }
+
+    /// One statement that writes a batch's notifications (new ones only), transactions and
+    /// subscriptions (newer signed versions only), the checkpoint, and, for a run, the before →
+    /// after of the subscriptions it did change; it returns what each write changed, as
+    /// (kind, key) rows: "n" notification UUID, "t" transaction ID, "s" customer. Data-modifying
+    /// CTEs see the same snapshot and reach each other only through RETURNING, which is how the
+    /// record of changes keeps to the subscriptions the upsert changed.
+    static func rowsStatement(_ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)?) throws -> PostgresQuery {
+        let notifications = LedgerBatchRows.notifications(batch.notifications)
+        let transactions = LedgerBatchRows.transactions(batch.transactions)
+        let subscriptions = LedgerBatchRows.subscriptions(batch.subscriptions)
+        // Every subscription's candidate record; the statement keeps those the upsert changed.
+        let changes = runId == nil ? [] : subscriptions.map { after in
             LedgerBatchRows.SubscriptionChange(
                 original_transaction_id: after.original_transaction_id,
-                before: before[after.original_transaction_id]?.map(LedgerBatchRows.subscription), after: after
+                before: batch.subscriptionsBefore[after.original_transaction_id]?.map(LedgerBatchRows.subscription), after: after
             )
         }
-        guard !changes.isEmpty else { return }
-        try await connection.query(
+        let scope = checkpoint?.1
+        let point = checkpoint?.0
+        return """
+            WITH checkpoint AS (
+                INSERT INTO app_store.run_checkpoints (environment, window_start, window_end, only_failures, shard, query, position,
+                    pagination_token, completed, run_id)
+                SELECT \(scope?.environment)::text, \(scope?.windowStart)::timestamptz, \(scope?.windowEnd)::timestamptz,
+                    \(scope?.onlyFailures)::boolean, \(scope?.shard)::text, \(point?.query)::text, \(point?.position)::integer,
+                    \(point?.paginationToken)::text, \(point?.completed)::boolean, \(runId)::uuid
+                WHERE \(checkpoint != nil)
+                ON CONFLICT (environment, window_start, window_end, only_failures, shard, query) DO UPDATE SET
+                    position = EXCLUDED.position, pagination_token = EXCLUDED.pagination_token, completed = EXCLUDED.completed,
+                    run_id = EXCLUDED.run_id, updated_at = now()
+            ), inserted_notifications AS (
+                INSERT INTO app_store.notifications (notification_uuid, notification_type, subtype, signed_date, environment,
+                    original_transaction_id, transaction_id, signed_payload, source)
+                SELECT notification_uuid, r.notification_type, r.subtype, timestamptz 'epoch' + r.signed_ms * interval '1 millisecond',
+                    r.environment, r.original_transaction_id, r.transaction_id, p.payload, r.source
+                FROM jsonb_to_recordset(\(try LedgerBatchRows.json(notifications.rows))::jsonb) AS r(
+                    notification_uuid uuid, notification_type text, subtype text, signed_ms bigint, environment text,
+                    original_transaction_id text, transaction_id text, source text)
+                JOIN unnest(\(batch.notifications.map(\.notificationUUID))::uuid[], \(notifications.payloads)::text[])
+                    AS p(notification_uuid, payload) USING (notification_uuid)
+                ON CONFLICT (notification_uuid) DO NOTHING
+                RETURNING notification_uuid
+            ), changed_transactions AS (
+                INSERT INTO app_store.transactions (transaction_id, original_transaction_id, product_id, product_type, purchase_date,
+                    expires_date, revocation_date, revocation_reason, is_upgraded, signed_date, environment, signed_transaction)
+                SELECT r.transaction_id, r.original_transaction_id, r.product_id, r.product_type,
+                    timestamptz 'epoch' + r.purchase_ms * interval '1 millisecond', timestamptz 'epoch' + r.expires_ms * interval '1 millisecond',
+                    timestamptz 'epoch' + r.revocation_ms * interval '1 millisecond', r.revocation_reason, r.is_upgraded,
+                    timestamptz 'epoch' + r.signed_ms * interval '1 millisecond', r.environment, p.payload
+                FROM jsonb_to_recordset(\(try LedgerBatchRows.json(transactions.rows))::jsonb) AS r(
+                    transaction_id text, original_transaction_id text, product_id text, product_type text, purchase_ms bigint,
+                    expires_ms bigint, revocation_ms bigint, revocation_reason integer, is_upgraded boolean, signed_ms bigint,
+                    environment text)
+                JOIN unnest(\(transactions.rows.map(\.transaction_id))::text[], \(transactions.payloads)::text[])
+                    AS p(transaction_id, payload) USING (transaction_id)
+                ON CONFLICT (transaction_id) DO UPDATE SET
+                    original_transaction_id = EXCLUDED.original_transaction_id, product_id = EXCLUDED.product_id,
+                    product_type = EXCLUDED.product_type, purchase_date = EXCLUDED.purchase_date,
+                    expires_date = EXCLUDED.expires_date, revocation_date = EXCLUDED.revocation_date,
+                    revocation_reason = EXCLUDED.revocation_reason, is_upgraded = EXCLUDED.is_upgraded,
+                    signed_date = EXCLUDED.signed_date, environment = EXCLUDED.environment,
+                    signed_transaction = EXCLUDED.signed_transaction, updated_at = now()
+                WHERE app_store.transactions.signed_date < EXCLUDED.signed_date
+                RETURNING transaction_id
+            ), changed_subscriptions AS (
+                INSERT INTO app_store.subscriptions (original_transaction_id, product_id, status, expires_date, auto_renew_status,
+                    auto_renew_product_id, is_in_billing_retry, grace_period_expires_date, last_signed_date)
+                SELECT r.original_transaction_id, r.product_id, r.status, timestamptz 'epoch' + r.expires_ms * interval '1 millisecond',
+                    r.auto_renew_status, r.auto_renew_product_id, r.is_in_billing_retry,
+                    timestamptz 'epoch' + r.grace_period_expires_ms * interval '1 millisecond',
+                    timestamptz 'epoch' + r.last_signed_ms * interval '1 millisecond'
+                FROM jsonb_to_recordset(\(try LedgerBatchRows.json(subscriptions))::jsonb) AS r(
+                    original_transaction_id text, product_id text, status smallint, expires_ms bigint, auto_renew_status smallint,
+                    auto_renew_product_id text, is_in_billing_retry boolean, grace_period_expires_ms bigint, last_signed_ms bigint)
+                ON CONFLICT (original_transaction_id) DO UPDATE SET
+                    product_id = EXCLUDED.product_id, status = EXCLUDED.status, expires_date = EXCLUDED.expires_date,
+                    auto_renew_status = EXCLUDED.auto_renew_status, auto_renew_product_id = EXCLUDED.auto_renew_product_id,
+                    is_in_billing_retry = EXCLUDED.is_in_billing_retry,
+                    grace_period_expires_date = EXCLUDED.grace_period_expires_date,
+                    last_signed_date = EXCLUDED.last_signed_date, updated_at = now()
+                WHERE app_store.subscriptions.last_signed_date < EXCLUDED.last_signed_date
+                RETURNING original_transaction_id
+            ), recorded_changes AS (
+                INSERT INTO app_store.run_subscription_changes (run_id, original_transaction_id, before, after)
+                SELECT \(runId)::uuid, r.original_transaction_id, r.before, r.after
+                FROM jsonb_to_recordset(\(try LedgerBatchRows.json(changes))::jsonb) AS r(original_transaction_id text, before jsonb, after jsonb)
+                JOIN changed_subscriptions USING (original_transaction_id)
+                ON CONFLICT (run_id, original_transaction_id) DO UPDATE SET after = EXCLUDED.after
+            )
+            SELECT 'n', notification_uuid::text FROM inserted_notifications
+            UNION ALL SELECT 't', transaction_id FROM changed_transactions
+            UNION ALL SELECT 's', original_transaction_id FROM changed_subscriptions
             """
-            INSERT INTO app_store.run_subscription_changes (run_id, original_transaction_id, before, after)
-            SELECT \(runId), r.original_transaction_id, r.before, r.after
-            FROM jsonb_to_recordset(\(try LedgerBatchRows.json(changes))::jsonb) AS r(original_transaction_id text, before jsonb, after jsonb)
-            ON CONFLICT (run_id, original_transaction_id) DO UPDATE SET after = EXCLUDED.after
-            """,
-            logger: logger
-        )
     }
 
     /// Up to `limit` of the subscriptions a run changed, after `cursor`, in order of

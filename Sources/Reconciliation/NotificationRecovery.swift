@@ -7,7 +7,8 @@ import SignedData
 /// Pass 1: recovers the notifications of an outage window. Pages Get Notification History by
 /// the query plan, verifies every payload, compares with the ledger a page at a time, and
 /// applies only what was missed, one database transaction per page. A dry run computes the same
-/// plan and writes nothing. Fetching the next page overlaps verifying and applying this one.
+/// plan and writes nothing. Later pages are fetched and verified while one is applied
+/// (`PagePipeline`).
 public struct NotificationRecovery: Sendable {
     public struct Options: Sendable {
         public var window: OutageWindow
@@ -223,33 +224,28 @@ public struct NotificationRecovery: Sendable {
         runId: UUID, skipping alreadyHandled: Int, handled: inout Int, tally: inout Tally
     ) async throws {
         let pages = client.notificationHistory(plan.request(for: query), resumingAfter: from?.token)
-        // The next page is fetched, its items chosen and verified while this page is compared
-        // and written: verification (CPU) overlaps the database's round trips.
-        typealias Step = (page: NotificationHistoryPage?, items: [NotificationHistoryItem], inputs: [RecoveryPlanner.Input], rest: NotificationHistoryPages.AsyncIterator)
+        // Later pages are fetched and verified while this one is compared and written:
+        // verification (CPU) and Apple's round trips overlap the database's.
         let verifier = self.verifier
-        func fetch(_ iterator: NotificationHistoryPages.AsyncIterator, at start: Int) -> Task<Step, any Error> {
-            Task {
-                var iterator = iterator
-                guard let page = try await iterator.next() else { return (nil, [], [], iterator) }
-                // After a restart, the items before `alreadyHandled` were handled by the first attempt.
-                let items = page.response.notificationHistory.enumerated()
-                    .filter { start + $0.offset >= alreadyHandled }.map(\.element)
-                    .filter { item in query.skipping.isEmpty || !Self.isPriorityPair(item, query.skipping) }
-                return (page, items, await PageInputs.verify(items, with: verifier), iterator)
-            }
+        var pipeline = PagePipeline(first: pages.makeAsyncIterator(), at: from?.position ?? 0) { fetched in
+            // After a restart, the items before `alreadyHandled` were handled by the first attempt.
+            let items = fetched.page.response.notificationHistory.enumerated()
+                .filter { fetched.start + $0.offset >= alreadyHandled }.map(\.element)
+                .filter { item in query.skipping.isEmpty || !Self.isPriorityPair(item, query.skipping) }
+            return PagePipeline.Ready(
+                page: fetched.page, items: items, inputs: await PageInputs.verify(items, with: verifier)
+            )
         }
+        defer { pipeline.cancel() }
         var position = from?.position ?? 0
-        var next = fetch(pages.makeAsyncIterator(), at: position)
-        defer { next.cancel() }
         // A page with payloads left for a later try (an OCSP responder out of reach) holds the
         // checkpoint back, so that a run that dies before that try fetches them again.
         var holdCheckpoint = false
         while true {
             try stop.check()
-            let step = try await next.value
-            guard let page = step.page else { return }
+            guard let step = try await pipeline.next() else { return }
+            let page = step.page
             position += page.response.notificationHistory.count
-            next = fetch(step.rest, at: position)
             let items = step.items
             // The checkpoint after this page, once the page reaches past what was handled before.
             var checkpoint: (QueryCheckpoint, CheckpointScope)?
@@ -430,3 +426,4 @@ public struct NotificationRecovery: Sendable {
         return (try? String(decoding: encoder.encode(counts), as: UTF8.self)) ?? "{}"
     }
 }
+
