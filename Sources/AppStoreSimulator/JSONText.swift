@@ -1,3 +1,5 @@
+import SignedData
+
 /// JSON written by hand for the simulator's largest answers. A page of history is mostly signed
 /// payloads, base64url text that needs no escaping, and `JSONEncoder` escapes strings a
 /// character at a time: in the end-to-end benchmark that was 30% of the simulator's CPU (perf),
@@ -26,7 +28,8 @@ struct JSONText {
         text.withUTF8 { utf8 in
             var runStart = 0
             while true {
-                let index = Self.firstByteToEscape(in: utf8, from: runStart)
+                // Eight bytes at a time: a byte at a time was 17% of the simulator's CPU (perf).
+                let index = JSONStringScan.firstSpecialByte(in: utf8, from: runStart, nonASCIIIsSpecial: false)
                 bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
                 guard index < utf8.count else { break }
                 let byte = utf8[index]
@@ -41,36 +44,6 @@ struct JSONText {
             }
         }
         bytes.append(UInt8(ascii: "\""))
-    }
-
-    /// Where the first byte JSON must escape (a quote, a backslash, a control character) is, at
-    /// or after `start`; `utf8.count` if none. Eight bytes at a time: a signed payload is
-    /// kilobytes of base64url with nothing to escape, and a byte at a time was 17% of the
-    /// simulator's CPU in the end-to-end benchmark (perf).
-    static func firstByteToEscape(in utf8: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highBits: UInt64 = 0x8080_8080_8080_8080
-        /// Whether any byte of `word` is below `limit` (≤ 128); exact as to whether, not which.
-        func anyByteBelow(_ limit: UInt8, _ word: UInt64) -> Bool {
-            (word &- ones &* UInt64(limit)) & ~word & highBits != 0
-        }
-        var index = start
-        if let base = utf8.baseAddress {
-            let raw = UnsafeRawPointer(base)
-            while index + 8 <= utf8.count {
-                let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
-                let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
-                let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
-                if anyByteBelow(0x20, word) || anyByteBelow(1, quote) || anyByteBelow(1, backslash) { break }
-                index += 8
-            }
-        }
-        while index < utf8.count {
-            let byte = utf8[index]
-            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { return index }
-            index += 1
-        }
-        return utf8.count
     }
 
     mutating func int(_ value: Int64) {

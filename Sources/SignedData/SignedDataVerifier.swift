@@ -196,10 +196,14 @@ public final class SignedDataVerifier: Sendable {
             return .rejected(Rejection(.malformed, "the payload part is not base64url"))
         }
         let payload: Payload
-        do {
-            payload = try JSONDecoder().decode(Payload.self, from: Data(payloadBytes))
-        } catch {
-            return .rejected(Rejection(.malformed, "the payload is not JSON of the expected shape (\(Self.describe(error)))"))
+        if let fast = (Payload.self as? any FastDecodable.Type)?.decodeFast(payloadBytes) as? Payload {
+            payload = fast
+        } else {
+            do {
+                payload = try JSONDecoder().decode(Payload.self, from: Data(payloadBytes))
+            } catch {
+                return .rejected(Rejection(.malformed, "the payload is not JSON of the expected shape (\(Self.describe(error)))"))
+            }
         }
 
         if let online = configuration.onlineChecks {

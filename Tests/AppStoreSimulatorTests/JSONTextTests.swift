@@ -39,30 +39,4 @@ struct JSONTextTests {
         let empty = SimulatedAPI.HistoryResponseBody(revision: "", hasMore: false, bundleId: "b", appAppleId: 0, environment: "Production", signedTransactions: [])
         #expect(try Self.parsed(empty.jsonText.bytes) == (try Self.parsed(try Self.encoded(empty))))
     }
-
-    /// The eight-bytes-at-a-time scan finds every byte JSON must escape at every offset of a
-    /// word, and passes over every byte that needs none (non-ASCII and the quote's and the
-    /// backslash's neighbours included).
-    @Test func theWordScanFindsEveryByteToEscapeAtEveryOffsetAndNothingElse() {
-        let mustEscape: [UInt8] = [0x22, 0x5C, 0x00, 0x01, 0x0A, 0x1F]
-        let mayStay: [UInt8] = [0x20, 0x21, 0x23, 0x5B, 0x5D, 0x7F, 0x80, 0xC3, 0xFF, UInt8(ascii: "A")]
-        for length in [1, 7, 8, 9, 16, 23, 40] {
-            for position in 0..<length {
-                for special in mustEscape {
-                    for filler in mayStay {
-                        var bytes = [UInt8](repeating: filler, count: length)
-                        bytes[position] = special
-                        let found = bytes.withUnsafeBufferPointer { JSONText.firstByteToEscape(in: $0, from: 0) }
-                        #expect(found == position, "length \(length), 0x\(String(special, radix: 16)) at \(position) among 0x\(String(filler, radix: 16))")
-                    }
-                }
-            }
-            for filler in mayStay {
-                let bytes = [UInt8](repeating: filler, count: length)
-                #expect(bytes.withUnsafeBufferPointer { JSONText.firstByteToEscape(in: $0, from: 0) } == length)
-            }
-        }
-        let twoQuotes = Array("abcdefghij\"klmnopqrstuv\"wx".utf8)
-        #expect(twoQuotes.withUnsafeBufferPointer { JSONText.firstByteToEscape(in: $0, from: 11) } == 23)
-    }
 }
