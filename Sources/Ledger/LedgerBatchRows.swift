@@ -1,12 +1,13 @@
 import Foundation
 
-/// A batch's rows as one JSON array per table, for `jsonb_to_recordset`: one statement writes a
-/// page's notifications, one its transactions, one its subscriptions, instead of a round trip
-/// per row. Every value still travels as a bound parameter (the JSON text is one). Times are
-/// UNIX milliseconds, the precision of everything Apple signs, turned into timestamptz exactly by
-/// `timestamptz 'epoch' + ms * interval '1 millisecond'`. The signed payloads, a few kilobytes
-/// each, are not in the JSON: they travel beside it as one text array, joined to the rows by
-/// position (`WITH ORDINALITY`), so that neither side escapes and parses them as JSON.
+/// A batch's rows as one JSON array per table (written by `RowJSON`), for `jsonb_to_recordset`:
+/// one statement writes a page's notifications, transactions and subscriptions instead of a
+/// round trip per row. Every value still travels as a bound parameter (the JSON text is one).
+/// Times are UNIX milliseconds, the precision of everything Apple signs, turned into
+/// timestamptz exactly by `timestamptz 'epoch' + ms * interval '1 millisecond'`. The signed
+/// payloads, a few kilobytes each, are not in the JSON: they travel beside it as one text
+/// array, joined to the rows by key (`unnest(keys, payloads) … USING (key)`), so that neither
+/// side escapes and parses them as JSON.
 enum LedgerBatchRows {
     struct Notification: Encodable {
         var notification_uuid: String
@@ -43,12 +44,6 @@ enum LedgerBatchRows {
         var is_in_billing_retry: Bool?
         var grace_period_expires_ms: Int64?
         var last_signed_ms: Int64
-    }
-
-    static func json(_ rows: some Encodable) throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .withoutEscapingSlashes
-        return String(decoding: try encoder.encode(rows), as: UTF8.self)
     }
 
     /// The rows, and their signed payloads in the same order.

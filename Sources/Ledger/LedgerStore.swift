@@ -94,7 +94,7 @@ public struct LedgerStore: Sendable {
         guard !batch.isEmpty || checkpoint != nil else { return LedgerBatchOutcome() }
         let logger = self.logger
         let writesRows = !batch.notifications.isEmpty || !batch.transactions.isEmpty || !batch.subscriptions.isEmpty || checkpoint != nil
-        let statement = try Self.rowsStatement(batch, runId: runId, checkpoint: checkpoint)
+        let statement = Self.rowsStatement(batch, runId: runId, checkpoint: checkpoint)
         if batch.rejected.isEmpty && batch.revisions.isEmpty && batch.revisionsToForget.isEmpty {
             return try await client.withConnection { connection in
                 try await Self.outcome(of: statement, on: connection, logger: logger)
@@ -150,7 +150,7 @@ public struct LedgerStore: Sendable {
     /// (kind, key) rows: "n" notification UUID, "t" transaction ID, "s" customer. Data-modifying
     /// CTEs see the same snapshot and reach each other only through RETURNING, which is how the
     /// record of changes keeps to the subscriptions the upsert changed.
-    static func rowsStatement(_ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)?) throws -> PostgresQuery {
+    static func rowsStatement(_ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)?) -> PostgresQuery {
         let notifications = LedgerBatchRows.notifications(batch.notifications)
         let transactions = LedgerBatchRows.transactions(batch.transactions)
         let subscriptions = LedgerBatchRows.subscriptions(batch.subscriptions)
@@ -179,7 +179,7 @@ public struct LedgerStore: Sendable {
                     original_transaction_id, transaction_id, signed_payload, source)
                 SELECT notification_uuid, r.notification_type, r.subtype, timestamptz 'epoch' + r.signed_ms * interval '1 millisecond',
                     r.environment, r.original_transaction_id, r.transaction_id, p.payload, r.source
-                FROM jsonb_to_recordset(\(try LedgerBatchRows.json(notifications.rows))::jsonb) AS r(
+                FROM jsonb_to_recordset(\(RowJSON.array(notifications.rows))::jsonb) AS r(
                     notification_uuid uuid, notification_type text, subtype text, signed_ms bigint, environment text,
                     original_transaction_id text, transaction_id text, source text)
                 JOIN unnest(\(batch.notifications.map(\.notificationUUID))::uuid[], \(notifications.payloads)::text[])
@@ -193,7 +193,7 @@ public struct LedgerStore: Sendable {
                     timestamptz 'epoch' + r.purchase_ms * interval '1 millisecond', timestamptz 'epoch' + r.expires_ms * interval '1 millisecond',
                     timestamptz 'epoch' + r.revocation_ms * interval '1 millisecond', r.revocation_reason, r.is_upgraded,
                     timestamptz 'epoch' + r.signed_ms * interval '1 millisecond', r.environment, p.payload
-                FROM jsonb_to_recordset(\(try LedgerBatchRows.json(transactions.rows))::jsonb) AS r(
+                FROM jsonb_to_recordset(\(RowJSON.array(transactions.rows))::jsonb) AS r(
                     transaction_id text, original_transaction_id text, product_id text, product_type text, purchase_ms bigint,
                     expires_ms bigint, revocation_ms bigint, revocation_reason integer, is_upgraded boolean, signed_ms bigint,
                     environment text)
@@ -215,7 +215,7 @@ public struct LedgerStore: Sendable {
                     r.auto_renew_status, r.auto_renew_product_id, r.is_in_billing_retry,
                     timestamptz 'epoch' + r.grace_period_expires_ms * interval '1 millisecond',
                     timestamptz 'epoch' + r.last_signed_ms * interval '1 millisecond'
-                FROM jsonb_to_recordset(\(try LedgerBatchRows.json(subscriptions))::jsonb) AS r(
+                FROM jsonb_to_recordset(\(RowJSON.array(subscriptions))::jsonb) AS r(
                     original_transaction_id text, product_id text, status smallint, expires_ms bigint, auto_renew_status smallint,
                     auto_renew_product_id text, is_in_billing_retry boolean, grace_period_expires_ms bigint, last_signed_ms bigint)
                 ON CONFLICT (original_transaction_id) DO UPDATE SET
@@ -229,7 +229,7 @@ public struct LedgerStore: Sendable {
             ), recorded_changes AS (
                 INSERT INTO app_store.run_subscription_changes (run_id, original_transaction_id, before, after)
                 SELECT \(runId)::uuid, r.original_transaction_id, r.before, r.after
-                FROM jsonb_to_recordset(\(try LedgerBatchRows.json(changes))::jsonb) AS r(original_transaction_id text, before jsonb, after jsonb)
+                FROM jsonb_to_recordset(\(RowJSON.array(changes))::jsonb) AS r(original_transaction_id text, before jsonb, after jsonb)
                 JOIN changed_subscriptions USING (original_transaction_id)
                 ON CONFLICT (run_id, original_transaction_id) DO UPDATE SET after = EXCLUDED.after
             )
