@@ -63,8 +63,16 @@ public struct NotificationRecovery: Sendable {
         self.stop = stop
     }
 
+    /// The next page, as the write of the current one left it.
+    enum Upcoming {
+        case notTaken
+        case taken(PagePipeline.Ready, Task<RecoveryPlanner.LedgerSnapshot, any Error>?)
+        case ended
+        case failed(any Error)
+    }
+
     /// Everything the run accumulates. The lists are spooled to files; a real run's memory of
-    /// what it decided lasts a page (the ledger holds the rest), a dry run's the whole run (it
+    /// what it decided lasts the page after (the ledger holds the rest), a dry run's the whole run (it
     /// writes nothing, so later pages must see what earlier ones would have written).
     struct Tally {
         var counts = RecoveryReport.Counts()
@@ -241,9 +249,23 @@ public struct NotificationRecovery: Sendable {
         // A page with payloads left for a later try (an OCSP responder out of reach) holds the
         // checkpoint back, so that a run that dies before that try fetches them again.
         var holdCheckpoint = false
+        // The page after the one being written, taken from the pipeline while the write is in
+        // flight, with its ledger read already started (see `handle`).
+        var upcoming = Upcoming.notTaken
+        defer { if case .taken(_, let snapshot) = upcoming { snapshot?.cancel() } }
         while true {
             try stop.check()
-            guard let step = try await pipeline.next() else { return }
+            let current: (step: PagePipeline.Ready, snapshot: Task<RecoveryPlanner.LedgerSnapshot, any Error>?)
+            switch upcoming {
+            case .taken(let step, let snapshot): current = (step, snapshot)
+            case .ended: return
+            case .failed(let error): throw error
+            case .notTaken:
+                guard let step = try await pipeline.next() else { return }
+                current = (step, nil)
+            }
+            upcoming = .notTaken
+            let step = current.step
             let page = step.page
             position += page.response.notificationHistory.count
             let items = step.items
@@ -255,7 +277,24 @@ public struct NotificationRecovery: Sendable {
                     scope
                 )
             }
-            let deferred = try await handle(items, verified: step.inputs, options: options, runId: runId, checkpoint: checkpoint, tally: &tally)
+            let store = self.store
+            let deferred = try await handle(
+                items, verified: step.inputs, snapshot: current.snapshot, options: options, runId: runId, checkpoint: checkpoint,
+                tally: &tally
+            ) {
+                // While this page is written: the next page, and its ledger read.
+                do {
+                    if let next = try await pipeline.next() {
+                        let inputs = next.inputs
+                        upcoming = .taken(next, inputs.isEmpty ? nil : Task { try await PageInputs.snapshot(for: inputs, store: store) })
+                    } else {
+                        upcoming = .ended
+                    }
+                } catch {
+                    // Thrown after this page is recorded, as when met at the top of the loop.
+                    upcoming = .failed(error)
+                }
+            }
             holdCheckpoint = holdCheckpoint || deferred
             handled = max(handled, position)
             tally.pages += 1
@@ -277,31 +316,43 @@ public struct NotificationRecovery: Sendable {
         return pairs.contains(QueryPlan.TypeAndSubtype(NotificationType(rawValue: type), subtype))
     }
 
-    /// Verifies a page's items in parallel, reads the ledger once, plans, and applies, with the
-    /// checkpoint in the same database transaction. Returns whether payloads were left for a
-    /// later try (the checkpoint is then not written).
+    /// Verifies a page's items in parallel (unless given verified), reads the ledger once (or
+    /// takes a read already started), plans, and applies, with the checkpoint in the same
+    /// database transaction; `whileWriting` runs while the write is in flight. Returns whether
+    /// payloads were left for a later try (the checkpoint is then not written).
+    ///
+    /// A real run's memory holds the effects of its previous page only, not the whole run's:
+    /// this page's ledger read may have started while that page was being written, so it sees
+    /// everything before that page, and the memory adds that page. The planner takes the newer
+    /// of the ledger and the memory, so a read that did see that page changes nothing.
     @discardableResult
     private func handle(
-        _ items: [NotificationHistoryItem], verified: [RecoveryPlanner.Input]? = nil, options: Options, runId: UUID,
-        checkpoint: (QueryCheckpoint, CheckpointScope)? = nil, tally: inout Tally
+        _ items: [NotificationHistoryItem], verified: [RecoveryPlanner.Input]? = nil,
+        snapshot started: Task<RecoveryPlanner.LedgerSnapshot, any Error>? = nil, options: Options, runId: UUID,
+        checkpoint: (QueryCheckpoint, CheckpointScope)? = nil, tally: inout Tally, whileWriting: () async -> Void = {}
     ) async throws -> Bool {
         guard !items.isEmpty else {
+            started?.cancel()
             if let (checkpoint, scope) = checkpoint { try await store.saveCheckpoint(checkpoint, in: scope, runId: runId) }
             return false
         }
         var inputs: [RecoveryPlanner.Input]
         if let verified { inputs = verified } else { inputs = await PageInputs.verify(items, with: verifier) }
-        let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
+        let snapshot: RecoveryPlanner.LedgerSnapshot
+        if let started { snapshot = try await started.value } else { snapshot = try await PageInputs.snapshot(for: inputs, store: store) }
 
-        // A real run reads what its earlier pages wrote from the ledger: its memory lasts a page.
-        if !options.dryRun { tally.memory = RecoveryPlanner.RunMemory() }
         var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &tally.memory)
         let deferred = zip(plan.decisions, inputs).compactMap { decision, input in decision.action == .retryLater ? input.item : nil }
         var outcome: LedgerBatchOutcome?
         if !options.dryRun {
             // The rows before the run changed them, for the report (app_store.run_subscription_changes).
             plan.batch.subscriptionsBefore = tally.memory.subscriptionsBefore
-            outcome = try await store.apply(plan.batch, runId: runId, checkpoint: deferred.isEmpty ? checkpoint : nil)
+            let batch = plan.batch
+            let store = self.store
+            async let written = store.apply(batch, runId: runId, checkpoint: deferred.isEmpty ? checkpoint : nil)
+            await whileWriting()
+            outcome = try await written
+            tally.memory = tally.memory.keeping(only: batch)
         }
         record(plan, outcome: outcome, options: options, tally: &tally)
         tally.retryLater += deferred

@@ -64,6 +64,24 @@ public struct RecoveryPlanner: Sendable {
         /// The transaction rows this run wrote (or, dry, would write), newest version each.
         public var transactions: [String: TransactionRecord] = [:]
         public init() {}
+
+        /// Only what `batch` writes. A real run carries the memory of one page into the next,
+        /// whose ledger read may have started before that page was committed.
+        public func keeping(only batch: LedgerBatch) -> RunMemory {
+            var kept = RunMemory()
+            for notification in batch.notifications where appliedNotifications.contains(notification.notificationUUID) {
+                kept.appliedNotifications.insert(notification.notificationUUID)
+            }
+            for transaction in batch.transactions {
+                kept.transactions[transaction.transactionId] = transactions[transaction.transactionId]
+            }
+            for subscription in batch.subscriptions {
+                let key = subscription.originalTransactionId
+                kept.subscriptions[key] = subscriptions[key]
+                kept.subscriptionsBefore[key] = subscriptionsBefore[key]
+            }
+            return kept
+        }
     }
 
     public struct PagePlan: Sendable {
