@@ -74,6 +74,50 @@ struct PlannerTests {
         #expect(Set(plan.decisions.map(\.action)) == [.applied])
     }
 
+    /// A real run starts the next page's ledger read while this page is written, so the read may
+    /// or may not see this page. Carrying the memory of this page alone, the next page plans the
+    /// same either way, and the same as after a read that waited for the write.
+    @Test func theNextPagePlansTheSameWhetherItsLedgerReadSawThePreviousPageOrNot() {
+        let uuidC = "6a0c8f1e-0000-4000-8000-00000000000c"
+        let uuidD = "6a0c8f1e-0000-4000-8000-00000000000d"
+        let uuidE = "6a0c8f1e-0000-4000-8000-00000000000e"
+        var memory = RecoveryPlanner.RunMemory()
+        // An earlier page (customer 3000), then this page (customers 1000 and 2000).
+        _ = RecoveryPlanner.plan([Self.notification(uuidE, signedDate: 500, customer: "3000")], ledger: .init(), memory: &memory)
+        let thisPage = RecoveryPlanner.plan(
+            [Self.notification(Self.uuidA, signedDate: 5_000, customer: "1000"), Self.notification(Self.uuidB, signedDate: 6_000, customer: "2000")],
+            ledger: .init(), memory: &memory
+        )
+        let carried = memory.keeping(only: thisPage.batch)
+        #expect(carried.subscriptions.keys.sorted() == ["1000", "2000"], "the earlier page's customer is left to the ledger")
+        #expect(carried.appliedNotifications == [UUID(uuidString: Self.uuidA)!, UUID(uuidString: Self.uuidB)!])
+
+        var afterThisPage = RecoveryPlanner.LedgerSnapshot()
+        afterThisPage.existingNotifications = Set(thisPage.batch.notifications.map(\.notificationUUID))
+        for subscription in thisPage.batch.subscriptions { afterThisPage.subscriptions[subscription.originalTransactionId] = subscription }
+        for transaction in thisPage.batch.transactions { afterThisPage.transactionSignedDates[transaction.transactionId] = transaction.signedDate }
+
+        // The next page: A again, an older one for 1000 (stale), a newer one for 2000 (applied).
+        let nextPage = [
+            Self.notification(Self.uuidA, signedDate: 5_000, customer: "1000"),
+            Self.notification(uuidC, signedDate: 4_000, customer: "1000"),
+            Self.notification(uuidD, signedDate: 9_000, status: .expired, customer: "2000"),
+        ]
+        var beforeWrite = carried
+        let readBeforeWrite = RecoveryPlanner.plan(nextPage, ledger: .init(), memory: &beforeWrite)
+        var afterWrite = carried
+        let readAfterWrite = RecoveryPlanner.plan(nextPage, ledger: afterThisPage, memory: &afterWrite)
+        var fresh = RecoveryPlanner.RunMemory()
+        let waited = RecoveryPlanner.plan(nextPage, ledger: afterThisPage, memory: &fresh)
+        #expect(readBeforeWrite.decisions.map(\.action) == [.stale, .alreadyRecorded, .applied])
+        for plan in [readAfterWrite, waited] {
+            #expect(plan.decisions.map(\.action) == readBeforeWrite.decisions.map(\.action))
+            #expect(plan.batch.notifications == readBeforeWrite.batch.notifications)
+            #expect(plan.batch.transactions == readBeforeWrite.batch.transactions)
+            #expect(plan.batch.subscriptions == readBeforeWrite.batch.subscriptions)
+        }
+    }
+
     @Test func laterPagesSeeWhatEarlierPagesDecidedEvenInADryRun() {
         var memory = RecoveryPlanner.RunMemory()
         _ = RecoveryPlanner.plan([Self.notification(Self.uuidB, signedDate: 9_000, status: .expired)], ledger: .init(), memory: &memory)
