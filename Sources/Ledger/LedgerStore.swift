@@ -48,27 +48,15 @@ public struct LedgerStore: Sendable {
     }
 
     /// What the ledger holds for a page of notifications, in one statement (one round trip
-    /// instead of three: under load each costs more than the query): kind 1 rows are
-    /// subscriptions, kind 2 a transaction's ID and `signed_date`, kind 3 a notification's UUID.
+    /// instead of three: under load each costs more than the query), prepared once per
+    /// connection.
     public func pageState(notifications: [UUID], customers: [String], transactions: [String]) async throws -> PageLedgerState {
         var state = PageLedgerState(existingNotifications: [], subscriptions: [:], transactionSignedDates: [:])
         guard !notifications.isEmpty || !customers.isEmpty || !transactions.isEmpty else { return state }
-        let rows = try await client.query(
-            """
-            SELECT 1::smallint, original_transaction_id, product_id, status, expires_date, auto_renew_status, auto_renew_product_id,
-                   is_in_billing_retry, grace_period_expires_date, last_signed_date
-            FROM app_store.subscriptions WHERE original_transaction_id = ANY(\(customers))
-            UNION ALL
-            SELECT 2::smallint, transaction_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, signed_date
-            FROM app_store.transactions WHERE transaction_id = ANY(\(transactions))
-            UNION ALL
-            SELECT 3::smallint, notification_uuid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-            FROM app_store.notifications WHERE notification_uuid = ANY(\(notifications))
-            """,
-            logger: logger
+        let rows = try await client.execute(
+            PageStateRead(customers: customers, transactions: transactions, notifications: notifications), logger: logger
         )
-        typealias Row = (Int16, String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date?)
-        for try await row in rows.decode(Row.self) {
+        for try await row in rows {
             switch row.0 {
             case 1:
                 guard let lastSigned = row.9 else { continue }
@@ -80,6 +68,42 @@ public struct LedgerStore: Sendable {
             }
         }
         return state
+    }
+
+    /// Kind 1 rows are subscriptions, kind 2 a transaction's ID and `signed_date`, kind 3 a
+    /// notification's UUID.
+    struct PageStateRead: PostgresPreparedStatement {
+        typealias Row = (Int16, String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date?)
+
+        static let sql = """
+            SELECT 1::smallint, original_transaction_id, product_id, status, expires_date, auto_renew_status, auto_renew_product_id,
+                   is_in_billing_retry, grace_period_expires_date, last_signed_date
+            FROM app_store.subscriptions WHERE original_transaction_id = ANY($1::text[])
+            UNION ALL
+            SELECT 2::smallint, transaction_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, signed_date
+            FROM app_store.transactions WHERE transaction_id = ANY($2::text[])
+            UNION ALL
+            SELECT 3::smallint, notification_uuid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+            FROM app_store.notifications WHERE notification_uuid = ANY($3::uuid[])
+            """
+
+        static let bindingDataTypes: [PostgresDataType] = [.textArray, .textArray, .uuidArray]
+
+        let customers: [String]
+        let transactions: [String]
+        let notifications: [UUID]
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 3)
+            bindings.append(customers)
+            bindings.append(transactions)
+            bindings.append(notifications)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            try row.decode(Row.self)
+        }
     }
 
     // MARK: Writes
@@ -94,7 +118,7 @@ public struct LedgerStore: Sendable {
         guard !batch.isEmpty || checkpoint != nil else { return LedgerBatchOutcome() }
         let logger = self.logger
         let writesRows = !batch.notifications.isEmpty || !batch.transactions.isEmpty || !batch.subscriptions.isEmpty || checkpoint != nil
-        let statement = Self.rowsStatement(batch, runId: runId, checkpoint: checkpoint)
+        let statement = RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint)
         if batch.rejected.isEmpty && batch.revisions.isEmpty && batch.revisionsToForget.isEmpty {
             return try await client.withConnection { connection in
                 try await Self.outcome(of: statement, on: connection, logger: logger)
@@ -131,10 +155,9 @@ public struct LedgerStore: Sendable {
     }
 
     /// Runs the batch's row statement and collects what it changed.
-    private static func outcome(of statement: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws -> LedgerBatchOutcome {
+    private static func outcome(of statement: RowsWrite, on connection: PostgresConnection, logger: Logger) async throws -> LedgerBatchOutcome {
         var outcome = LedgerBatchOutcome()
-        let rows = try await connection.query(statement, logger: logger)
-        for try await (kind, key) in rows.decode((String, String).self) {
+        for try await (kind, key) in try await connection.execute(statement, logger: logger) {
             switch kind {
             case "n": if let uuid = UUID(uuidString: key) { outcome.insertedNotifications.insert(uuid) }
             case "t": outcome.changedTransactions.insert(key)
@@ -144,33 +167,24 @@ public struct LedgerStore: Sendable {
         return outcome
     }
 
-    /// One statement that writes a batch's notifications (new ones only), transactions and
+    /// The statement that writes a batch's notifications (new ones only), transactions and
     /// subscriptions (newer signed versions only), the checkpoint, and, for a run, the before →
     /// after of the subscriptions it did change; it returns what each write changed, as
     /// (kind, key) rows: "n" notification UUID, "t" transaction ID, "s" customer. Data-modifying
     /// CTEs see the same snapshot and reach each other only through RETURNING, which is how the
-    /// record of changes keeps to the subscriptions the upsert changed.
-    static func rowsStatement(_ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)?) -> PostgresQuery {
-        let notifications = LedgerBatchRows.notifications(batch.notifications)
-        let transactions = LedgerBatchRows.transactions(batch.transactions)
-        let subscriptions = LedgerBatchRows.subscriptions(batch.subscriptions)
-        // Every subscription's candidate record; the statement keeps those the upsert changed.
-        let changes = runId == nil ? [] : subscriptions.map { after in
-            LedgerBatchRows.SubscriptionChange(
-                original_transaction_id: after.original_transaction_id,
-                before: batch.subscriptionsBefore[after.original_transaction_id]?.map(LedgerBatchRows.subscription), after: after
-            )
-        }
-        let scope = checkpoint?.1
-        let point = checkpoint?.0
-        return """
+    /// record of changes keeps to the subscriptions the upsert changed. Prepared once per
+    /// connection: parsing and planning it for every page was on the critical path of pass 1.
+    struct RowsWrite: PostgresPreparedStatement {
+        typealias Row = (String, String)
+
+        static let sql = """
             WITH checkpoint AS (
                 INSERT INTO app_store.run_checkpoints (environment, window_start, window_end, only_failures, shard, query, position,
                     pagination_token, completed, run_id)
-                SELECT \(scope?.environment)::text, \(scope?.windowStart)::timestamptz, \(scope?.windowEnd)::timestamptz,
-                    \(scope?.onlyFailures)::boolean, \(scope?.shard)::text, \(point?.query)::text, \(point?.position)::integer,
-                    \(point?.paginationToken)::text, \(point?.completed)::boolean, \(runId)::uuid
-                WHERE \(checkpoint != nil)
+                SELECT $1::text, $2::timestamptz, $3::timestamptz,
+                    $4::boolean, $5::text, $6::text, $7::integer,
+                    $8::text, $9::boolean, $10::uuid
+                WHERE $11::boolean
                 ON CONFLICT (environment, window_start, window_end, only_failures, shard, query) DO UPDATE SET
                     position = EXCLUDED.position, pagination_token = EXCLUDED.pagination_token, completed = EXCLUDED.completed,
                     run_id = EXCLUDED.run_id, updated_at = now()
@@ -179,10 +193,10 @@ public struct LedgerStore: Sendable {
                     original_transaction_id, transaction_id, signed_payload, source)
                 SELECT notification_uuid, r.notification_type, r.subtype, timestamptz 'epoch' + r.signed_ms * interval '1 millisecond',
                     r.environment, r.original_transaction_id, r.transaction_id, p.payload, r.source
-                FROM jsonb_to_recordset(\(RowJSON.array(notifications.rows))::jsonb) AS r(
+                FROM jsonb_to_recordset($12::text::jsonb) AS r(
                     notification_uuid uuid, notification_type text, subtype text, signed_ms bigint, environment text,
                     original_transaction_id text, transaction_id text, source text)
-                JOIN unnest(\(batch.notifications.map(\.notificationUUID))::uuid[], \(notifications.payloads)::text[])
+                JOIN unnest($13::uuid[], $14::text[])
                     AS p(notification_uuid, payload) USING (notification_uuid)
                 ON CONFLICT (notification_uuid) DO NOTHING
                 RETURNING notification_uuid
@@ -193,11 +207,11 @@ public struct LedgerStore: Sendable {
                     timestamptz 'epoch' + r.purchase_ms * interval '1 millisecond', timestamptz 'epoch' + r.expires_ms * interval '1 millisecond',
                     timestamptz 'epoch' + r.revocation_ms * interval '1 millisecond', r.revocation_reason, r.is_upgraded,
                     timestamptz 'epoch' + r.signed_ms * interval '1 millisecond', r.environment, p.payload
-                FROM jsonb_to_recordset(\(RowJSON.array(transactions.rows))::jsonb) AS r(
+                FROM jsonb_to_recordset($15::text::jsonb) AS r(
                     transaction_id text, original_transaction_id text, product_id text, product_type text, purchase_ms bigint,
                     expires_ms bigint, revocation_ms bigint, revocation_reason integer, is_upgraded boolean, signed_ms bigint,
                     environment text)
-                JOIN unnest(\(transactions.rows.map(\.transaction_id))::text[], \(transactions.payloads)::text[])
+                JOIN unnest($16::text[], $17::text[])
                     AS p(transaction_id, payload) USING (transaction_id)
                 ON CONFLICT (transaction_id) DO UPDATE SET
                     original_transaction_id = EXCLUDED.original_transaction_id, product_id = EXCLUDED.product_id,
@@ -215,7 +229,7 @@ public struct LedgerStore: Sendable {
                     r.auto_renew_status, r.auto_renew_product_id, r.is_in_billing_retry,
                     timestamptz 'epoch' + r.grace_period_expires_ms * interval '1 millisecond',
                     timestamptz 'epoch' + r.last_signed_ms * interval '1 millisecond'
-                FROM jsonb_to_recordset(\(RowJSON.array(subscriptions))::jsonb) AS r(
+                FROM jsonb_to_recordset($18::text::jsonb) AS r(
                     original_transaction_id text, product_id text, status smallint, expires_ms bigint, auto_renew_status smallint,
                     auto_renew_product_id text, is_in_billing_retry boolean, grace_period_expires_ms bigint, last_signed_ms bigint)
                 ON CONFLICT (original_transaction_id) DO UPDATE SET
@@ -228,8 +242,8 @@ public struct LedgerStore: Sendable {
                 RETURNING original_transaction_id
             ), recorded_changes AS (
                 INSERT INTO app_store.run_subscription_changes (run_id, original_transaction_id, before, after)
-                SELECT \(runId)::uuid, r.original_transaction_id, r.before, r.after
-                FROM jsonb_to_recordset(\(RowJSON.array(changes))::jsonb) AS r(original_transaction_id text, before jsonb, after jsonb)
+                SELECT $10::uuid, r.original_transaction_id, r.before, r.after
+                FROM jsonb_to_recordset($19::text::jsonb) AS r(original_transaction_id text, before jsonb, after jsonb)
                 JOIN changed_subscriptions USING (original_transaction_id)
                 ON CONFLICT (run_id, original_transaction_id) DO UPDATE SET after = EXCLUDED.after
             )
@@ -237,6 +251,55 @@ public struct LedgerStore: Sendable {
             UNION ALL SELECT 't', transaction_id FROM changed_transactions
             UNION ALL SELECT 's', original_transaction_id FROM changed_subscriptions
             """
+
+        static let bindingDataTypes: [PostgresDataType] = [
+            .text, .timestamptz, .timestamptz, .bool, .text, .text, .int4, .text, .bool, .uuid, .bool,
+            .text, .uuidArray, .textArray, .text, .textArray, .textArray, .text, .text,
+        ]
+
+        let batch: LedgerBatch
+        let runId: UUID?
+        let checkpoint: (QueryCheckpoint, CheckpointScope)?
+
+        func makeBindings() throws -> PostgresBindings {
+            let notifications = LedgerBatchRows.notifications(batch.notifications)
+            let transactions = LedgerBatchRows.transactions(batch.transactions)
+            let subscriptions = LedgerBatchRows.subscriptions(batch.subscriptions)
+            // Every subscription's candidate record; the statement keeps those the upsert changed.
+            let changes = runId == nil ? [] : subscriptions.map { after in
+                LedgerBatchRows.SubscriptionChange(
+                    original_transaction_id: after.original_transaction_id,
+                    before: batch.subscriptionsBefore[after.original_transaction_id]?.map(LedgerBatchRows.subscription), after: after
+                )
+            }
+            let scope = checkpoint?.1
+            let point = checkpoint?.0
+            var bindings = PostgresBindings(capacity: 19)
+            bindings.append(scope?.environment)
+            bindings.append(scope?.windowStart)
+            bindings.append(scope?.windowEnd)
+            bindings.append(scope?.onlyFailures)
+            bindings.append(scope?.shard)
+            bindings.append(point?.query)
+            bindings.append(point.map { Int32(clamping: $0.position) })
+            bindings.append(point?.paginationToken)
+            bindings.append(point?.completed)
+            bindings.append(runId)
+            bindings.append(checkpoint != nil)
+            bindings.append(RowJSON.array(notifications.rows))
+            bindings.append(batch.notifications.map(\.notificationUUID))
+            bindings.append(notifications.payloads)
+            bindings.append(RowJSON.array(transactions.rows))
+            bindings.append(transactions.rows.map(\.transaction_id))
+            bindings.append(transactions.payloads)
+            bindings.append(RowJSON.array(subscriptions))
+            bindings.append(RowJSON.array(changes))
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            try row.decode(Row.self)
+        }
     }
 
     /// Up to `limit` of the subscriptions a run changed, after `cursor`, in order of
