@@ -238,8 +238,9 @@ public final class AppStoreServerAPIClient: Sendable {
     public static func retryAfter(_ value: String?, now: Date = Date()) -> Duration? {
         guard let value, let number = Double(value.trimmingCharacters(in: .whitespaces)), number >= 0 else { return nil }
         if number > 100_000_000_000 {
+            // Rounded up: a request never leaves before the time Apple gave.
             let milliseconds = number - now.timeIntervalSince1970 * 1000
-            return .milliseconds(Int64(max(0, milliseconds)))
+            return .milliseconds(Int64(max(0, milliseconds).rounded(.up)))
         }
         return .milliseconds(Int64(number * 1000))
     }

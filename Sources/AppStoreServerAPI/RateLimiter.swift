@@ -3,10 +3,22 @@ import Synchronization
 /// Spaces the requests to one endpoint evenly at a fixed rate, for every task of the process
 /// that shares it, so that a well-behaved run never meets a 429. Each caller reserves the next
 /// free slot and sleeps until it; nobody holds the lock while waiting.
+///
+/// A 429's `Retry-After` says when *the app* may next call the endpoint, so `pause(until:)`
+/// holds back every caller, including those that reserved a slot before the 429 arrived: a
+/// caller looks again when it wakes, and while a pause covers the present it waits for the end
+/// of the pause and takes a fresh slot after it.
 public final class RateLimiter: Sendable {
     public let requestsPerSecond: Double
     private let interval: Duration
-    private let nextSlot = Mutex<ContinuousClock.Instant?>(nil)
+    private let schedule = Mutex(Schedule())
+
+    private struct Schedule {
+        /// The first instant not yet reserved.
+        var nextSlot: ContinuousClock.Instant?
+        /// No request may leave before this (the latest `Retry-After`).
+        var pausedUntil: ContinuousClock.Instant?
+    }
 
     public init(requestsPerSecond: Double) {
         precondition(requestsPerSecond > 0, "a rate limit must be positive")
@@ -14,19 +26,28 @@ public final class RateLimiter: Sendable {
         self.interval = .nanoseconds(Int64(1_000_000_000 / requestsPerSecond))
     }
 
-    /// Waits for this caller's slot.
+    /// Waits for this caller's slot, and past every pause that covers it.
     public func acquire() async throws {
-        let now = ContinuousClock.now
-        let slot = nextSlot.withLock { next in
-            let slot = max(now, next ?? now)
-            next = slot + interval
-            return slot
+        while true {
+            let now = ContinuousClock.now
+            let slot = schedule.withLock { schedule in
+                let slot = max(now, schedule.nextSlot ?? now, schedule.pausedUntil ?? now)
+                schedule.nextSlot = slot + interval
+                return slot
+            }
+            if slot > now { try await Task.sleep(until: slot, clock: .continuous) }
+            // A 429 answered while this caller slept may have paused the endpoint past its slot.
+            let pausedUntil = schedule.withLock { $0.pausedUntil }
+            guard let pausedUntil, pausedUntil > ContinuousClock.now else { return }
         }
-        if slot > now { try await Task.sleep(until: slot, clock: .continuous) }
     }
 
-    /// Holds every caller back until `instant` (Apple's `Retry-After`).
+    /// Holds every caller back until `instant` (Apple's `Retry-After`), those already waiting
+    /// for a slot included.
     public func pause(until instant: ContinuousClock.Instant) {
-        nextSlot.withLock { next in next = max(next ?? instant, instant) }
+        schedule.withLock { schedule in
+            schedule.pausedUntil = max(schedule.pausedUntil ?? instant, instant)
+            schedule.nextSlot = max(schedule.nextSlot ?? instant, instant)
+        }
     }
 }

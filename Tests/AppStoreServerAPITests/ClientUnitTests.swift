@@ -2,10 +2,50 @@ import AppStoreServerAPI
 import Crypto
 import Foundation
 import SignedData
+import Synchronization
 import Testing
+
+/// When the rate limiter test's 429 paused the endpoint, and until when.
+final class PauseRecord: Sendable {
+    let value = Mutex<(told: ContinuousClock.Instant, until: ContinuousClock.Instant)?>(nil)
+}
 
 @Suite("Client pieces without a server")
 struct ClientUnitTests {
+    /// The rate limiter alone: 16 callers reserve slots 25 ms apart; as the first one leaves, a
+    /// 429's `Retry-After` pauses the endpoint for 400 ms, covering every other reserved slot.
+    /// None of them may leave during the pause (100 ms allowed for one already past its check),
+    /// and each leaves once, spaced again after it. 20 repetitions.
+    @Test func aPauseHoldsBackCallersThatHadReservedASlotBeforeIt() async throws {
+        for _ in 0..<20 {
+            let limiter = RateLimiter(requestsPerSecond: 40)
+            let pause = PauseRecord()
+            let departures = try await withThrowingTaskGroup(of: ContinuousClock.Instant.self) { group in
+                for _ in 0..<16 {
+                    group.addTask {
+                        try await limiter.acquire()
+                        let left = ContinuousClock.now
+                        // The first to leave meets the 429.
+                        pause.value.withLock { pause in
+                            if pause == nil {
+                                pause = (ContinuousClock.now, ContinuousClock.now + .milliseconds(400))
+                                limiter.pause(until: pause!.until)
+                            }
+                        }
+                        return left
+                    }
+                }
+                var departures: [ContinuousClock.Instant] = []
+                for try await departure in group { departures.append(departure) }
+                return departures
+            }
+            let (told, until) = try #require(pause.value.withLock { $0 })
+            let early = departures.filter { $0 > told + .milliseconds(100) && $0 < until }
+            #expect(early.isEmpty, "\(early.count) caller(s) left during the pause")
+            #expect(departures.filter { $0 >= until }.count >= 12, "the slots the pause covered moved after it")
+        }
+    }
+
     @Test func theBearerTokenCarriesApplesHeaderAndClaimsAndIsReused() throws {
         let key = P256.Signing.PrivateKey()
         let issuer = BearerTokenIssuer(credentials: APICredentials(issuerId: "issuer-1", keyId: "KEY123", bundleId: "com.example.app", signingKey: key))
