@@ -26,7 +26,9 @@ struct EndToEnd {
         var priorityQueries: Int
         var remainder: String
         var customersChecked: Int
+        var customersRepaired: Int
         var transactionHistoryRequests: Int
+        var statusesRequests: Int
         var passOneSeconds: Double
         var passTwoSeconds: Double
         var cpuSeconds: Double
@@ -46,6 +48,11 @@ struct EndToEnd {
         var restPerThousand: Double { max(0, machineCPUSeconds - cpuSeconds - simulatorCPUSeconds) / Double(fetched) * 1000 }
         /// The fewest history requests that can fetch `fetched` notifications with a priority pass first.
         var requestBound: Int { (fetched + 19) / 20 + priorityQueries }
+        /// Pass 2's requests (both endpoints) per account checked.
+        var passTwoRequestsPerAccount: Double { Double(transactionHistoryRequests + statusesRequests) / Double(max(customersChecked, 1)) }
+        /// How long the run's requests take at Apple's Production limit of 50 a second per
+        /// endpoint: pass 1's history pages, then pass 2, whose two endpoints run side by side.
+        var secondsAtApplesLimit: Double { Double(historyRequests) / 50 + Double(max(transactionHistoryRequests, statusesRequests)) / 50 }
     }
 
     let binary: String
@@ -134,7 +141,8 @@ struct EndToEnd {
             notifications: scenario.notifications.count, customers: scenario.configuration.customers, fetched: report.counts.fetched,
             missed: report.counts.missed, applied: report.counts.applied, historyRequests: report.counts.apiRequests,
             priorityQueries: report.run.plan.priorityQueries.count, remainder: report.run.plan.remainder,
-            customersChecked: report.counts.customersChecked, transactionHistoryRequests: api.requestCounts["transactionHistory"] ?? 0,
+            customersChecked: report.counts.customersChecked, customersRepaired: report.counts.customersRepaired,
+            transactionHistoryRequests: api.requestCounts["transactionHistory"] ?? 0, statusesRequests: api.requestCounts["subscriptionStatuses"] ?? 0,
             passOneSeconds: report.run.passOneSeconds ?? .nan, passTwoSeconds: report.run.passTwoSeconds ?? 0, cpuSeconds: usage.1,
             simulatorCPUSeconds: usage.3, machineCPUSeconds: usage.4,
             peakResidentBytes: usage.2, rateLimited: api.rateLimitedCount,
@@ -161,6 +169,7 @@ struct ReportFigures: Decodable {
         var applied: Int
         var apiRequests: Int
         var customersChecked: Int
+        var customersRepaired: Int
     }
     var run: Run
     var counts: Counts

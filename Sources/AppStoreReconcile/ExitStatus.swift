@@ -6,7 +6,9 @@ enum ExitStatus {
     static let success: Int32 = 0
     /// Anything else: an unexpected failure, a migration that refuses to run.
     static let failure: Int32 = 1
-    /// Done, but some payloads were rejected or left for retry.
+    /// Done, with problems: some payloads were rejected or left for retry, or Apple could not
+    /// answer for some accounts in pass 2 (4040001, 4000006, 4040010, retries exhausted); every
+    /// other account was repaired. The report lists each.
     static let doneWithRejections: Int32 = 3
     /// `ingest`: the notification was already in the ledger.
     static let duplicate: Int32 = 4
@@ -26,7 +28,7 @@ enum ExitStatus {
     static let configuration: Int32 = 78
 
     static let summary = """
-        Exit codes: 0 done; 1 unexpected failure; 3 done, but some payloads were rejected or left for retry; \
+        Exit codes: 0 done; 1 unexpected failure; 3 done with problems (payloads rejected or left for retry, or accounts Apple could not answer for: see the report); \
         4 ingest: already recorded; 64 usage error; 65 the payload given to verify or ingest was rejected; 66 input not readable; \
         75 temporary failure (Apple or the database unavailable, or another run in progress: try again later); \
         78 configuration error; 130 stopped by SIGTERM or SIGINT after committing the batch in hand (run again to finish).

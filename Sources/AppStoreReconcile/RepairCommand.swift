@@ -59,6 +59,9 @@ struct RepairCommand: AsyncParsableCommand {
                     try await repair.scanLedger { targets.append($0) }
                 } else {
                     for id in transactionIds {
+                        guard CustomerRepair.isWellFormedTransactionId(id) else {
+                            throw ValidationError("--transaction-id '\(id.prefix(40))' is not a transaction ID: Apple's are digits only")
+                        }
                         let customer = try await store.customer(ofTransaction: id) ?? id
                         targets.append(CustomerRepair.Target(customer: customer, transactionId: id, reasons: [.named]))
                     }
@@ -74,12 +77,17 @@ struct RepairCommand: AsyncParsableCommand {
                 environment: verifierConfiguration.environment.rawValue, dryRun: dryRun, startedAt: startedAt, repairs: repairs
             )
             report.counts.apiRequests = 0
+            report.noteRateLimits(client.counts)
             let directory = try ReportFiles.write(report, to: reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-repair", dryRun: dryRun))
-            print((dryRun ? "Dry run: " : "Done: ") + "\(report.counts.customersChecked) customers checked, \(report.counts.customersRepaired) \(dryRun ? "would change" : "changed"), \(report.counts.transactionHistoryRequests) transaction history requests")
-            let notFound = repairs.filter { $0.outcome == "not-found" }
-            if !notFound.isEmpty { printError("Apple does not know \(notFound.count) of the transaction IDs: see the report") }
+            print((dryRun ? "Dry run: " : "Done: ") + "\(report.counts.customersChecked) accounts checked, \(report.counts.customersRepaired) \(dryRun ? "would change" : "changed")"
+                + (report.counts.customersFailed > 0 ? ", \(report.counts.customersFailed) failed" : "")
+                + ", \(report.counts.subscriptionStatusesRequests) statuses and \(report.counts.transactionHistoryRequests) transaction history requests"
+                + (report.counts.rateLimited > 0 ? ", \(report.counts.rateLimited) rate-limited (429) and retried after Retry-After" : ""))
+            if report.counts.customersFailed > 0 {
+                printError("Apple could not answer for \(report.counts.customersFailed) account(s): see the report")
+            }
             print("Report: \(directory)/report.md and \(directory)/report.json")
-            if report.counts.rejected > 0 { throw ExitCode(ExitStatus.doneWithRejections) }
+            if report.hasProblems { throw ExitCode(ExitStatus.doneWithRejections) }
         }
     }
 }

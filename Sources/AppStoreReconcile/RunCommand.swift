@@ -173,8 +173,11 @@ extension RecoveryRunOptions {
         let directory = try ReportFiles.write(report, to: reportDir)
         print((dryRun ? "Dry run: " : "Done: ") + report.summaryLine)
         print("Report: \(directory)/report.md and \(directory)/report.json")
-        if report.counts.rejected + report.counts.retryLater > 0 {
-            printError("\(report.counts.rejected) payload(s) rejected and \(report.counts.retryLater) left for retry: see the report")
+        if report.hasProblems {
+            printError(
+                "finished with problems: \(report.counts.rejected) payload(s) rejected, \(report.counts.retryLater) left for retry, "
+                    + "\(report.counts.customersFailed) account(s) Apple could not answer for: see the report"
+            )
             throw ExitCode(ExitStatus.doneWithRejections)
         }
     }
@@ -244,6 +247,7 @@ extension RecoveryRunOptions {
                 report.add(repairs: repairs, seconds: Date().timeIntervalSince(passTwoStarted), finishedAt: Date().formatted(.iso8601))
                 progress.finish()
             }
+            report.noteRateLimits(client.counts)
             if let runId {
                 try await store.finishRun(runId, outcome: report.outcome, countsJSON: report.countsJSON)
                 try await store.clearCheckpoints(in: options.checkpointScope(verifier.configuration.environment), keepingPassOne: true)

@@ -1,8 +1,10 @@
 import Foundation
 import SignedData
 
-/// One customer's subscription from first purchase to the scenario's present: the events, the
-/// notifications they produce and their delivery attempts, and the truth at the end.
+/// One purchase of a customer's Apple account, from first purchase to the scenario's present:
+/// the events, the notifications they produce and their delivery attempts, and the truth at the
+/// end. An auto-renewable subscription lives through renewals, billing trouble, refunds and
+/// expiries; a one-time purchase (consumable, non-consumable) is bought once and maybe refunded.
 struct CustomerLife {
     var notifications: [Scenario.Notification] = []
     var customer: Scenario.Customer
@@ -13,14 +15,34 @@ struct CustomerLife {
         "TIMED_OUT", "NO_RESPONSE", "SOCKET_ISSUE", "UNSUCCESSFUL_HTTP_RESPONSE_CODE", "TLS_ISSUE", "PREMATURE_CLOSE",
     ]
 
-    static func generate(customer index: Int, configuration: Scenario.Configuration, random: inout SeededGenerator) -> CustomerLife {
-        var builder = Builder(index: index, configuration: configuration)
-        builder.live(random: &random)
+    /// What one purchase of the account is.
+    struct Kind {
+        /// Added to the account's base ID: the purchase's originalTransactionId.
+        var idOffset: Int64
+        var productSuffix: String
+        var group: String?
+        var ownership: String
+        var type: ProductType
+        /// Salt of the notifications' UUID seeds, distinct per purchase of an account.
+        var uuidSalt: UInt64
+
+        static let main = Kind(idOffset: 0, productSuffix: ".monthly", group: "21000001", ownership: "PURCHASED", type: .autoRenewable, uuidSalt: 0)
+    }
+
+    /// The first ID of an account's purchases: Production and Sandbox issue different IDs.
+    static func baseId(_ index: Int, environment: AppStoreEnvironment) -> Int64 {
+        (environment == .production ? 2_000_000_000_000_000 : 1_000_000_000_000_000) + Int64(index) * 1000
+    }
+
+    static func generate(customer index: Int, kind: Kind = .main, configuration: Scenario.Configuration, random: inout SeededGenerator) -> CustomerLife {
+        var builder = Builder(index: index, kind: kind, configuration: configuration)
+        if kind.type == .autoRenewable { builder.live(random: &random) } else { builder.buyOnce(random: &random) }
         return builder.finish(random: &random)
     }
 
     struct Builder {
         let index: Int
+        let kind: Kind
         let configuration: Scenario.Configuration
         let now: Int64
         let period: Int64
@@ -33,13 +55,14 @@ struct CustomerLife {
         var status: SubscriptionStatus = .active
         var pending: [(type: NotificationType, subtype: NotificationSubtype?, date: Int64, transaction: TransactionPayload, renewal: RenewalInfoPayload?, status: SubscriptionStatus?)] = []
 
-        init(index: Int, configuration: Scenario.Configuration) {
+        init(index: Int, kind: Kind, configuration: Scenario.Configuration) {
             self.index = index
+            self.kind = kind
             self.configuration = configuration
             self.now = Int64(configuration.now.timeIntervalSince1970 * 1000)
             self.period = Int64(configuration.period * 1000)
-            self.originalTransactionId = String(2_000_000_000_000_000 + Int64(index) * 1000)
-            self.productId = configuration.bundleId + ".monthly"
+            self.originalTransactionId = String(CustomerLife.baseId(index, environment: configuration.environment) + kind.idOffset)
+            self.productId = configuration.bundleId + kind.productSuffix
             self.current = TransactionPayload(transactionId: originalTransactionId, originalTransactionId: originalTransactionId)
             self.renewal = RenewalInfoPayload(originalTransactionId: originalTransactionId)
         }
@@ -53,13 +76,13 @@ struct CustomerLife {
             transaction.webOrderLineItemId = String(3_000_000_000_000_000 + Int64(index) * 1000 + Int64(transactionCount))
             transaction.bundleId = configuration.bundleId
             transaction.productId = productId
-            transaction.subscriptionGroupIdentifier = "21000001"
+            transaction.subscriptionGroupIdentifier = kind.group
             transaction.purchaseDate = date
             transaction.originalPurchaseDate = versions.first?.transaction.purchaseDate ?? date
-            transaction.expiresDate = date + period
+            transaction.expiresDate = kind.type == .autoRenewable ? date + period : nil
             transaction.quantity = 1
-            transaction.type = .autoRenewable
-            transaction.inAppOwnershipType = "PURCHASED"
+            transaction.type = kind.type
+            transaction.inAppOwnershipType = kind.ownership
             transaction.environment = configuration.environment
             transaction.transactionReason = reason
             transaction.storefront = "USA"
@@ -84,9 +107,32 @@ struct CustomerLife {
             guard date <= now else { return }
             var transaction = current
             transaction.signedDate = date
+            guard kind.type == .autoRenewable else {
+                // One-time purchases carry no renewal info and no status.
+                pending.append((type, subtype, date, transaction, nil, nil))
+                return
+            }
             var renewalInfo = renewal
             renewalInfo.signedDate = date
             pending.append((type, subtype, date, transaction, renewalInfo, status))
+        }
+
+        /// A one-time purchase: bought at a random time of the history, refunded one time in five.
+        mutating func buyOnce(random: inout SeededGenerator) {
+            let start = now - Int64(configuration.history * 1000)
+            let bought = start + Int64.random(in: 0...max(1, Int64(configuration.history * 900)), using: &random)
+            purchase(at: bought, reason: "PURCHASE")
+            emit(.oneTimeCharge, nil, at: bought)
+            guard Int.random(in: 0..<5, using: &random) == 0 else { return }
+            let refunded = bought + period / 3
+            // A consumable's refund request first asks the app for consumption information.
+            if kind.type == .consumable { emit(.consumptionRequest, nil, at: bought + period / 6) }
+            guard refunded <= now else { return }
+            current.revocationDate = refunded
+            current.revocationReason = 1
+            current.signedDate = refunded
+            versions.append(Scenario.TransactionVersion(modified: refunded, transaction: current))
+            emit(.refund, nil, at: refunded)
         }
 
         mutating func live(random: inout SeededGenerator) {
@@ -176,7 +222,9 @@ struct CustomerLife {
             }
             var notifications: [Scenario.Notification] = []
             for (offset, event) in pending.enumerated() {
-                var uuidGenerator = SeededGenerator(seed: configuration.seed &* 1_000_003 &+ UInt64(index) &* 7919 &+ UInt64(offset))
+                var uuidGenerator = SeededGenerator(
+                    seed: configuration.seed &* 1_000_003 &+ UInt64(index) &* 7919 &+ UInt64(offset) &+ kind.uuidSalt &* 0x9E37_79B9
+                )
                 let uuid = Self.uuid(&uuidGenerator)
                 var attempts: [Scenario.SendAttemptRecord] = []
                 var attempt = event.date + 2_000
@@ -205,9 +253,11 @@ struct CustomerLife {
             }
             var latest = current
             latest.signedDate = now
+            let isSubscription = kind.type == .autoRenewable
             let customer = Scenario.Customer(
                 index: index, originalTransactionId: originalTransactionId, transactionVersions: versions,
-                subscriptionStatus: status, latestTransaction: latest, renewalInfo: renewal
+                subscriptionStatus: isSubscription ? status : nil, latestTransaction: latest, renewalInfo: isSubscription ? renewal : nil,
+                purchases: []
             )
             return CustomerLife(notifications: notifications, customer: customer)
         }

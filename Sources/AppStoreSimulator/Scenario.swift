@@ -27,6 +27,12 @@ public struct Scenario: Sendable {
         /// it, but neither the webhook nor the history ever saw it (an expiry never notified, a
         /// renewal older than what history keeps). Only Get Transaction History reveals them.
         public var silencedNotifications: Set<String> = []
+        /// Share of accounts that also hold a subscription in a second subscription group
+        /// (a third of them shared with the account through Family Sharing, `FAMILY_SHARED`).
+        public var secondSubscriptionShare: Double = 0.25
+        /// Share of accounts that also bought one-time purchases (a consumable, a non-consumable),
+        /// each refunded one time in five.
+        public var oneTimePurchaseShare: Double = 0.3
 
         public init() {}
     }
@@ -61,14 +67,33 @@ public struct Scenario: Sendable {
         public var transaction: TransactionPayload
     }
 
-    public struct Customer: Sendable, Hashable {
-        public var index: Int
+    /// One purchase's truth now: a subscription (status, latest transaction, renewal info) or
+    /// a one-time purchase (no status, no renewal info).
+    public struct Purchase: Sendable, Hashable {
         public var originalTransactionId: String
-        public var transactionVersions: [TransactionVersion]
-        /// The subscription's truth now (nil for customers with only one-time purchases).
         public var subscriptionStatus: SubscriptionStatus?
         public var latestTransaction: TransactionPayload
         public var renewalInfo: RenewalInfoPayload?
+    }
+
+    /// A customer's Apple Account in the app: its main subscription (the fields below, for
+    /// readers that look at one subscription), and every purchase it holds. Get Transaction
+    /// History and Get All Subscription Statuses answer for the whole account.
+    public struct Customer: Sendable, Hashable {
+        public var index: Int
+        /// The main subscription's originalTransactionId.
+        public var originalTransactionId: String
+        /// Every transaction of the account, each version (a refund makes a new one).
+        public var transactionVersions: [TransactionVersion]
+        /// The main subscription's truth now.
+        public var subscriptionStatus: SubscriptionStatus?
+        public var latestTransaction: TransactionPayload
+        public var renewalInfo: RenewalInfoPayload?
+        /// Every purchase of the account, the main subscription first.
+        public var purchases: [Purchase]
+
+        /// The account's auto-renewable subscriptions.
+        public var subscriptions: [Purchase] { purchases.filter { $0.latestTransaction.type == .autoRenewable } }
     }
 
     public let configuration: Configuration
@@ -85,9 +110,20 @@ public struct Scenario: Sendable {
         var index: [String: Int] = [:]
         for customer in 0..<configuration.customers {
             let life = CustomerLife.generate(customer: customer, configuration: configuration, random: &random)
+            var account = life.customer
+            account.purchases = [Purchase(life.customer)]
             notifications += life.notifications
-            customers.append(life.customer)
-            for version in life.customer.transactionVersions {
+            // The account's other purchases draw from a generator of their own, so that the main
+            // subscriptions' world is the same whatever else the accounts hold.
+            var extra = SeededGenerator(seed: configuration.seed &* 0x5851_F42D_4C95_7F2D &+ UInt64(customer) &+ 1)
+            for kind in Self.otherPurchases(configuration, random: &extra) {
+                let other = CustomerLife.generate(customer: customer, kind: kind, configuration: configuration, random: &extra)
+                notifications += other.notifications
+                account.transactionVersions += other.customer.transactionVersions
+                account.purchases.append(Purchase(other.customer))
+            }
+            customers.append(account)
+            for version in account.transactionVersions {
                 index[version.transaction.transactionId!] = customer
             }
         }
@@ -95,6 +131,27 @@ public struct Scenario: Sendable {
         self.notifications = notifications
         self.customers = customers
         self.customerByTransaction = index
+    }
+
+    /// The purchases an account holds beside its main subscription.
+    static func otherPurchases(_ configuration: Configuration, random: inout SeededGenerator) -> [CustomerLife.Kind] {
+        var kinds: [CustomerLife.Kind] = []
+        if Double.random(in: 0..<1, using: &random) < configuration.secondSubscriptionShare {
+            let shared = Int.random(in: 0..<3, using: &random) == 0
+            kinds.append(
+                .init(
+                    idOffset: 500, productSuffix: shared ? ".family.monthly" : ".addon.monthly", group: "21000002",
+                    ownership: shared ? "FAMILY_SHARED" : "PURCHASED", type: .autoRenewable, uuidSalt: 1
+                )
+            )
+        }
+        if Double.random(in: 0..<1, using: &random) < configuration.oneTimePurchaseShare {
+            kinds.append(.init(idOffset: 900, productSuffix: ".coins100", group: nil, ownership: "PURCHASED", type: .consumable, uuidSalt: 2))
+            if Bool.random(using: &random) {
+                kinds.append(.init(idOffset: 950, productSuffix: ".lifetime", group: nil, ownership: "PURCHASED", type: .nonConsumable, uuidSalt: 3))
+            }
+        }
+        return kinds
     }
 
     /// The customer a transaction ID (original or not) belongs to.
@@ -133,11 +190,14 @@ extension Scenario {
     public func notificationsOnlyTransactionHistoryReveals() -> (refund: Notification?, renewal: Notification?, expiry: Notification?) {
         let missed = missedNotifications
         let refund = notifications.first { candidate in
-            candidate.type == .refund && missed.contains { $0.customer == candidate.customer && $0.uuid != candidate.uuid }
+            candidate.type == .refund && candidate.transaction.type == .autoRenewable
+                && missed.contains { $0.originalTransactionId == candidate.originalTransactionId && $0.uuid != candidate.uuid }
         }
         let renewal = notifications.first { candidate in
             candidate.type == .didRenew && candidate.subtype == nil && candidate.customer != refund?.customer
-                && notifications.contains { $0.customer == candidate.customer && $0.type == .didRenew && $0.signedDate > candidate.signedDate }
+                && notifications.contains {
+                    $0.originalTransactionId == candidate.originalTransactionId && $0.type == .didRenew && $0.signedDate > candidate.signedDate
+                }
         }
         let expiry = notifications.first { candidate in
             candidate.type == .expired && [nil, .productNotForSale, .priceIncrease, .voluntary].contains(candidate.subtype)
@@ -145,5 +205,14 @@ extension Scenario {
                 && candidate.customer != renewal?.customer
         }
         return (refund, renewal, expiry)
+    }
+}
+
+extension Scenario.Purchase {
+    init(_ life: Scenario.Customer) {
+        self.init(
+            originalTransactionId: life.originalTransactionId, subscriptionStatus: life.subscriptionStatus,
+            latestTransaction: life.latestTransaction, renewalInfo: life.renewalInfo
+        )
     }
 }

@@ -264,6 +264,7 @@ extension SimulatedAPI {
     func transactionHistory(id: String, query: [(String, String)], now: Date) -> Answer {
         guard !id.isEmpty, id.allSatisfy(\.isNumber) else { return .error(400, 4_000_006, "Invalid transaction id.") }
         guard let customer = scenario.customer(forTransactionId: id) else { return .error(404, 4_040_010, "Transaction id not found.") }
+        if let failure = options.failingAccounts[customer.index] { return .error(failure.status, failure.code, failure.message) }
         let nowMs = Int64(now.timeIntervalSince1970 * 1000)
         let sort = query.first { $0.0 == "sort" }?.1 ?? "ASCENDING"
         guard sort == "ASCENDING" || sort == "DESCENDING" else { return .error(400, 4_000_021, "Invalid request. The sort parameter is invalid.") }
@@ -354,26 +355,31 @@ extension SimulatedAPI {
     func subscriptionStatuses(id: String, now: Date) -> Answer {
         guard !id.isEmpty, id.allSatisfy(\.isNumber) else { return .error(400, 4_000_006, "Invalid transaction id.") }
         guard let customer = scenario.customer(forTransactionId: id) else { return .error(404, 4_040_010, "Transaction id not found.") }
+        if let failure = options.failingAccounts[customer.index] { return .error(failure.status, failure.code, failure.message) }
         let nowMs = Int64(now.timeIntervalSince1970 * 1000)
-        var transaction = customer.latestTransaction
-        transaction.signedDate = nowMs
-        var renewal = customer.renewalInfo
-        renewal?.signedDate = nowMs
+        // Every auto-renewable subscription of the account, grouped by subscription group, each
+        // signed now: an unchanged subscription comes back with a new signedDate every time.
+        var groups: [String: [StatusResponseBody.Group.Last]] = [:]
+        var groupOrder: [String] = []
+        for subscription in customer.subscriptions {
+            var transaction = subscription.latestTransaction
+            transaction.signedDate = nowMs
+            var renewal = subscription.renewalInfo
+            renewal?.signedDate = nowMs
+            let group = transaction.subscriptionGroupIdentifier ?? ""
+            if groups[group] == nil { groupOrder.append(group) }
+            groups[group, default: []].append(
+                .init(
+                    status: subscription.subscriptionStatus?.rawValue ?? 1, originalTransactionId: subscription.originalTransactionId,
+                    signedTransactionInfo: (try? signer.sign(transaction)) ?? "",
+                    signedRenewalInfo: renewal.flatMap { try? signer.sign($0) } ?? ""
+                )
+            )
+        }
         let configuration = scenario.configuration
         let body = StatusResponseBody(
             environment: configuration.environment.rawValue, bundleId: configuration.bundleId, appAppleId: configuration.appAppleId,
-            data: [
-                .init(
-                    subscriptionGroupIdentifier: transaction.subscriptionGroupIdentifier ?? "21000001",
-                    lastTransactions: [
-                        .init(
-                            status: customer.subscriptionStatus?.rawValue ?? 1, originalTransactionId: customer.originalTransactionId,
-                            signedTransactionInfo: (try? signer.sign(transaction)) ?? "",
-                            signedRenewalInfo: renewal.flatMap { try? signer.sign($0) } ?? ""
-                        )
-                    ]
-                )
-            ]
+            data: groupOrder.map { .init(subscriptionGroupIdentifier: $0, lastTransactions: groups[$0]!) }
         )
         return .json(body)
     }

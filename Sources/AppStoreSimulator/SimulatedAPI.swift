@@ -56,6 +56,10 @@ public final class SimulatedAPI: Sendable {
         var lastRateLimited: Date?
         var testNotifications: [String: Date] = [:]
         var transactionHistoryRequests: [(id: String, revision: String?)] = []
+        var subscriptionStatusesRequests: [String] = []
+        /// The latest `Retry-After` each endpoint answered: when it went out, and until when.
+        var retryAfter: [String: (answeredAt: Date, until: Date)] = [:]
+        var requestsBeforeRetryAfter: [RequestBeforeRetryAfter] = []
         var expiredTokenServed = false
         var tokenlessPageServed = false
         /// Get Notification History matches by request body (see `notificationHistory`).
@@ -103,6 +107,14 @@ public final class SimulatedAPI: Sendable {
         guard failures.withLock({ $0 }) == 0 else { throw SimulatorError("could not sign \(failures.withLock { $0 }) notifications") }
     }
 
+    /// Requests that reached an endpoint after one of its 429s had gone out (plus
+    /// `options.retryAfterGrace`, for requests already on the wire) but before that 429's
+    /// `Retry-After`: Apple counts them against the app.
+    public var requestsBeforeRetryAfter: [RequestBeforeRetryAfter] { state.withLock { $0.requestsBeforeRetryAfter } }
+
+    /// Every Get All Subscription Statuses request answered: the ID asked for.
+    public var subscriptionStatusesRequests: [String] { state.withLock { $0.subscriptionStatusesRequests } }
+
     /// Every Get Transaction History request answered: the ID asked for and the revision sent.
     public var transactionHistoryRequests: [(id: String, revision: String?)] { state.withLock { $0.transactionHistoryRequests } }
 
@@ -114,12 +126,16 @@ public final class SimulatedAPI: Sendable {
         state.withLock {
             $0.requestCounts[route.endpointName, default: 0] += 1
             if $0.firstRequest == nil { $0.firstRequest = now }
+            if let last = $0.retryAfter[route.endpointName], now > last.answeredAt.addingTimeInterval(options.retryAfterGrace), now < last.until {
+                $0.requestsBeforeRetryAfter.append(.init(endpoint: route.endpointName, answered429At: last.answeredAt, arrived: now, retryAfter: last.until))
+            }
         }
         guard authorize(authorization, now: now) else { return Answer(status: 401, headers: [], body: []) }
         if let limited = rateLimit(route.endpointName, now: now) { return limited }
         if let injected = state.withLock({ $0.injected.isEmpty ? nil : $0.injected.removeFirst() }) {
             switch injected {
             case .error(let status, let code, let message, let retryAfter):
+                if status == 429, let retryAfter { noteRetryAfter(route.endpointName, answeredAt: now, until: retryAfter) }
                 return .error(status, code, message, headers: retryAfter.map { [("Retry-After", String($0))] } ?? [])
             case .garbage:
                 return Answer(status: 200, headers: [("Content-Type", "application/json")], body: Array("<html>oops".utf8))
@@ -136,7 +152,9 @@ public final class SimulatedAPI: Sendable {
         case .transactionHistory(let id):
             state.withLock { $0.transactionHistoryRequests.append((id, query.first { $0.0 == "revision" }?.1)) }
             answer = transactionHistory(id: id, query: query, now: now)
-        case .subscriptionStatuses(let id): answer = subscriptionStatuses(id: id, now: now)
+        case .subscriptionStatuses(let id):
+            state.withLock { $0.subscriptionStatusesRequests.append(id) }
+            answer = subscriptionStatuses(id: id, now: now)
         case .requestTestNotification: answer = requestTestNotification(now: now)
         case .testNotificationStatus(let token): answer = testNotificationStatus(token: token, now: now)
         }
@@ -223,9 +241,26 @@ public final class SimulatedAPI: Sendable {
             }
             state.rateLimited += 1
             state.lastRateLimited = now
-            let resume = now.addingTimeInterval((1 - bucket.tokens) / rate)
-            return .error(429, 4_290_000, "Rate limit exceeded.", headers: [("Retry-After", String(Int64((resume.timeIntervalSince1970 * 1000).rounded(.up))))])
+            let resume = Int64((now.addingTimeInterval((1 - bucket.tokens) / rate).timeIntervalSince1970 * 1000).rounded(.up))
+            state.retryAfter[endpoint] = (now, Date(timeIntervalSince1970: Double(resume) / 1000))
+            return .error(429, 4_290_000, "Rate limit exceeded.", headers: [("Retry-After", String(resume))])
         }
+    }
+
+    private func noteRetryAfter(_ endpoint: String, answeredAt: Date, until milliseconds: Int64) {
+        state.withLock { $0.retryAfter[endpoint] = (answeredAt, Date(timeIntervalSince1970: Double(milliseconds) / 1000)) }
+    }
+}
+
+/// A request that came while its endpoint's latest `Retry-After` still held.
+public struct RequestBeforeRetryAfter: Sendable, Hashable, CustomStringConvertible {
+    public var endpoint: String
+    public var answered429At: Date
+    public var arrived: Date
+    public var retryAfter: Date
+
+    public var description: String {
+        "\(endpoint): arrived \(Int(arrived.timeIntervalSince(answered429At) * 1000)) ms after a 429, \(Int(retryAfter.timeIntervalSince(arrived) * 1000)) ms before its Retry-After"
     }
 }
 

@@ -28,6 +28,13 @@ public struct SimulatorOptions: Sendable {
     /// Refuse, once, the pagination token that asks for this page (counting from 1 for the second
     /// page) as expired (4000017): a token that lapses in the middle of a window.
     public var expireTokenOnceAtPage: Int?
+    /// Accounts (by index in the scenario) for which Get Transaction History and Get All
+    /// Subscription Statuses answer this error instead (Apple's 4040001 AccountNotFoundError,
+    /// 4000006 InvalidTransactionIdError, ...), whatever transaction ID of theirs is asked.
+    public var failingAccounts: [Int: AccountFailure] = [:]
+    /// How long after a 429 goes out a request to the same endpoint still counts as already on
+    /// the wire rather than sent before the `Retry-After` (`requestsBeforeRetryAfter`).
+    public var retryAfterGrace: TimeInterval = 0.1
     /// Seed of the fault injection, so a faulty run can be replayed.
     public var faultSeed: UInt64 = 7
 
@@ -43,6 +50,21 @@ public enum InjectedAnswer: Sendable, Hashable {
     case garbage
     /// A 200 with this body (JSON of the wrong shape, say).
     case body(String)
+}
+
+/// An error Apple answers for one account.
+public struct AccountFailure: Sendable, Hashable {
+    public var status: Int
+    public var code: Int64
+    public var message: String
+    public init(status: Int, code: Int64, message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    public static let accountNotFound = AccountFailure(status: 404, code: 4_040_001, message: "Account not found.")
+    public static let invalidTransactionId = AccountFailure(status: 400, code: 4_000_006, message: "Invalid transaction id.")
 }
 
 /// A payload that must not be trusted, and how it is wrong.

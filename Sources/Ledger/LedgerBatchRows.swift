@@ -44,6 +44,7 @@ enum LedgerBatchRows {
         var is_in_billing_retry: Bool?
         var grace_period_expires_ms: Int64?
         var last_signed_ms: Int64
+        var environment: String?
     }
 
     /// The rows, and their signed payloads in the same order.
@@ -82,7 +83,8 @@ enum LedgerBatchRows {
             original_transaction_id: record.originalTransactionId, product_id: record.productId, status: record.status,
             expires_ms: record.expiresDate?.unixMilliseconds, auto_renew_status: record.autoRenewStatus,
             auto_renew_product_id: record.autoRenewProductId, is_in_billing_retry: record.isInBillingRetry,
-            grace_period_expires_ms: record.gracePeriodExpiresDate?.unixMilliseconds, last_signed_ms: record.lastSignedDate.unixMilliseconds
+            grace_period_expires_ms: record.gracePeriodExpiresDate?.unixMilliseconds, last_signed_ms: record.lastSignedDate.unixMilliseconds,
+            environment: record.environment
         )
     }
 
@@ -92,7 +94,7 @@ enum LedgerBatchRows {
             originalTransactionId: row.original_transaction_id, productId: row.product_id, status: row.status,
             expiresDate: date(row.expires_ms), autoRenewStatus: row.auto_renew_status, autoRenewProductId: row.auto_renew_product_id,
             isInBillingRetry: row.is_in_billing_retry, gracePeriodExpiresDate: date(row.grace_period_expires_ms),
-            lastSignedDate: date(row.last_signed_ms)!
+            lastSignedDate: date(row.last_signed_ms)!, environment: row.environment
         )
     }
 

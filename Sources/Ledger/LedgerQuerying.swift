@@ -26,10 +26,3 @@ public struct PageLedgerState: Sendable {
     public var subscriptions: [String: SubscriptionRecord]
     public var transactionSignedDates: [String: Date]
 }
-
-/// What the ledger holds for one customer.
-public struct StoredCustomerState: Sendable {
-    public var revision: String?
-    public var subscription: SubscriptionRecord?
-    public var transactions: [TransactionRecord]
-}

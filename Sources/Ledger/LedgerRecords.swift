@@ -84,11 +84,15 @@ public struct SubscriptionRecord: Hashable, Sendable, Codable {
     public var isInBillingRetry: Bool?
     public var gracePeriodExpiresDate: Date?
     public var lastSignedDate: Date
+    /// `Production` or `Sandbox` (nil in rows written before migration 0005 that it could not tell).
+    public var environment: String?
 
     public init(
         originalTransactionId: String, productId: String?, status: Int?, expiresDate: Date?, autoRenewStatus: Int?,
-        autoRenewProductId: String?, isInBillingRetry: Bool?, gracePeriodExpiresDate: Date?, lastSignedDate: Date
+        autoRenewProductId: String?, isInBillingRetry: Bool?, gracePeriodExpiresDate: Date?, lastSignedDate: Date,
+        environment: String? = nil
     ) {
+        self.environment = environment
         self.originalTransactionId = originalTransactionId
         self.productId = productId
         self.status = status
@@ -124,10 +128,8 @@ public struct LedgerBatch: Hashable, Sendable {
     public var transactions: [TransactionRecord] = []
     public var subscriptions: [SubscriptionRecord] = []
     public var rejected: [RejectedPayloadRecord] = []
-    /// Get Transaction History revisions to store, per customer, with everything they cover.
-    public var revisions: [String: String] = [:]
-    /// Customers whose stored revision Apple refused: deleted, so the next fetch starts over.
-    public var revisionsToForget: [String] = []
+    /// Accounts pass 2 compared with Apple's answer: recorded with everything the answer changed.
+    public var accounts: [AccountVerification] = []
     /// For a run's record of what it changed (`app_store.run_subscription_changes`): each
     /// subscription's row before the run first changed it (nil: there was none). Written with
     /// a run ID only, and only for the subscriptions the batch did change.
@@ -136,8 +138,57 @@ public struct LedgerBatch: Hashable, Sendable {
     public init() {}
 
     public var isEmpty: Bool {
-        notifications.isEmpty && transactions.isEmpty && subscriptions.isEmpty && rejected.isEmpty && revisions.isEmpty
-            && revisionsToForget.isEmpty
+        notifications.isEmpty && transactions.isEmpty && subscriptions.isEmpty && rejected.isEmpty && accounts.isEmpty
+    }
+}
+
+/// One Apple account as pass 2 left it (`app_store.accounts`, `app_store.account_members`).
+public struct AccountVerification: Hashable, Sendable {
+    public enum Revision: Hashable, Sendable {
+        /// Transaction history was not asked: the stored revision stays.
+        case unchanged
+        /// The last page's revision of a complete ascending fetch.
+        case store(String)
+        /// Apple refused the stored revision and no complete fetch replaced it: the next starts over.
+        case forget
+    }
+
+    public var environment: String
+    /// The account's key as pass 2 sees it (the ledger keeps the numerically smallest
+    /// originalTransactionId of the account, merging accounts found to be one).
+    public var accountId: String
+    /// Every originalTransactionId Apple's answers showed in the account.
+    public var members: [String]
+    public var revision: Revision
+
+    public init(environment: String, accountId: String, members: [String], revision: Revision) {
+        self.environment = environment
+        self.accountId = accountId
+        self.members = members
+        self.revision = revision
+    }
+}
+
+/// What the ledger holds of one Apple account for pass 2: its row (nil before its first repair),
+/// and the rows of its members and of the originalTransactionIds asked about.
+public struct StoredAccountState: Sendable {
+    public var accountId: String?
+    public var revision: String?
+    public var verifiedAt: Date?
+    public var members: [String]
+    public var subscriptions: [String: SubscriptionRecord]
+    public var transactions: [TransactionRecord]
+
+    public init(
+        accountId: String?, revision: String?, verifiedAt: Date?, members: [String], subscriptions: [String: SubscriptionRecord],
+        transactions: [TransactionRecord]
+    ) {
+        self.accountId = accountId
+        self.revision = revision
+        self.verifiedAt = verifiedAt
+        self.members = members
+        self.subscriptions = subscriptions
+        self.transactions = transactions
     }
 }
 
@@ -191,8 +242,20 @@ public struct CustomerLedgerView: Hashable, Sendable {
     public var subscription: SubscriptionRecord?
     public var transactions: [TransactionFacts]
     public var notifications: [NotificationFacts]
+    /// The account the originalTransactionId belongs to, when pass 2 has asked Apple about it.
+    public var accountId: String?
+    /// When pass 2 last compared the account with Apple (nil: never).
+    public var verifiedAt: Date?
+    /// When the ledger last recorded anything of this originalTransactionId (a row written or updated).
+    public var lastRecordedAt: Date?
 
-    public init(originalTransactionId: String, subscription: SubscriptionRecord?, transactions: [TransactionFacts], notifications: [NotificationFacts]) {
+    public init(
+        originalTransactionId: String, subscription: SubscriptionRecord?, transactions: [TransactionFacts], notifications: [NotificationFacts],
+        accountId: String? = nil, verifiedAt: Date? = nil, lastRecordedAt: Date? = nil
+    ) {
+        self.accountId = accountId
+        self.verifiedAt = verifiedAt
+        self.lastRecordedAt = lastRecordedAt
         self.originalTransactionId = originalTransactionId
         self.subscription = subscription
         self.transactions = transactions

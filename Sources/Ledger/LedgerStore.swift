@@ -17,13 +17,19 @@ public struct LedgerStore: Sendable {
     // MARK: Reads for the comparison (one query per batch)
 
     /// The columns of `app_store.subscriptions` in the order every query selects them.
-    typealias SubscriptionRow = (String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date)
+    typealias SubscriptionRow = (String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date, String?)
+
+    /// The SELECT list that `SubscriptionRow` decodes.
+    static let subscriptionColumns = """
+        original_transaction_id, product_id, status, expires_date, auto_renew_status, auto_renew_product_id,
+        is_in_billing_retry, grace_period_expires_date, last_signed_date, environment
+        """
 
     static func subscription(_ row: SubscriptionRow) -> SubscriptionRecord {
         SubscriptionRecord(
             originalTransactionId: row.0, productId: row.1, status: row.2.map(Int.init), expiresDate: row.3,
             autoRenewStatus: row.4.map(Int.init), autoRenewProductId: row.5, isInBillingRetry: row.6,
-            gracePeriodExpiresDate: row.7, lastSignedDate: row.8
+            gracePeriodExpiresDate: row.7, lastSignedDate: row.8, environment: row.9
         )
     }
 
@@ -35,11 +41,7 @@ public struct LedgerStore: Sendable {
     static func subscriptions(_ originalTransactionIds: [String], on database: some LedgerQuerying, logger: Logger) async throws -> [String: SubscriptionRecord] {
         guard !originalTransactionIds.isEmpty else { return [:] }
         let rows = try await database.ledgerQuery(
-            """
-            SELECT original_transaction_id, product_id, status, expires_date, auto_renew_status, auto_renew_product_id,
-                   is_in_billing_retry, grace_period_expires_date, last_signed_date
-            FROM app_store.subscriptions WHERE original_transaction_id = ANY(\(originalTransactionIds))
-            """,
+            "SELECT \(unescaped: subscriptionColumns) FROM app_store.subscriptions WHERE original_transaction_id = ANY(\(originalTransactionIds))",
             logger: logger
         )
         var found: [String: SubscriptionRecord] = [:]
@@ -60,7 +62,7 @@ public struct LedgerStore: Sendable {
             switch row.0 {
             case 1:
                 guard let lastSigned = row.9 else { continue }
-                state.subscriptions[row.1] = Self.subscription((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, lastSigned))
+                state.subscriptions[row.1] = Self.subscription((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, lastSigned, row.10))
             case 2:
                 if let signed = row.9 { state.transactionSignedDates[row.1] = signed }
             default:
@@ -73,17 +75,17 @@ public struct LedgerStore: Sendable {
     /// Kind 1 rows are subscriptions, kind 2 a transaction's ID and `signed_date`, kind 3 a
     /// notification's UUID.
     struct PageStateRead: PostgresPreparedStatement {
-        typealias Row = (Int16, String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date?)
+        typealias Row = (Int16, String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date?, String?)
 
         static let sql = """
             SELECT 1::smallint, original_transaction_id, product_id, status, expires_date, auto_renew_status, auto_renew_product_id,
-                   is_in_billing_retry, grace_period_expires_date, last_signed_date
+                   is_in_billing_retry, grace_period_expires_date, last_signed_date, environment
             FROM app_store.subscriptions WHERE original_transaction_id = ANY($1::text[])
             UNION ALL
-            SELECT 2::smallint, transaction_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, signed_date
+            SELECT 2::smallint, transaction_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, signed_date, NULL
             FROM app_store.transactions WHERE transaction_id = ANY($2::text[])
             UNION ALL
-            SELECT 3::smallint, notification_uuid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+            SELECT 3::smallint, notification_uuid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
             FROM app_store.notifications WHERE notification_uuid = ANY($3::uuid[])
             """
 
@@ -119,27 +121,15 @@ public struct LedgerStore: Sendable {
         let logger = self.logger
         let writesRows = !batch.notifications.isEmpty || !batch.transactions.isEmpty || !batch.subscriptions.isEmpty || checkpoint != nil
         let statement = RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint)
-        if batch.rejected.isEmpty && batch.revisions.isEmpty && batch.revisionsToForget.isEmpty {
+        if batch.rejected.isEmpty && batch.accounts.isEmpty {
             return try await client.withConnection { connection in
                 try await Self.outcome(of: statement, on: connection, logger: logger)
             }
         }
         return try await client.withTransaction(logger: logger) { connection in
             let outcome = writesRows ? try await Self.outcome(of: statement, on: connection, logger: logger) : LedgerBatchOutcome()
-            for (customer, revision) in batch.revisions.sorted(by: { $0.key < $1.key }) {
-                try await connection.query(
-                    """
-                    INSERT INTO app_store.history_revisions (original_transaction_id, revision, fetched_at)
-                    VALUES (\(customer), \(revision), now())
-                    ON CONFLICT (original_transaction_id) DO UPDATE SET revision = EXCLUDED.revision, fetched_at = now()
-                    """,
-                    logger: logger
-                )
-            }
-            for customer in batch.revisionsToForget where batch.revisions[customer] == nil {
-                try await connection.query(
-                    "DELETE FROM app_store.history_revisions WHERE original_transaction_id = \(customer)", logger: logger
-                )
+            for account in batch.accounts {
+                try await Self.record(account, on: connection, logger: logger)
             }
             for record in batch.rejected {
                 try await connection.query(
@@ -224,20 +214,22 @@ public struct LedgerStore: Sendable {
                 RETURNING transaction_id
             ), changed_subscriptions AS (
                 INSERT INTO app_store.subscriptions (original_transaction_id, product_id, status, expires_date, auto_renew_status,
-                    auto_renew_product_id, is_in_billing_retry, grace_period_expires_date, last_signed_date)
+                    auto_renew_product_id, is_in_billing_retry, grace_period_expires_date, last_signed_date, environment)
                 SELECT r.original_transaction_id, r.product_id, r.status, timestamptz 'epoch' + r.expires_ms * interval '1 millisecond',
                     r.auto_renew_status, r.auto_renew_product_id, r.is_in_billing_retry,
                     timestamptz 'epoch' + r.grace_period_expires_ms * interval '1 millisecond',
-                    timestamptz 'epoch' + r.last_signed_ms * interval '1 millisecond'
+                    timestamptz 'epoch' + r.last_signed_ms * interval '1 millisecond', r.environment
                 FROM jsonb_to_recordset($18::text::jsonb) AS r(
                     original_transaction_id text, product_id text, status smallint, expires_ms bigint, auto_renew_status smallint,
-                    auto_renew_product_id text, is_in_billing_retry boolean, grace_period_expires_ms bigint, last_signed_ms bigint)
+                    auto_renew_product_id text, is_in_billing_retry boolean, grace_period_expires_ms bigint, last_signed_ms bigint,
+                    environment text)
                 ON CONFLICT (original_transaction_id) DO UPDATE SET
                     product_id = EXCLUDED.product_id, status = EXCLUDED.status, expires_date = EXCLUDED.expires_date,
                     auto_renew_status = EXCLUDED.auto_renew_status, auto_renew_product_id = EXCLUDED.auto_renew_product_id,
                     is_in_billing_retry = EXCLUDED.is_in_billing_retry,
                     grace_period_expires_date = EXCLUDED.grace_period_expires_date,
-                    last_signed_date = EXCLUDED.last_signed_date, updated_at = now()
+                    last_signed_date = EXCLUDED.last_signed_date,
+                    environment = coalesce(EXCLUDED.environment, app_store.subscriptions.environment), updated_at = now()
                 WHERE app_store.subscriptions.last_signed_date < EXCLUDED.last_signed_date
                 RETURNING original_transaction_id
             ), recorded_changes AS (
@@ -324,20 +316,7 @@ public struct LedgerStore: Sendable {
         return found
     }
 
-    // MARK: Reads for repairs
-
-    /// The stored Get Transaction History revision of a customer.
-    public func revision(of customer: String) async throws -> String? {
-        try await Self.revision(of: customer, on: client, logger: logger)
-    }
-
-    static func revision(of customer: String, on database: some LedgerQuerying, logger: Logger) async throws -> String? {
-        let rows = try await database.ledgerQuery(
-            "SELECT revision FROM app_store.history_revisions WHERE original_transaction_id = \(customer)", logger: logger
-        )
-        for try await revision in rows.decode(String.self) { return revision }
-        return nil
-    }
+    // MARK: Reads and writes for repairs (pass 2, per Apple account)
 
     /// The customer (originalTransactionId) a transaction ID belongs to, when the ledger knows it.
     public func customer(ofTransaction id: String) async throws -> String? {
@@ -353,29 +332,87 @@ public struct LedgerStore: Sendable {
         return nil
     }
 
-    /// A customer's stored transactions.
-    public func transactions(ofCustomer customer: String) async throws -> [TransactionRecord] {
-        try await Self.transactions(ofCustomer: customer, on: client, logger: logger)
+    /// Whether verified data in the ledger names this originalTransactionId in this environment
+    /// (a transaction or subscription row, or a verified notification): only such IDs are sent to Apple.
+    public func knows(originalTransactionIds: [String], environment: String) async throws -> Set<String> {
+        guard !originalTransactionIds.isEmpty else { return [] }
+        let rows = try await client.query(
+            """
+            SELECT original_transaction_id FROM app_store.transactions
+            WHERE original_transaction_id = ANY(\(originalTransactionIds)) AND environment = \(environment)
+            UNION SELECT original_transaction_id FROM app_store.subscriptions
+            WHERE original_transaction_id = ANY(\(originalTransactionIds)) AND environment = \(environment)
+            UNION SELECT original_transaction_id FROM app_store.notifications
+            WHERE original_transaction_id = ANY(\(originalTransactionIds)) AND environment = \(environment)
+            """,
+            logger: logger
+        )
+        var found: Set<String> = []
+        for try await id in rows.decode(String.self) { found.insert(id) }
+        return found
     }
 
-    /// What pass 2 compares with Apple's answer for one customer, read on one leased connection.
-    public func customerState(_ customer: String) async throws -> StoredCustomerState {
+    /// A customer's stored transactions.
+    public func transactions(ofCustomer customer: String) async throws -> [TransactionRecord] {
+        try await Self.transactions(ofCustomers: [customer], on: client, logger: logger)
+    }
+
+    /// The account an originalTransactionId belongs to (nil before pass 2 first asked about it),
+    /// with its members, and the rows of those members and of `others`: what pass 2 compares with
+    /// Apple's answer, read on one leased connection.
+    public func accountState(environment: String, of customer: String, and others: [String] = []) async throws -> StoredAccountState {
         let logger = self.logger
         return try await client.withConnection { connection in
-            StoredCustomerState(
-                revision: try await Self.revision(of: customer, on: connection, logger: logger),
-                subscription: try await Self.subscriptions([customer], on: connection, logger: logger)[customer],
-                transactions: try await Self.transactions(ofCustomer: customer, on: connection, logger: logger)
+            var state = StoredAccountState(accountId: nil, revision: nil, verifiedAt: nil, members: [], subscriptions: [:], transactions: [])
+            let accountRows = try await connection.query(
+                """
+                SELECT a.account_id, a.revision, a.verified_at FROM app_store.account_members m
+                JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
+                WHERE m.environment = \(environment) AND m.original_transaction_id = \(customer)
+                """,
+                logger: logger
+            )
+            for try await (account, revision, verifiedAt) in accountRows.decode((String, String?, Date?).self) {
+                state.accountId = account
+                state.revision = revision
+                state.verifiedAt = verifiedAt
+            }
+            if let account = state.accountId {
+                let memberRows = try await connection.query(
+                    """
+                    SELECT original_transaction_id FROM app_store.account_members
+                    WHERE environment = \(environment) AND account_id = \(account) ORDER BY 1
+                    """,
+                    logger: logger
+                )
+                for try await member in memberRows.decode(String.self) { state.members.append(member) }
+            }
+            let ids = Array(Set(state.members + others + [customer])).sorted()
+            state.subscriptions = try await Self.subscriptions(ids, on: connection, logger: logger)
+            state.transactions = try await Self.transactions(ofCustomers: ids, on: connection, logger: logger)
+            return state
+        }
+    }
+
+    /// The rows of these originalTransactionIds (pass 2 reads them again once Apple's answer has
+    /// named members the ledger did not know were in the account).
+    public func rows(of customers: [String]) async throws -> (subscriptions: [String: SubscriptionRecord], transactions: [TransactionRecord]) {
+        let logger = self.logger
+        return try await client.withConnection { connection in
+            (
+                try await Self.subscriptions(customers, on: connection, logger: logger),
+                try await Self.transactions(ofCustomers: customers, on: connection, logger: logger)
             )
         }
     }
 
-    static func transactions(ofCustomer customer: String, on database: some LedgerQuerying, logger: Logger) async throws -> [TransactionRecord] {
+    static func transactions(ofCustomers customers: [String], on database: some LedgerQuerying, logger: Logger) async throws -> [TransactionRecord] {
+        guard !customers.isEmpty else { return [] }
         let rows = try await database.ledgerQuery(
             """
             SELECT transaction_id, original_transaction_id, product_id, product_type, purchase_date, expires_date, revocation_date,
                    revocation_reason, is_upgraded, signed_date, environment, signed_transaction
-            FROM app_store.transactions WHERE original_transaction_id = \(customer) ORDER BY purchase_date, transaction_id
+            FROM app_store.transactions WHERE original_transaction_id = ANY(\(customers)) ORDER BY purchase_date, transaction_id
             """,
             logger: logger
         )
@@ -392,96 +429,189 @@ public struct LedgerStore: Sendable {
         return found
     }
 
-    // "Recovered" below: a notification from history (`source = 'history'`) signed in the
-    // window, or recorded since the run `runId` started (in the database's own clock: what this
-    // run, or another shard of it, recovered that was signed outside the window).
-
-    /// Which of these customers have a notification recovered in the window (or since the run
-    /// `runId` started).
-    public func recoveredCustomers(among customers: [String], from start: Date, to end: Date, sinceRun runId: UUID?) async throws -> Set<String> {
-        guard !customers.isEmpty else { return [] }
-        let rows = try await client.query(
+    /// Records an account as pass 2 left it, in the transaction of what it wrote: verified now,
+    /// its revision (kept, replaced or forgotten), and every member Apple's answers showed.
+    ///
+    /// The account's key is the numerically smallest originalTransactionId it is known to hold,
+    /// whichever of them pass 2 asked with. Two originalTransactionIds of one account the ledger
+    /// could not yet tell apart may be repaired at once, each as an account of its own; when their
+    /// answers meet here, the accounts merge under that key, whatever the order of the commits,
+    /// and keep a revision. Recordings of one environment take turns (a transaction-level advisory
+    /// lock, taken after the rows are written, so it never waits on a row lock held by another).
+    static func record(_ account: AccountVerification, on connection: PostgresConnection, logger: Logger) async throws {
+        let environment = account.environment
+        try await connection.query(
+            "SELECT pg_advisory_xact_lock(hashtext('appstore-reconcile.accounts'), hashtext(\(environment)))", logger: logger
+        )
+        let members = Array(Set(account.members + [account.accountId])).sorted()
+        var existing: Set<String> = []
+        let rows = try await connection.query(
             """
-            SELECT DISTINCT n.original_transaction_id FROM app_store.notifications n
-            WHERE n.original_transaction_id = ANY(\(customers)) AND n.source = 'history' AND (
-                (n.signed_date >= \(start) AND n.signed_date < \(end))
-                OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
+            SELECT DISTINCT account_id FROM app_store.account_members
+            WHERE environment = \(environment) AND original_transaction_id = ANY(\(members))
             """,
             logger: logger
         )
-        var found: Set<String> = []
-        for try await customer in rows.decode(String.self) { found.insert(customer) }
+        for try await key in rows.decode(String.self) { existing.insert(key) }
+        let key = existing.union(members).min { ($0.count, $0) < ($1.count, $1) }!
+        var carried: String?
+        for old in existing.sorted() where old != key {
+            try await connection.query(
+                "UPDATE app_store.account_members SET account_id = \(key) WHERE environment = \(environment) AND account_id = \(old)", logger: logger
+            )
+            let dropped = try await connection.query(
+                "DELETE FROM app_store.accounts WHERE environment = \(environment) AND account_id = \(old) RETURNING revision", logger: logger
+            )
+            for try await revision in dropped.decode(String?.self) { carried = carried ?? revision }
+        }
+        let (keep, revision): (Bool, String?) =
+            switch account.revision {
+            case .unchanged: (true, carried)
+            case .store(let revision): (false, revision)
+            case .forget: (false, nil)
+            }
+        try await connection.query(
+            """
+            INSERT INTO app_store.accounts (environment, account_id, revision, verified_at)
+            VALUES (\(environment), \(key), \(revision), now())
+            ON CONFLICT (environment, account_id) DO UPDATE SET verified_at = now(),
+                revision = CASE WHEN \(keep) THEN coalesce(app_store.accounts.revision, EXCLUDED.revision) ELSE EXCLUDED.revision END
+            """,
+            logger: logger
+        )
+        try await connection.query(
+            """
+            INSERT INTO app_store.account_members (environment, original_transaction_id, account_id)
+            SELECT \(environment), member, \(key) FROM unnest(\(members)::text[]) AS member
+            ON CONFLICT (environment, original_transaction_id) DO UPDATE SET account_id = EXCLUDED.account_id
+            """,
+            logger: logger
+        )
+    }
+
+    // "Recovered" below: a notification from history (`source = 'history'`) of this environment,
+    // signed in the window or recorded since the run `runId` started, and recorded after its
+    // account was last verified: what a run (or an earlier run of the window that died before its
+    // pass 2, or whose pass 2 could not check the account) recovered and pass 2 has not checked.
+
+    /// Notification types whose recovery calls for the account's transaction history, not only
+    /// its subscription statuses: refunds and their flow, Family Sharing revocations, one-time purchases.
+    public static let typesNeedingTransactionHistory = [
+        "REFUND", "REFUND_REVERSED", "REFUND_DECLINED", "CONSUMPTION_REQUEST", "REVOKE", "ONE_TIME_CHARGE",
+    ]
+
+    /// Which of these customers have a notification recovered by the runs, and whether any of
+    /// those needs the transaction history (`typesNeedingTransactionHistory`).
+    public func recoveredCustomers(among customers: [String], environment: String, from start: Date, to end: Date, sinceRun runId: UUID?) async throws -> [String: Bool] {
+        guard !customers.isEmpty else { return [:] }
+        let rows = try await client.query(
+            """
+            SELECT n.original_transaction_id, bool_or(n.notification_type = ANY(\(Self.typesNeedingTransactionHistory)))
+            FROM app_store.notifications n
+            LEFT JOIN app_store.account_members m ON m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
+            LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
+            WHERE n.original_transaction_id = ANY(\(customers)) AND n.environment = \(environment) AND n.source = 'history'
+                AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
+                    OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
+                AND (a.verified_at IS NULL OR n.recorded_at > a.verified_at)
+            GROUP BY 1
+            """,
+            logger: logger
+        )
+        var found: [String: Bool] = [:]
+        for try await (customer, needsHistory) in rows.decode((String, Bool).self) { found[customer] = needsHistory }
         return found
     }
 
-    /// Customers without a subscription row (one-time purchases) with a notification recovered
-    /// in the window (or since the run `runId` started): up to `limit` after `cursor`, in order.
+    /// Customers without a subscription row (one-time purchases) with a notification recovered by
+    /// the runs: up to `limit` after `cursor`, in order, and whether they need the transaction history.
     public func customersRecoveredWithoutSubscription(
-        from start: Date, to end: Date, sinceRun runId: UUID?, after cursor: String?, limit: Int
-    ) async throws -> [String] {
+        environment: String, from start: Date, to end: Date, sinceRun runId: UUID?, after cursor: String?, limit: Int
+    ) async throws -> [(customer: String, needsTransactionHistory: Bool)] {
         let rows = try await client.query(
             """
-            SELECT DISTINCT n.original_transaction_id FROM app_store.notifications n
-            WHERE n.original_transaction_id > \(cursor ?? "") AND n.source = 'history' AND (
-                (n.signed_date >= \(start) AND n.signed_date < \(end))
-                OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
+            SELECT n.original_transaction_id, bool_or(n.notification_type = ANY(\(Self.typesNeedingTransactionHistory)))
+            FROM app_store.notifications n
+            LEFT JOIN app_store.account_members m ON m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
+            LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
+            WHERE n.original_transaction_id > \(cursor ?? "") AND n.environment = \(environment) AND n.source = 'history'
+                AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
+                    OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
+                AND (a.verified_at IS NULL OR n.recorded_at > a.verified_at)
                 AND NOT EXISTS (SELECT 1 FROM app_store.subscriptions s WHERE s.original_transaction_id = n.original_transaction_id)
-            ORDER BY 1 LIMIT \(limit)
+            GROUP BY 1 ORDER BY 1 LIMIT \(limit)
             """,
             logger: logger
         )
-        var found: [String] = []
-        for try await customer in rows.decode(String.self) { found.append(customer) }
+        var found: [(customer: String, needsTransactionHistory: Bool)] = []
+        for try await (customer, needsHistory) in rows.decode((String, Bool).self) { found.append((customer, needsHistory)) }
         return found
     }
 
-    /// The ledger views of up to `limit` subscription customers after `cursor`, in order: the
-    /// gap rules stream through the whole ledger this way, a chunk at a time.
-    public func customerViews(after cursor: String?, limit: Int) async throws -> [CustomerLedgerView] {
+    /// The ledger views of up to `limit` subscription customers of this environment after
+    /// `cursor`, in order: the gap rules stream through the whole ledger this way, a chunk at a
+    /// time. Each view carries its account's last verification and when the ledger last recorded
+    /// anything of the customer, so that the rules look only at what is newer than the verification.
+    public func customerViews(environment: String, after cursor: String?, limit: Int) async throws -> [CustomerLedgerView] {
         let start = cursor ?? ""
-        var subscriptions: [SubscriptionRecord] = []
+        var views: [CustomerLedgerView] = []
         let rows = try await client.query(
             """
-            SELECT original_transaction_id, product_id, status, expires_date, auto_renew_status, auto_renew_product_id,
-                   is_in_billing_retry, grace_period_expires_date, last_signed_date
-            FROM app_store.subscriptions WHERE original_transaction_id > \(start) ORDER BY original_transaction_id LIMIT \(limit)
+            SELECT s.original_transaction_id, s.product_id, s.status, s.expires_date, s.auto_renew_status, s.auto_renew_product_id,
+                   s.is_in_billing_retry, s.grace_period_expires_date, s.last_signed_date, s.environment,
+                   m.account_id, a.verified_at, s.updated_at
+            FROM app_store.subscriptions s
+            LEFT JOIN app_store.account_members m ON m.environment = s.environment AND m.original_transaction_id = s.original_transaction_id
+            LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
+            WHERE s.environment = \(environment) AND s.original_transaction_id > \(start)
+            ORDER BY s.original_transaction_id LIMIT \(limit)
             """,
             logger: logger
         )
-        for try await row in rows.decode(SubscriptionRow.self) { subscriptions.append(Self.subscription(row)) }
-        let ids = subscriptions.map(\.originalTransactionId)
+        typealias Row = (String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date, String?, String?, Date?, Date)
+        for try await row in rows.decode(Row.self) {
+            let subscription = Self.subscription((row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9))
+            views.append(
+                CustomerLedgerView(
+                    originalTransactionId: row.0, subscription: subscription, transactions: [], notifications: [], accountId: row.10,
+                    verifiedAt: row.11, lastRecordedAt: row.12
+                )
+            )
+        }
+        let ids = views.map(\.originalTransactionId)
         guard !ids.isEmpty else { return [] }
-        var transactions: [String: [CustomerLedgerView.TransactionFacts]] = [:]
+        var position: [String: Int] = [:]
+        for (index, id) in ids.enumerated() { position[id] = index }
+        func noteRecorded(_ date: Date, _ index: Int) {
+            if views[index].lastRecordedAt.map({ $0 < date }) ?? true { views[index].lastRecordedAt = date }
+        }
         let transactionRows = try await client.query(
             """
-            SELECT original_transaction_id, transaction_id, product_type, purchase_date, expires_date, revocation_date, signed_date
+            SELECT original_transaction_id, transaction_id, product_type, purchase_date, expires_date, revocation_date, signed_date, updated_at
             FROM app_store.transactions WHERE original_transaction_id = ANY(\(ids)) ORDER BY purchase_date
             """,
             logger: logger
         )
-        for try await row in transactionRows.decode((String, String, String?, Date?, Date?, Date?, Date).self) {
-            transactions[row.0, default: []].append(
+        for try await row in transactionRows.decode((String, String, String?, Date?, Date?, Date?, Date, Date).self) {
+            guard let index = position[row.0] else { continue }
+            views[index].transactions.append(
                 .init(transactionId: row.1, productType: row.2, purchaseDate: row.3, expiresDate: row.4, revocationDate: row.5, signedDate: row.6)
             )
+            noteRecorded(row.7, index)
         }
-        var notifications: [String: [CustomerLedgerView.NotificationFacts]] = [:]
         let notificationRows = try await client.query(
             """
-            SELECT original_transaction_id, notification_type, subtype, signed_date FROM app_store.notifications
-            WHERE original_transaction_id = ANY(\(ids)) ORDER BY signed_date
+            SELECT original_transaction_id, notification_type, subtype, signed_date, recorded_at FROM app_store.notifications
+            WHERE original_transaction_id = ANY(\(ids)) AND environment = \(environment) ORDER BY signed_date
             """,
             logger: logger
         )
-        for try await row in notificationRows.decode((String, String, String?, Date).self) {
-            notifications[row.0, default: []].append(.init(type: row.1, subtype: row.2, signedDate: row.3))
+        for try await row in notificationRows.decode((String, String, String?, Date, Date).self) {
+            guard let index = position[row.0] else { continue }
+            views[index].notifications.append(.init(type: row.1, subtype: row.2, signedDate: row.3))
+            noteRecorded(row.4, index)
         }
-        return subscriptions.map { subscription in
-            CustomerLedgerView(
-                originalTransactionId: subscription.originalTransactionId, subscription: subscription,
-                transactions: transactions[subscription.originalTransactionId] ?? [],
-                notifications: notifications[subscription.originalTransactionId] ?? []
-            )
-        }
+        return views
     }
 
     // MARK: Runs

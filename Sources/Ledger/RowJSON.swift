@@ -133,6 +133,7 @@ extension LedgerBatchRows.Subscription: JSONRow {
         json.field("is_in_billing_retry", is_in_billing_retry)
         json.field("grace_period_expires_ms", grace_period_expires_ms)
         json.field("last_signed_ms", last_signed_ms)
+        json.field("environment", environment)
     }
 }
 

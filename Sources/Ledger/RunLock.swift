@@ -188,7 +188,9 @@ extension LedgerStore {
         )
         var runs: [RunSummary] = []
         for try await row in rows.decode((UUID, String, String, Date?, Date?, Date, Date?, String, String, String?, Int?, String?).self) {
-            let counts = (try? JSONDecoder().decode([String: Int].self, from: Data(row.8.utf8))) ?? [:]
+            // The numbers of the counts object; nested objects (per-endpoint figures) are left out.
+            let object = (try? JSONSerialization.jsonObject(with: Data(row.8.utf8))) as? [String: Any] ?? [:]
+            let counts = object.compactMapValues { ($0 as? NSNumber)?.intValue }
             runs.append(
                 RunSummary(
                     id: row.0, kind: row.1, environment: row.2, windowStart: row.3, windowEnd: row.4, startedAt: row.5,

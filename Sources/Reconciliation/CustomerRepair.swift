@@ -3,24 +3,37 @@ import Foundation
 import Ledger
 import Logging
 import SignedData
+import Synchronization
 
-/// Pass 2: repairs customers whose record may still be wrong, with Apple's truth. For each: Get
-/// Transaction History (ascending, from the stored revision: only what changed since), every
-/// transaction verified, Get All Subscription Statuses for the subscription's state, the rows
-/// recomputed, and the final revision stored in the same database transaction as what it
-/// covers (never in a dry run). Customers are repaired in parallel, bounded, under the client's
-/// shared rate limiter.
+/// Pass 2: repairs, with Apple's truth, the Apple accounts whose records may still be wrong.
+///
+/// Get Transaction History and Get All Subscription Statuses answer for a customer's whole
+/// Apple Account in the app: every originalTransactionId it has. So pass 2 works per account:
+/// it asks once per account, with any of its transaction IDs; one Get All Subscription Statuses
+/// call gives every subscription's state (each entry applied to its own originalTransactionId),
+/// and Get Transaction History, from the account's stored revision (ascending: only what changed
+/// since), is asked only where one-time purchases, refunds or missing transactions need checking.
+/// Every answer is verified; rows whose content equals Apple's are neither written nor counted
+/// (Apple signs its answers when it answers, so signatures always differ); what differs, the
+/// account's members, its revision and the time of this verification are committed in one
+/// database transaction (never in a dry run). Accounts are repaired in parallel, bounded, under
+/// the client's shared rate limiter. One account Apple cannot answer for is reported with its
+/// reason and the others go on.
 public struct CustomerRepair: Sendable {
     public struct Target: Sendable, Hashable {
+        /// The originalTransactionId selected (the account's key when it has none yet).
         public var customer: String
-        /// The transaction ID to ask Apple with (any of the customer's; the original one by default).
+        /// The transaction ID to ask Apple with (any of the account's; the original one by default).
         public var transactionId: String
         public var reasons: [GapReason]
+        /// Whether Get Transaction History is needed, or the statuses alone tell the truth.
+        public var needsTransactionHistory: Bool
 
-        public init(customer: String, transactionId: String? = nil, reasons: [GapReason]) {
+        public init(customer: String, transactionId: String? = nil, reasons: [GapReason], needsTransactionHistory: Bool? = nil) {
             self.customer = customer
             self.transactionId = transactionId ?? customer
             self.reasons = reasons
+            self.needsTransactionHistory = needsTransactionHistory ?? reasons.contains(where: GapRules.needsTransactionHistory)
         }
     }
 
@@ -31,6 +44,9 @@ public struct CustomerRepair: Sendable {
     public let progress: ProgressLine
     public let concurrency: Int
     public let stop: StopRequest
+    /// Accounts (and their members) already repaired in this pass, as numbers: a second
+    /// originalTransactionId of a repaired account is not asked about again.
+    private let handled = Handled()
 
     public init(
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, logger: Logger,
@@ -45,6 +61,13 @@ public struct CustomerRepair: Sendable {
         self.concurrency = max(1, concurrency)
     }
 
+    var environment: String { verifier.configuration.environment.rawValue }
+
+    /// Only what Apple issues is sent to it: a transaction ID is a string of digits.
+    public static func isWellFormedTransactionId(_ id: String) -> Bool {
+        !id.isEmpty && id.utf8.count <= 32 && id.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+
     // MARK: Who
 
     /// Customers the rules find, streamed through the ledger a chunk at a time.
@@ -52,20 +75,25 @@ public struct CustomerRepair: Sendable {
         try await scan(now: now, chunk: chunk, more: { _ in [:] }, found)
     }
 
-    /// Streams through every customer with a subscription row, in order: the gap rules' reasons,
+    /// Streams through every subscription of this environment, in order: the gap rules' reasons,
     /// and `more`'s for the chunk (read once per chunk), decide who is a target.
     func scan(
-        now: Date = Date(), chunk: Int = 500, more: ([String]) async throws -> [String: Set<GapReason>], _ found: (Target) async throws -> Void
+        now: Date = Date(), chunk: Int = 500, more: ([String]) async throws -> [String: (reasons: Set<GapReason>, needsHistory: Bool)],
+        _ found: (Target) async throws -> Void
     ) async throws {
         var cursor: String?
         while true {
-            let views = try await store.customerViews(after: cursor, limit: chunk)
+            let views = try await store.customerViews(environment: environment, after: cursor, limit: chunk)
             guard let last = views.last else { return }
             cursor = last.originalTransactionId
             let extra = try await more(views.map(\.originalTransactionId))
             for view in views {
-                let reasons = Set(GapRules.evaluate(view, now: now)).union(extra[view.originalTransactionId] ?? [])
-                if !reasons.isEmpty { try await found(Target(customer: view.originalTransactionId, reasons: Self.ordered(reasons))) }
+                let ruled = Set(GapRules.evaluate(view, now: now))
+                let added = extra[view.originalTransactionId]
+                let reasons = ruled.union(added?.reasons ?? [])
+                guard !reasons.isEmpty else { continue }
+                let needsHistory = ruled.contains(where: GapRules.needsTransactionHistory) || (added?.needsHistory ?? false)
+                try await found(Target(customer: view.originalTransactionId, reasons: Self.ordered(reasons), needsTransactionHistory: needsHistory))
             }
         }
     }
@@ -78,10 +106,13 @@ public struct CustomerRepair: Sendable {
     /// results are reported in the order of their targets, with memory bounded.
     static let reorderLimit = 256
 
-    /// Repairs the targets, `concurrency` at a time, and returns what happened to each.
+    /// Repairs the targets, `concurrency` at a time, and returns what happened to each account.
     /// - Parameter overlay: what pass 1 wrote or would write, for a dry run to compare against.
-    public func repair(_ targets: [Target], dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init()) async throws -> ReportList<RecoveryReport.Repair> {
-        try await repair(dryRun: dryRun, overlay: overlay) { emit in
+    /// - Parameter runId: the run pass 2 belongs to, whose record of changes it adds to.
+    public func repair(
+        _ targets: [Target], dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init(), runId: UUID? = nil
+    ) async throws -> ReportList<RecoveryReport.Repair> {
+        try await repair(dryRun: dryRun, overlay: overlay, runId: runId) { emit in
             for target in targets { try await emit(target) }
         }
     }
@@ -89,26 +120,42 @@ public struct CustomerRepair: Sendable {
     /// Repairs the targets `produce` hands over as it finds them (a scan of the ledger), in
     /// parallel, `concurrency` at a time, and lists the results in the order of the targets.
     /// Neither the targets nor the results are held in memory: a scan of a million customers
-    /// takes the memory of one chunk and `reorderLimit` results.
+    /// takes the memory of one chunk, `reorderLimit` results and a number per account repaired.
+    ///
+    /// An account whose requests exhausted their retries is reported failed and the pass goes
+    /// on; but when `concurrency` accounts (at least 4) in a row fail so, Apple is down, not the
+    /// account: the pass stops with that error (a temporary failure; nothing committed is lost).
     public func repair(
-        dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init(), produce: (_ emit: (Target) async throws -> Void) async throws -> Void
+        dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init(), runId: UUID? = nil,
+        produce: (_ emit: (Target) async throws -> Void) async throws -> Void
     ) async throws -> ReportList<RecoveryReport.Repair> {
         let results = try ReportList<RecoveryReport.Repair>()
         var changed = 0
-        try await withThrowingTaskGroup(of: (Int, RecoveryReport.Repair).self) { group in
+        var exhaustedInARow = 0
+        let giveUpAfter = max(4, concurrency)
+        try await withThrowingTaskGroup(of: (Int, RepairResult).self) { group in
             var started = 0
             var inFlight = 0
-            var finished: [Int: RecoveryReport.Repair] = [:]
+            var finished: [Int: RepairResult] = [:]
+            var reported = 0
             func collectOne() async throws {
                 guard let (index, result) = try await group.next() else { return }
                 inFlight -= 1
+                if let exhausted = result.exhausted {
+                    exhaustedInARow += 1
+                    if exhaustedInARow >= giveUpAfter { throw exhausted }
+                } else {
+                    exhaustedInARow = 0
+                }
                 finished[index] = result
-                while let next = finished.removeValue(forKey: results.count) {
-                    results.append(next)
-                    if next.outcome == "repaired" { changed += 1 }
+                while let next = finished.removeValue(forKey: reported) {
+                    reported += 1
+                    guard let entry = next.entry else { continue }
+                    results.append(entry)
+                    if entry.outcome == RecoveryReport.Repair.repaired { changed += 1 }
                 }
                 progress.update(
-                    "repairs \(results.count) · changed \(changed) · in hand \(inFlight + finished.count)",
+                    "accounts \(results.count) · changed \(changed) · in hand \(inFlight + finished.count)",
                     requests: client.counts.requests.values.reduce(0, +)
                 )
             }
@@ -119,97 +166,176 @@ public struct CustomerRepair: Sendable {
                     let index = started
                     started += 1
                     inFlight += 1
-                    group.addTask { (index, try await repairOne(target, dryRun: dryRun, overlay: overlay)) }
+                    group.addTask { (index, try await repairOne(target, dryRun: dryRun, overlay: overlay, runId: runId)) }
                 }
             } catch is StopProducing {}
             while inFlight > 0 { try await collectOne() }
         }
-        // Customers in hand were finished and committed; the rest wait for the next run.
+        // Accounts in hand were finished and committed; the rest wait for the next run.
         try stop.check()
         return results
     }
 
     private struct StopProducing: Error {}
 
-    func repairOne(_ target: Target, dryRun: Bool, overlay: RecoveryReport.LedgerOverlay) async throws -> RecoveryReport.Repair {
-        var entry = RecoveryReport.Repair(originalTransactionId: target.customer, reasons: target.reasons.map(\.rawValue))
-        // The stored revision and rows, in one lease; the rows' writes below are guarded by
-        // signedDate in SQL, so a live write between this read and them is never undone.
-        var state = try await store.customerState(target.customer)
-        let stored = state.revision
-        var pages: [HistoryResponse] = []
-        var startedOver = false
-        do {
-            pages = try await fetch(target.transactionId, from: stored)
-        } catch let error as AppStoreAPIError where error.code == .invalidRequestRevision {
-            // Apple no longer accepts the stored revision: forget it and fetch everything.
-            startedOver = true
-            pages = try await fetch(target.transactionId, from: nil)
-        } catch let error as AppStoreAPIError where error.code == .transactionIdNotFound {
-            entry.outcome = "not-found"
-            return entry
-        }
-        entry.transactionHistoryRequests = pages.count
-        var batch = LedgerBatch()
-        // Each transaction's newest version: ascending by modification, so the last one seen.
-        var latest: [String: (payload: TransactionPayload, signed: String)] = [:]
-        var order: [String] = []
-        for page in pages {
-            for (signed, outcome) in await verifyAll(page.signedTransactions) {
-                switch outcome {
-                case .verified(let transaction):
-                    guard let id = transaction.transactionId else { continue }
-                    if latest[id] == nil { order.append(id) }
-                    latest[id] = (transaction, signed)
-                case .rejected(let rejection):
-                    entry.rejected += 1
-                    batch.rejected.append(
-                        RejectedPayloadRecord(source: "transaction-history", notificationUUID: nil, reason: rejection.reason.rawValue, detail: rejection.detail, signedPayload: signed)
-                    )
-                case .retryLater:
-                    entry.rejected += 1
-                }
-            }
-        }
-        // A named transaction the ledger did not know was taken for the customer's key; Apple's
-        // answer says whose it is.
-        let customer = latest.values.first?.payload.originalTransactionId ?? target.customer
-        entry.originalTransactionId = customer
-        var target = target
-        if customer != target.customer {
-            target.customer = customer
-            state = try await store.customerState(customer)
-        }
-        let storedSubscription = RecoveryPlanner.newer(state.subscription, overlay.subscriptions[target.customer])
-        var truthSubscription: SubscriptionRecord?
-        let isSubscription = storedSubscription != nil || latest.values.contains { $0.payload.type == .autoRenewable }
-        if isSubscription {
-            truthSubscription = try await subscriptionTruth(target)
-        }
-        let plan = RepairPlanner.plan(
-            customer: target.customer, truth: .init(transactions: order.compactMap { latest[$0] }, subscription: truthSubscription),
-            storedTransactions: Self.merge(state.transactions, overlay, customer: target.customer),
-            storedSubscription: storedSubscription
-        )
-        entry.transactionsAdded = plan.transactionsAdded
-        entry.transactionsChanged = plan.transactionsChanged
-        entry.refundsFound = plan.refundsFound
-        entry.changes = plan.changes
-        entry.outcome = plan.batch.transactions.isEmpty && plan.batch.subscriptions.isEmpty ? "unchanged" : "repaired"
-        if !dryRun {
-            batch.transactions = plan.batch.transactions
-            batch.subscriptions = plan.batch.subscriptions
-            if let final = pages.last?.finalRevision { batch.revisions[target.customer] = final }
-            if startedOver && batch.revisions[target.customer] == nil { batch.revisionsToForget.append(target.customer) }
-            _ = try await store.apply(batch, runId: nil)
-        }
-        return entry
+    /// What repairing one target gave: its report entry (nil when its account was already
+    /// repaired in this pass), and the error when Apple did not answer within the retry budget.
+    struct RepairResult: Sendable {
+        var entry: RecoveryReport.Repair?
+        var exhausted: RetriesExhausted?
     }
 
+    func repairOne(_ target: Target, dryRun: Bool, overlay: RecoveryReport.LedgerOverlay, runId: UUID?) async throws -> RepairResult {
+        var entry = RecoveryReport.Repair(originalTransactionId: target.customer, reasons: target.reasons.map(\.rawValue))
+        guard Self.isWellFormedTransactionId(target.transactionId) else {
+            entry.outcome = RecoveryReport.Repair.failed
+            entry.failure = "'\(target.transactionId.prefix(40))' is not a transaction ID Apple issues (digits only): not sent to Apple"
+            return RepairResult(entry: entry)
+        }
+        let environment = self.environment
+        // The account row, its members and their rows, in one lease; the rows' writes below are
+        // guarded by signedDate in SQL, so a live write between this read and them is never undone.
+        let state = try await store.accountState(environment: environment, of: target.customer)
+        guard handled.claim(state.accountId ?? target.customer) else { return RepairResult(entry: nil) }
+
+        // Ask Apple.
+        var latest: [String: (payload: TransactionPayload, signed: String)] = [:]
+        var order: [String] = []
+        var truthSubscriptions: [SubscriptionRecord] = []
+        var rejected: [RejectedPayloadRecord] = []
+        var revision = AccountVerification.Revision.unchanged
+        func take(_ transaction: TransactionPayload, _ signed: String, replacing: Bool) {
+            guard let id = transaction.transactionId else { return }
+            if latest[id] == nil { order.append(id) } else if !replacing { return }
+            latest[id] = (transaction, signed)
+        }
+        do {
+            if target.needsTransactionHistory {
+                var pages: [HistoryResponse] = []
+                var startedOver = false
+                do {
+                    pages = try await fetch(target.transactionId, from: state.revision)
+                } catch let error as AppStoreAPIError where error.code == .invalidRequestRevision {
+                    // Apple no longer accepts the stored revision: forget it and fetch everything.
+                    startedOver = true
+                    pages = try await fetch(target.transactionId, from: nil)
+                }
+                entry.transactionHistoryRequests = pages.count
+                entry.fromStoredRevision = state.revision != nil && !startedOver
+                for page in pages {
+                    for (signed, outcome) in await verifyAll(page.signedTransactions) {
+                        switch outcome {
+                        case .verified(let transaction):
+                            // Ascending by modification: the last version seen is the newest.
+                            take(transaction, signed, replacing: true)
+                        case .rejected(let rejection):
+                            entry.rejected += 1
+                            rejected.append(
+                                RejectedPayloadRecord(
+                                    source: "transaction-history", notificationUUID: nil, reason: rejection.reason.rawValue,
+                                    detail: rejection.detail, signedPayload: signed
+                                )
+                            )
+                        case .retryLater:
+                            entry.rejected += 1
+                        }
+                    }
+                }
+                if let final = pages.last?.finalRevision {
+                    revision = .store(final)
+                } else if startedOver {
+                    revision = .forget
+                }
+            }
+            let mayHaveSubscriptions = !target.needsTransactionHistory || !state.subscriptions.isEmpty
+                || latest.values.contains { $0.payload.type == .autoRenewable }
+            if mayHaveSubscriptions {
+                let statuses = try await client.allSubscriptionStatuses(transactionId: target.transactionId)
+                entry.subscriptionStatusesRequests = 1
+                for group in statuses.data {
+                    for last in group.lastTransactions {
+                        switch await subscriptionTruth(last) {
+                        case .success(let (record, transaction, signed)):
+                            truthSubscriptions.append(record)
+                            // History's version, when asked, is as new: the statuses' latest
+                            // transaction fills in only what history did not bring.
+                            take(transaction, signed, replacing: false)
+                        case .failure(let failure):
+                            entry.rejected += 1
+                            rejected.append(failure.record)
+                        }
+                    }
+                }
+            }
+        } catch let error as AppStoreAPIError where Self.accountFailures.contains(error.code ?? .generalBadRequest) {
+            entry.outcome = RecoveryReport.Repair.failed
+            entry.failure = "Apple answered \(error.code.map { "\($0)" } ?? "\(error.httpStatus)")\(error.message.map { " (\($0))" } ?? "")"
+            return RepairResult(entry: entry)
+        } catch let error as RetriesExhausted {
+            entry.outcome = RecoveryReport.Repair.failed
+            entry.failure = "Apple did not answer: \(error.description)"
+            return RepairResult(entry: entry, exhausted: error)
+        }
+
+        // Who is in the account: what the ledger knew, and every originalTransactionId Apple named.
+        var named = Set<String>()
+        for (payload, _) in latest.values { if let original = payload.originalTransactionId { named.insert(original) } }
+        for subscription in truthSubscriptions { named.insert(subscription.originalTransactionId) }
+        let ledgerKnowsTarget = state.subscriptions[target.customer] != nil || state.transactions.contains { $0.originalTransactionId == target.customer }
+        var members = Set(state.members).union(named)
+        if ledgerKnowsTarget || named.isEmpty { members.insert(target.customer) }
+        // The account's key: its numerically smallest originalTransactionId (the ledger records it so).
+        let accountId = members.union(state.accountId.map { [$0] } ?? []).min { ($0.count, $0) < ($1.count, $1) } ?? target.customer
+        entry.account = accountId
+        if accountId != target.customer, !members.contains(target.customer) { entry.originalTransactionId = accountId }
+        let known = Set(state.members + [target.customer])
+        var storedSubscriptions = state.subscriptions
+        var storedTransactions = state.transactions
+        let unknown = members.subtracting(known).sorted()
+        if !unknown.isEmpty {
+            let more = try await store.rows(of: unknown)
+            storedSubscriptions.merge(more.subscriptions) { stored, _ in stored }
+            storedTransactions += more.transactions
+        }
+        for member in members {
+            storedSubscriptions[member] = RecoveryPlanner.newer(storedSubscriptions[member], overlay.subscriptions[member])
+        }
+        let plan = RepairPlanner.plan(
+            truth: .init(transactions: order.compactMap { latest[$0] }, subscriptions: truthSubscriptions),
+            storedTransactions: Self.merge(storedTransactions, overlay, customers: members),
+            storedSubscriptions: storedSubscriptions
+        )
+        handled.claim(members)
+        entry.members = members.sorted()
+        if dryRun {
+            entry.transactionsAdded = plan.transactionsAdded
+            entry.transactionsChanged = plan.transactionsChanged
+            entry.refundsFound = plan.refundsFound
+            entry.changes = plan.changes
+            entry.outcome = plan.batch.transactions.isEmpty && plan.batch.subscriptions.isEmpty ? RecoveryReport.Repair.unchanged : RecoveryReport.Repair.repaired
+            return RepairResult(entry: entry)
+        }
+        var batch = plan.batch
+        batch.rejected = rejected
+        batch.accounts = [AccountVerification(environment: environment, accountId: accountId, members: members.sorted(), revision: revision)]
+        let written = try await store.apply(batch, runId: runId)
+        // What was written, not what was planned: a live write may have got there first.
+        entry.transactionsAdded = plan.transactionsAdded.filter(written.changedTransactions.contains)
+        entry.transactionsChanged = plan.transactionsChanged.filter(written.changedTransactions.contains)
+        entry.refundsFound = plan.refundsFound.filter(written.changedTransactions.contains)
+        entry.changes = plan.changes.filter { $0.originalTransactionId.map(written.changedSubscriptions.contains) ?? false }
+        entry.outcome = written.changedTransactions.isEmpty && written.changedSubscriptions.isEmpty
+            ? RecoveryReport.Repair.unchanged : RecoveryReport.Repair.repaired
+        return RepairResult(entry: entry)
+    }
+
+    /// Apple's answers that concern the account, not Apple: reported for the account, the pass goes on.
+    static let accountFailures: Set<AppStoreAPIError.Code> = [.accountNotFound, .invalidTransactionId, .transactionIdNotFound]
+
     /// The stored transactions with pass 1's (planned) versions on top.
-    static func merge(_ stored: [TransactionRecord], _ overlay: RecoveryReport.LedgerOverlay, customer: String) -> [TransactionRecord] {
+    static func merge(_ stored: [TransactionRecord], _ overlay: RecoveryReport.LedgerOverlay, customers: Set<String>) -> [TransactionRecord] {
         var byId = Dictionary(stored.map { ($0.transactionId, $0) }, uniquingKeysWith: { first, _ in first })
-        for record in overlay.transactions.values where record.originalTransactionId == customer {
+        for record in overlay.transactions.values where customers.contains(record.originalTransactionId) {
             if byId[record.transactionId].map({ $0.signedDate.unixMilliseconds < record.signedDate.unixMilliseconds }) ?? true {
                 byId[record.transactionId] = record
             }
@@ -235,63 +361,100 @@ public struct CustomerRepair: Sendable {
         }
     }
 
-    /// The subscription's present state from Get All Subscription Statuses, verified.
-    private func subscriptionTruth(_ target: Target) async throws -> SubscriptionRecord? {
-        let statuses: StatusResponse
-        do {
-            statuses = try await client.allSubscriptionStatuses(transactionId: target.transactionId)
-        } catch let error as AppStoreAPIError where error.code == .transactionIdNotFound {
-            return nil
+    struct StatusRejected: Error {
+        var record: RejectedPayloadRecord
+    }
+
+    /// One subscription's present state from a Get All Subscription Statuses entry, verified:
+    /// its row, and its latest transaction with the JWS.
+    private func subscriptionTruth(_ last: LastTransaction) async -> Result<(SubscriptionRecord, TransactionPayload, String), StatusRejected> {
+        func rejected(_ signed: String, _ reason: String, _ detail: String) -> Result<(SubscriptionRecord, TransactionPayload, String), StatusRejected> {
+            .failure(StatusRejected(record: RejectedPayloadRecord(source: "subscription-statuses", notificationUUID: nil, reason: reason, detail: detail, signedPayload: signed)))
         }
-        for group in statuses.data {
-            for last in group.lastTransactions where last.originalTransactionId == target.customer {
-                guard let signedTransaction = last.signedTransactionInfo,
-                    let transaction = await verifier.verifyTransaction(signedTransaction).verifiedPayload
-                else { return nil }
-                var renewal: RenewalInfoPayload?
-                if let signedRenewal = last.signedRenewalInfo, !signedRenewal.isEmpty {
-                    guard let verified = await verifier.verifyRenewalInfo(signedRenewal).verifiedPayload else { return nil }
-                    renewal = verified
-                }
-                return RepairPlanner.subscriptionRecord(status: last.status, transaction: transaction, renewal: renewal)
+        guard let signedTransaction = last.signedTransactionInfo, !signedTransaction.isEmpty else {
+            return rejected("", RejectionReason.malformed.rawValue, "a statuses entry without signedTransactionInfo")
+        }
+        let transaction: TransactionPayload
+        switch await verifier.verifyTransaction(signedTransaction) {
+        case .verified(let payload): transaction = payload
+        case .rejected(let rejection): return rejected(signedTransaction, rejection.reason.rawValue, rejection.detail)
+        case .retryLater(let reason): return rejected(signedTransaction, "retry-later", reason)
+        }
+        var renewal: RenewalInfoPayload?
+        if let signedRenewal = last.signedRenewalInfo, !signedRenewal.isEmpty {
+            switch await verifier.verifyRenewalInfo(signedRenewal) {
+            case .verified(let payload): renewal = payload
+            case .rejected(let rejection): return rejected(signedRenewal, rejection.reason.rawValue, rejection.detail)
+            case .retryLater(let reason): return rejected(signedRenewal, "retry-later", reason)
             }
         }
-        return nil
+        guard let record = RepairPlanner.subscriptionRecord(status: last.status, transaction: transaction, renewal: renewal) else {
+            return rejected(signedTransaction, RejectionReason.malformed.rawValue, "a statuses entry without an originalTransactionId or signedDate")
+        }
+        return .success((record, transaction, signedTransaction))
+    }
+}
+
+/// The accounts a pass has repaired, as numbers (transaction IDs are digits): a few bytes each.
+final class Handled: Sendable {
+    private let numbers = Mutex<Set<UInt64>>([])
+
+    /// True when `account` was not handled yet (and is now).
+    func claim(_ account: String) -> Bool {
+        guard let number = UInt64(account) else { return true }
+        return numbers.withLock { $0.insert(number).inserted }
+    }
+
+    func claim(_ members: Set<String>) {
+        numbers.withLock { set in for member in members { if let number = UInt64(member) { set.insert(number) } } }
     }
 }
 
 extension CustomerRepair {
-    /// Pass 2 of a run: every customer the gap rules find in the ledger, those whose
-    /// notifications the recovery recovered (or found stale), or that were recovered in the
-    /// window before, and those named in rejected payloads; each repaired once. Streams through
-    /// the ledger: only the customers named outside it (rejections; in a dry run, the missed
-    /// notifications it did not write) are held in memory.
+    /// Pass 2 of a run: the accounts this run's pass 1 recovered notifications of (in a dry run,
+    /// those it would have), those the gap rules find for what happened since their last
+    /// verification, and those named in rejected payloads that verified data in the ledger
+    /// knows; each account repaired once. Streams through the ledger: only the customers named
+    /// outside it (rejections; in a dry run, the missed notifications it did not write) are
+    /// held in memory.
     public func afterRecovery(
         _ recovery: RecoveryReport, window: OutageWindow, dryRun: Bool, shard: Shard = .whole, now: Date = Date()
     ) async throws -> ReportList<RecoveryReport.Repair> {
-        var named: [String: Set<GapReason>] = [:]
-        for rejected in recovery.rejected {
-            if let customer = rejected.originalTransactionId, shard.owns(customer: customer) { named[customer, default: []].insert(.payloadRejected) }
+        var named: [String: (reasons: Set<GapReason>, needsHistory: Bool)] = [:]
+        // A rejected payload's IDs are unverified: Apple is asked only about those that verified
+        // data in the ledger already holds, with those IDs.
+        let rejectedCustomers = Set(recovery.rejected.compactMap(\.originalTransactionId).filter(Self.isWellFormedTransactionId))
+        for customer in try await store.knows(originalTransactionIds: Array(rejectedCustomers), environment: environment) where shard.owns(customer: customer) {
+            named[customer, default: ([], true)].reasons.insert(.payloadRejected)
         }
         if dryRun {
             for entry in recovery.missed {
-                if let customer = entry.originalTransactionId, shard.owns(customer: customer) { named[customer, default: []].insert(.recoveredInWindow) }
+                guard let customer = entry.originalTransactionId, shard.owns(customer: customer) else { continue }
+                named[customer, default: ([], false)].reasons.insert(.recoveredInWindow)
+                if LedgerStore.typesNeedingTransactionHistory.contains(entry.notificationType) { named[customer]!.needsHistory = true }
             }
         }
-        // A real run's recoveries are in the ledger: recorded since the run started.
+        // A real run's recoveries are in the ledger: signed in the window, or recorded since the
+        // run started, and not checked since (what an earlier run of the window that died before
+        // its pass 2 recovered is checked now).
         let runId = dryRun ? nil : UUID(uuidString: recovery.run.id)
         let store = self.store
+        let environment = self.environment
         // Only a dry run needs pass 1's overlay: a real run's pass 1 is in the ledger already.
-        return try await repair(dryRun: dryRun, overlay: dryRun ? recovery.pass1 : .init()) { emit in
+        return try await repair(dryRun: dryRun, overlay: dryRun ? recovery.pass1 : .init(), runId: runId) { emit in
             try await scan(
                 now: now,
                 more: { customers in
-                    var extra: [String: Set<GapReason>] = [:]
-                    for customer in try await store.recoveredCustomers(among: customers, from: window.start, to: window.end, sinceRun: runId) {
-                        extra[customer, default: []].insert(.recoveredInWindow)
+                    var extra: [String: (reasons: Set<GapReason>, needsHistory: Bool)] = [:]
+                    let recovered = dryRun
+                        ? [:] : try await store.recoveredCustomers(among: customers, environment: environment, from: window.start, to: window.end, sinceRun: runId)
+                    for (customer, needsHistory) in recovered {
+                        extra[customer] = ([.recoveredInWindow], needsHistory)
                     }
                     for customer in customers {
-                        if let reasons = named.removeValue(forKey: customer) { extra[customer, default: []].formUnion(reasons) }
+                        guard let more = named.removeValue(forKey: customer) else { continue }
+                        extra[customer, default: ([], false)].reasons.formUnion(more.reasons)
+                        if more.needsHistory { extra[customer]!.needsHistory = true }
                     }
                     return extra
                 },
@@ -299,27 +462,24 @@ extension CustomerRepair {
             )
             // Recovered customers without a subscription row (one-time purchases).
             var cursor: String?
-            while true {
+            while !dryRun {
                 let customers = try await store.customersRecoveredWithoutSubscription(
-                    from: window.start, to: window.end, sinceRun: runId, after: cursor, limit: 500
+                    environment: environment, from: window.start, to: window.end, sinceRun: runId, after: cursor, limit: 500
                 )
                 guard let last = customers.last else { break }
-                cursor = last
-                for customer in customers where shard.owns(customer: customer) {
-                    let reasons = named.removeValue(forKey: customer, default: []).union([.recoveredInWindow])
-                    try await emit(Target(customer: customer, reasons: Self.ordered(reasons)))
+                cursor = last.customer
+                for (customer, needsHistory) in customers where shard.owns(customer: customer) {
+                    let more = named.removeValue(forKey: customer)
+                    let reasons = (more?.reasons ?? []).union([.recoveredInWindow])
+                    try await emit(
+                        Target(customer: customer, reasons: Self.ordered(reasons), needsTransactionHistory: needsHistory || (more?.needsHistory ?? false))
+                    )
                 }
             }
-            // Named customers the ledger does not know.
-            for (customer, reasons) in named.sorted(by: { $0.key < $1.key }) {
-                try await emit(Target(customer: customer, reasons: Self.ordered(reasons)))
+            // Named customers without a subscription row.
+            for (customer, more) in named.sorted(by: { $0.key < $1.key }) {
+                try await emit(Target(customer: customer, reasons: Self.ordered(more.reasons), needsTransactionHistory: more.needsHistory))
             }
         }
-    }
-}
-
-extension Dictionary {
-    fileprivate mutating func removeValue(forKey key: Key, default value: Value) -> Value {
-        removeValue(forKey: key) ?? value
     }
 }

@@ -4,8 +4,8 @@ import Ledger
 /// Why a customer is repaired through Get Transaction History. The raw values are stable: they
 /// appear in reports.
 public enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
-    /// A notification of this customer was recovered from history (or found stale) in the window:
-    /// history holds point-in-time snapshots, so ask Apple for the present.
+    /// A notification of this customer was recovered from history (or found stale) by this run,
+    /// in its window: history holds point-in-time snapshots, so ask Apple for the present.
     case recoveredInWindow = "recovered-in-window"
     /// A payload of this customer was rejected or left for retry in the window.
     case payloadRejected = "payload-rejected"
@@ -26,6 +26,11 @@ public enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
 
 /// The rules that find customers whose records contradict themselves, as pure functions of
 /// what the ledger holds for one customer and the current time.
+///
+/// Each contradiction counts only when it is newer than the account's last verification against
+/// Apple: pass 2 cannot change what the notifications say (a chain gap, a skipped step stays in
+/// them forever), so once Apple's answer has been applied, only what the ledger records after it,
+/// or an expiry that passes after it, selects the account again.
 public enum GapRules {
     /// How long after an expiry a renewal may still legitimately be on its way.
     public static let expiryTolerance: TimeInterval = 3600
@@ -33,16 +38,37 @@ public enum GapRules {
     public static func evaluate(_ view: CustomerLedgerView, now: Date) -> [GapReason] {
         var reasons: [GapReason] = []
         if isActiveButExpired(view, now: now) { reasons.append(.activeButExpired) }
+        guard hasNewsSinceVerification(view) else { return reasons }
         if isRowOlderThanTransactions(view) { reasons.append(.rowOlderThanTransactions) }
         if hasTransactionChainGap(view) { reasons.append(.transactionChainGap) }
         if skipsAStep(view) { reasons.append(.skippedStep) }
         return reasons
     }
 
+    /// Never verified, or the ledger recorded something of the customer after the verification.
+    static func hasNewsSinceVerification(_ view: CustomerLedgerView) -> Bool {
+        guard let verified = view.verifiedAt else { return true }
+        guard let recorded = view.lastRecordedAt else { return false }
+        return recorded > verified
+    }
+
+    /// Recorded active, but the period (and grace period) ended over an hour ago, and no
+    /// verification happened since then.
     static func isActiveButExpired(_ view: CustomerLedgerView, now: Date) -> Bool {
         guard let subscription = view.subscription, subscription.status == 1, let expires = subscription.expiresDate else { return false }
         let lastServed = max(expires, subscription.gracePeriodExpiresDate ?? expires)
-        return lastServed.addingTimeInterval(expiryTolerance) < now
+        let overdue = lastServed.addingTimeInterval(expiryTolerance)
+        guard overdue < now else { return false }
+        return view.verifiedAt.map { $0 < overdue } ?? true
+    }
+
+    /// Whether answering for this reason needs the account's transaction history (older or
+    /// one-time transactions, refunds), or the subscription statuses alone tell the truth.
+    public static func needsTransactionHistory(_ reason: GapReason) -> Bool {
+        switch reason {
+        case .payloadRejected, .transactionChainGap, .named: true
+        case .recoveredInWindow, .activeButExpired, .rowOlderThanTransactions, .skippedStep: false
+        }
     }
 
     static func isRowOlderThanTransactions(_ view: CustomerLedgerView) -> Bool {

@@ -46,16 +46,21 @@ enum LedgerMapping {
         guard isSubscription, let original = transaction?.originalTransactionId ?? renewal?.originalTransactionId,
             let signedDate = date(notification.payload.signedDate)
         else { return nil }
+        // Never backwards: a notification may carry an older transaction than the one the row
+        // holds (a refund, a declined refund or a consumption request about an earlier period).
+        // Its expiry and product then stay the row's; its status and renewal info still apply.
+        let expires = date(transaction?.expiresDate)
+        let older = expires.map { new in current?.expiresDate.map { new.unixMilliseconds < $0.unixMilliseconds } ?? false } ?? true
         return SubscriptionRecord(
             originalTransactionId: original,
-            productId: transaction?.productId ?? current?.productId,
+            productId: older ? current?.productId ?? transaction?.productId : transaction?.productId,
             status: notification.payload.data?.status?.rawValue ?? current?.status,
-            expiresDate: date(transaction?.expiresDate) ?? current?.expiresDate,
+            expiresDate: older ? current?.expiresDate ?? expires : expires,
             autoRenewStatus: renewal?.autoRenewStatus ?? current?.autoRenewStatus,
             autoRenewProductId: renewal?.autoRenewProductId ?? current?.autoRenewProductId,
             isInBillingRetry: renewal?.isInBillingRetryPeriod ?? (renewal == nil ? current?.isInBillingRetry : false),
             gracePeriodExpiresDate: renewal == nil ? current?.gracePeriodExpiresDate : date(renewal?.gracePeriodExpiresDate),
-            lastSignedDate: signedDate
+            lastSignedDate: signedDate, environment: environmentOf(notification.payload)?.rawValue ?? current?.environment
         )
     }
 }

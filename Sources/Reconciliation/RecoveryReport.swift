@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import Foundation
 import Ledger
 
@@ -49,8 +50,13 @@ public struct RecoveryReport: Sendable, Codable {
         public var onlyFailures: Bool
     }
 
-    /// Pass 2: one repaired (or checked) customer.
+    /// Pass 2: one repaired (or checked) Apple account.
     public struct Repair: Sendable, Codable {
+        public static let repaired = "repaired"
+        public static let unchanged = "unchanged"
+        public static let failed = "failed"
+
+        /// The originalTransactionId that selected the account.
         public var originalTransactionId: String
         /// The rules that selected the customer (`GapReason` raw values).
         public var reasons: [String]
@@ -62,9 +68,20 @@ public struct RecoveryReport: Sendable, Codable {
         public var refundsFound: [String] = []
         /// Each changed field of the subscription, before → after.
         public var changes: [RepairPlanner.Change] = []
-        /// `repaired`, `unchanged`, `not-found` (Apple does not know the transaction ID).
+        /// `repaired` (rows were written; in a dry run: would be), `unchanged` (every row already
+        /// equals Apple's answer: nothing written), `failed` (Apple could not answer for the
+        /// account: see `failure`).
         public var outcome = "unchanged"
+        /// Why the account could not be checked (Apple's error code and message, or retries exhausted).
+        public var failure: String?
+        /// The account's key (`app_store.accounts.account_id`), and every originalTransactionId
+        /// Apple's answers showed in it.
+        public var account: String?
+        public var members: [String] = []
         public var transactionHistoryRequests = 0
+        /// Whether the transaction history started from the account's stored revision.
+        public var fromStoredRevision = false
+        public var subscriptionStatusesRequests = 0
         public var rejected = 0
 
         public init(originalTransactionId: String, reasons: [String]) {
@@ -74,7 +91,7 @@ public struct RecoveryReport: Sendable, Codable {
 
         enum CodingKeys: String, CodingKey {
             case originalTransactionId, reasons, reason, transactionsAdded, transactionsChanged, refundsFound, changes, outcome
-            case transactionHistoryRequests, rejected
+            case transactionHistoryRequests, rejected, failure, account, members, fromStoredRevision, subscriptionStatusesRequests
         }
 
         public func encode(to encoder: any Encoder) throws {
@@ -89,6 +106,11 @@ public struct RecoveryReport: Sendable, Codable {
             try container.encode(outcome, forKey: .outcome)
             try container.encode(transactionHistoryRequests, forKey: .transactionHistoryRequests)
             try container.encode(rejected, forKey: .rejected)
+            try container.encodeIfPresent(failure, forKey: .failure)
+            try container.encodeIfPresent(account, forKey: .account)
+            try container.encode(members, forKey: .members)
+            try container.encode(fromStoredRevision, forKey: .fromStoredRevision)
+            try container.encode(subscriptionStatusesRequests, forKey: .subscriptionStatusesRequests)
         }
 
         public init(from decoder: any Decoder) throws {
@@ -102,6 +124,11 @@ public struct RecoveryReport: Sendable, Codable {
             outcome = try container.decode(String.self, forKey: .outcome)
             transactionHistoryRequests = try container.decode(Int.self, forKey: .transactionHistoryRequests)
             rejected = try container.decode(Int.self, forKey: .rejected)
+            failure = try container.decodeIfPresent(String.self, forKey: .failure)
+            account = try container.decodeIfPresent(String.self, forKey: .account)
+            members = try container.decodeIfPresent([String].self, forKey: .members) ?? []
+            fromStoredRevision = try container.decodeIfPresent(Bool.self, forKey: .fromStoredRevision) ?? false
+            subscriptionStatusesRequests = try container.decodeIfPresent(Int.self, forKey: .subscriptionStatusesRequests) ?? 0
         }
     }
 
@@ -114,10 +141,17 @@ public struct RecoveryReport: Sendable, Codable {
         public var rejected = 0
         public var retryLater = 0
         public var apiRequests = 0
-        /// Pass 2: customers checked with Get Transaction History, and those whose rows changed.
+        /// Pass 2: accounts checked against Apple, those whose rows changed (were written), and
+        /// those Apple could not answer for.
         public var customersChecked = 0
         public var customersRepaired = 0
+        public var customersFailed = 0
         public var transactionHistoryRequests = 0
+        public var subscriptionStatusesRequests = 0
+        /// 429s Apple answered during the run (every endpoint, both passes), and by endpoint.
+        /// Each was waited out until its `Retry-After` by every request to that endpoint.
+        public var rateLimited = 0
+        public var rateLimitedByEndpoint: [String: Int] = [:]
     }
 
     public struct Missed: Sendable, Codable {
@@ -184,11 +218,15 @@ public struct RecoveryReport: Sendable, Codable {
         if let finishedAt { run.finishedAt = finishedAt }
         counts.customersChecked = 0
         counts.customersRepaired = 0
+        counts.customersFailed = 0
         counts.transactionHistoryRequests = 0
+        counts.subscriptionStatusesRequests = 0
         for repair in repairs {
             counts.customersChecked += 1
-            if repair.outcome == "repaired" { counts.customersRepaired += 1 }
+            if repair.outcome == Repair.repaired { counts.customersRepaired += 1 }
+            if repair.outcome == Repair.failed { counts.customersFailed += 1 }
             counts.transactionHistoryRequests += repair.transactionHistoryRequests
+            counts.subscriptionStatusesRequests += repair.subscriptionStatusesRequests
             counts.rejected += repair.rejected
         }
     }
@@ -199,8 +237,19 @@ public struct RecoveryReport: Sendable, Codable {
 
     public var isDryRun: Bool { run.mode == "dry-run" }
 
-    /// How the run ended, as `app_store.runs.outcome` records it.
-    public var outcome: String { counts.rejected + counts.retryLater > 0 ? "succeeded_with_rejections" : "succeeded" }
+    /// Takes the client's 429 counts (the whole run's: call it when the run's requests are done).
+    public mutating func noteRateLimits(_ api: APIRequestCounts) {
+        counts.rateLimited = api.rateLimited
+        counts.rateLimitedByEndpoint = Dictionary(uniqueKeysWithValues: api.rateLimitedByEndpoint.map { ($0.key.rawValue, $0.value) })
+    }
+
+    /// How the run ended, as `app_store.runs.outcome` records it: `succeeded_with_rejections`
+    /// when it finished with problems (payloads rejected or left for retry, accounts Apple could
+    /// not answer for).
+    public var outcome: String { hasProblems ? "succeeded_with_rejections" : "succeeded" }
+
+    /// Finished, but something needs a person: exit code 3.
+    public var hasProblems: Bool { counts.rejected + counts.retryLater + counts.customersFailed > 0 }
 
     /// The counts as the JSON object `app_store.runs.counts` holds.
     public var countsJSON: String { Self.countsJSON(counts) }
@@ -233,7 +282,13 @@ public struct RecoveryReport: Sendable, Codable {
             + "\(verb) \(counts.applied), stale \(counts.stale), rejected \(counts.rejected), retry later \(counts.retryLater), "
             + "\(counts.apiRequests) history requests"
         if counts.customersChecked > 0 {
-            line += "; repairs: \(counts.customersChecked) customers checked, \(counts.customersRepaired) \(isDryRun ? "would change" : "changed")"
+            line += "; repairs: \(counts.customersChecked) accounts checked, \(counts.customersRepaired) \(isDryRun ? "would change" : "changed")"
+                + (counts.customersFailed > 0 ? ", \(counts.customersFailed) failed" : "")
+                + " (\(counts.subscriptionStatusesRequests) statuses and \(counts.transactionHistoryRequests) transaction history requests)"
+        }
+        if counts.rateLimited > 0 {
+            let endpoints = counts.rateLimitedByEndpoint.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            line += "; Apple rate-limited \(counts.rateLimited) request(s) with 429 (\(endpoints)), each endpoint held back until its Retry-After"
         }
         return line
     }
@@ -324,6 +379,26 @@ public struct RecoveryReport: Sendable, Codable {
             }
         }
         line("")
+        // Refund requests Apple asked about while the server was down: someone must answer them.
+        var consumptionRequests: [Missed] = []
+        for entry in missed where entry.notificationType == "CONSUMPTION_REQUEST" { consumptionRequests.append(entry) }
+        if !consumptionRequests.isEmpty {
+            line("## Refund requests awaiting consumption information (\(consumptionRequests.count))")
+            line("")
+            line(
+                "⚠ Apple sent these CONSUMPTION_REQUEST notifications while the server missed them: a customer asked for a refund "
+                    + "and Apple asks for consumption information (Send Consumption Information, `PUT /inApps/v1/transactions/consumption/{transactionId}`) "
+                    + "to inform its decision. Send it as soon as possible: Apple's documentation of that endpoint gives the time limit, "
+                    + "which this tool could not confirm and so does not print."
+            )
+            line("")
+            line("| notificationUUID | signedDate (Apple asked) | originalTransactionId |")
+            line("| --- | --- | --- |")
+            for entry in consumptionRequests {
+                line("| \(entry.notificationUUID) | \(entry.signedDate) | \(entry.originalTransactionId ?? "") |")
+            }
+            line("")
+        }
         line("## Customers whose subscription \(isDryRun ? "would change" : "changed") (\(customers.count))")
         line("")
         if customers.isEmpty {
@@ -354,20 +429,36 @@ public struct RecoveryReport: Sendable, Codable {
             line("")
         }
         if !repairs.isEmpty {
-            line("## Repairs through Get Transaction History (\(repairs.count) customers checked, \(counts.customersRepaired) \(isDryRun ? "would change" : "changed"))")
+            line(
+                "## Repairs from Apple's present state (\(repairs.count) accounts checked, \(counts.customersRepaired) \(isDryRun ? "would change" : "changed")"
+                    + (counts.customersFailed > 0 ? ", \(counts.customersFailed) failed" : "") + ")"
+            )
             line("")
-            line("| originalTransactionId | selected because | transactions added | changed | changes |")
+            if counts.customersFailed > 0 {
+                line("⚠ \(counts.customersFailed) account(s) could not be checked; the others were. Run again later, or look at each:")
+                line("")
+                line("| originalTransactionId | selected because | why it failed |")
+                line("| --- | --- | --- |")
+                for repair in repairs where repair.outcome == Repair.failed {
+                    line("| \(repair.originalTransactionId) | \(repair.reasons.joined(separator: ", ")) | \((repair.failure ?? "").replacingOccurrences(of: "|", with: "/")) |")
+                }
+                line("")
+            }
+            line("| account | selected because | transactions added | changed | changes |")
             line("| --- | --- | --- | --- | --- |")
-            for repair in repairs where repair.outcome != "unchanged" {
+            for repair in repairs where repair.outcome == Repair.repaired {
                 let refunds = repair.refundsFound.isEmpty ? "" : " ⚠ refund found only here: \(repair.refundsFound.joined(separator: ", "))"
-                let changes = repair.changes.map { "\($0.field): \($0.before ?? "none") → \($0.after ?? "none")" }.joined(separator: "; ")
+                let changes = repair.changes.map { change in
+                    let whose = change.originalTransactionId.map { "\($0) " } ?? ""
+                    return "\(whose)\(change.field): \(change.before ?? "none") → \(change.after ?? "none")"
+                }.joined(separator: "; ")
                 line(
-                    "| \(repair.originalTransactionId) | \(repair.reasons.joined(separator: ", ")) | \(repair.transactionsAdded.count) | "
-                        + "\(repair.transactionsChanged.count)\(refunds) | \(repair.outcome == "not-found" ? "transaction ID unknown to Apple" : changes) |"
+                    "| \(repair.account ?? repair.originalTransactionId) | \(repair.reasons.joined(separator: ", ")) | \(repair.transactionsAdded.count) | "
+                        + "\(repair.transactionsChanged.count)\(refunds) | \(changes) |"
                 )
             }
-            let unchanged = repairs.reduce(0) { $0 + ($1.outcome == "unchanged" ? 1 : 0) }
-            if unchanged > 0 { line(""); line("\(unchanged) customer(s) checked and already right.") }
+            let unchanged = repairs.reduce(0) { $0 + ($1.outcome == Repair.unchanged ? 1 : 0) }
+            if unchanged > 0 { line(""); line("\(unchanged) account(s) checked and already right: nothing written.") }
             line("")
         }
         line("## Why Apple's deliveries failed")

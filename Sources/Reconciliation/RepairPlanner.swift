@@ -2,24 +2,29 @@ import Foundation
 import Ledger
 import SignedData
 
-/// Decides what repairing one customer changes, from Apple's truth (verified transactions and
-/// subscription status) and what the ledger holds: a pure value, printed by a dry run and
-/// written by a real one.
+/// Decides what repairing one Apple account changes, from Apple's truth (verified transactions
+/// and subscription statuses) and what the ledger holds: a pure value, printed by a dry run and
+/// written by a real one. Apple signs its answers when it answers, so an unchanged purchase comes
+/// back with a newer `signedDate` every time: only content is compared, never signatures, and a
+/// row whose content equals Apple's is neither written nor counted.
 public enum RepairPlanner {
-    /// Apple's truth for one customer.
+    /// Apple's truth for one account.
     public struct Truth: Sendable {
-        /// Each transaction's newest verified version, with its JWS.
+        /// Each transaction's newest verified version, with its JWS (empty when transaction
+        /// history was not asked).
         public var transactions: [(payload: TransactionPayload, signed: String)]
-        /// The subscription's state from Get All Subscription Statuses (auto-renewables only).
-        public var subscription: SubscriptionRecord?
+        /// Each auto-renewable subscription's state from Get All Subscription Statuses.
+        public var subscriptions: [SubscriptionRecord]
 
-        public init(transactions: [(payload: TransactionPayload, signed: String)], subscription: SubscriptionRecord?) {
+        public init(transactions: [(payload: TransactionPayload, signed: String)], subscriptions: [SubscriptionRecord]) {
             self.transactions = transactions
-            self.subscription = subscription
+            self.subscriptions = subscriptions
         }
     }
 
     public struct Change: Sendable, Hashable, Codable {
+        /// The subscription the field belongs to (an account may have several).
+        public var originalTransactionId: String?
         public var field: String
         public var before: String?
         public var after: String?
@@ -35,7 +40,7 @@ public enum RepairPlanner {
     }
 
     public static func plan(
-        customer: String, truth: Truth, storedTransactions: [TransactionRecord], storedSubscription: SubscriptionRecord?
+        truth: Truth, storedTransactions: [TransactionRecord], storedSubscriptions: [String: SubscriptionRecord]
     ) -> Plan {
         var plan = Plan()
         let stored = Dictionary(storedTransactions.map { ($0.transactionId, $0) }, uniquingKeysWith: { first, _ in first })
@@ -53,11 +58,17 @@ public enum RepairPlanner {
             if existing.revocationDate == nil && record.revocationDate != nil { plan.refundsFound.append(record.transactionId) }
             plan.batch.transactions.append(record)
         }
-        if let truthRow = truth.subscription {
-            let changes = differences(storedSubscription, truthRow)
-            if !changes.isEmpty, storedSubscription.map({ $0.lastSignedDate.unixMilliseconds < truthRow.lastSignedDate.unixMilliseconds }) ?? true {
-                plan.changes = changes
+        for truthRow in truth.subscriptions {
+            let storedRow = storedSubscriptions[truthRow.originalTransactionId]
+            let changes = differences(storedRow, truthRow)
+            if !changes.isEmpty, storedRow.map({ $0.lastSignedDate.unixMilliseconds < truthRow.lastSignedDate.unixMilliseconds }) ?? true {
+                plan.changes += changes.map { change in
+                    var change = change
+                    change.originalTransactionId = truthRow.originalTransactionId
+                    return change
+                }
                 plan.batch.subscriptions.append(truthRow)
+                plan.batch.subscriptionsBefore[truthRow.originalTransactionId] = .some(storedRow)
             }
         }
         return plan
@@ -86,7 +97,7 @@ public enum RepairPlanner {
             ("isInBillingRetry", text(before?.isInBillingRetry), text(after.isInBillingRetry)),
             ("gracePeriodExpiresDate", text(before?.gracePeriodExpiresDate), text(after.gracePeriodExpiresDate)),
         ]
-        return pairs.filter { $0.1 != $0.2 }.map { Change(field: $0.0, before: $0.1, after: $0.2) }
+        return pairs.filter { $0.1 != $0.2 }.map { Change(originalTransactionId: nil, field: $0.0, before: $0.1, after: $0.2) }
     }
 
     /// The subscription row Apple's status answer describes.
@@ -98,7 +109,8 @@ public enum RepairPlanner {
             originalTransactionId: customer, productId: transaction.productId, status: status?.rawValue,
             expiresDate: LedgerMapping.date(transaction.expiresDate), autoRenewStatus: renewal?.autoRenewStatus,
             autoRenewProductId: renewal?.autoRenewProductId, isInBillingRetry: renewal?.isInBillingRetryPeriod ?? false,
-            gracePeriodExpiresDate: LedgerMapping.date(renewal?.gracePeriodExpiresDate), lastSignedDate: signedDate
+            gracePeriodExpiresDate: LedgerMapping.date(renewal?.gracePeriodExpiresDate), lastSignedDate: signedDate,
+            environment: (transaction.environment ?? renewal?.environment)?.rawValue
         )
     }
 }

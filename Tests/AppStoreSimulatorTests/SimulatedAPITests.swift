@@ -182,8 +182,11 @@ struct SimulatedAPITests {
 
     @Test func transactionHistoryMovesARefundedTransactionToTheEndAndAStoredRevisionSeesIt() throws {
         // A customer with a refund: fetch as of before the refund, then after it.
+        // An account whose only refund is its last change: after it, nothing else moves.
         let customer = try #require(api.scenario.customers.first { customer in
             customer.transactionVersions.contains { $0.transaction.revocationDate != nil }
+                && customer.transactionVersions.max { $0.modified < $1.modified }?.transaction.revocationDate != nil
+                && customer.transactionVersions.filter { $0.transaction.revocationDate != nil }.count == 1
         })
         let refund = try #require(customer.transactionVersions.last { $0.transaction.revocationDate != nil })
         let before = Date(timeIntervalSince1970: Double(refund.modified - 1) / 1000)

@@ -49,6 +49,25 @@ struct PlannerTests {
         #expect(memory.subscriptionsBefore["1000"] == .some(nil), "the customer had no row before")
     }
 
+    @Test func aRefundCarryingAnOlderTransactionDoesNotMoveTheExpiryOrProductBack() {
+        var ledger = RecoveryPlanner.LedgerSnapshot()
+        let storedExpiry = Date(timeIntervalSince1970: 1_000_000)
+        ledger.subscriptions["1000"] = SubscriptionRecord(
+            originalTransactionId: "1000", productId: "yearly", status: 1, expiresDate: storedExpiry, autoRenewStatus: 1,
+            autoRenewProductId: "yearly", isInBillingRetry: false, gracePeriodExpiresDate: nil, lastSignedDate: Date(timeIntervalSince1970: 100)
+        )
+        var memory = RecoveryPlanner.RunMemory()
+        // Signed after the stored state, about an earlier period: its transaction expired at 86,600 s.
+        let refund = Self.notification(Self.uuidA, signedDate: 200_000, status: .active, type: .refund)
+        let plan = RecoveryPlanner.plan([refund], ledger: ledger, memory: &memory)
+        #expect(plan.decisions.map(\.action) == [.applied])
+        let row = try? #require(plan.batch.subscriptions.first)
+        #expect(row?.expiresDate == storedExpiry, "never backwards")
+        #expect(row?.productId == "yearly")
+        #expect(row?.lastSignedDate.unixMilliseconds == 200_000, "the notification still applies")
+        #expect(plan.batch.transactions.map(\.transactionId) == ["1000-200000"], "its transaction is recorded")
+    }
+
     @Test func aMissedNotificationOlderThanTheStoredStateIsRecordedButStale() {
         var ledger = RecoveryPlanner.LedgerSnapshot()
         ledger.subscriptions["1000"] = SubscriptionRecord(

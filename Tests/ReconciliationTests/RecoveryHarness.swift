@@ -79,24 +79,34 @@ struct RecoveryHarness: Sendable {
         CustomerRepair(client: try client ?? self.client(baseURL), verifier: try verifier(), store: store, logger: logger)
     }
 
-    /// Every customer's subscription row and transactions, compared field by field with the
-    /// simulator's truth; the mismatches, described.
-    func mismatches(_ store: LedgerStore) async throws -> [String] {
+    /// Every account's subscription rows (each subscription of the account) and transactions (of
+    /// every purchase), compared field by field with the simulator's truth; the mismatches, described.
+    func mismatches(_ store: LedgerStore, accounts: [Scenario.Customer]? = nil) async throws -> [String] {
         var problems: [String] = []
-        let rows = try await store.subscriptions(scenario.customers.map(\.originalTransactionId))
-        for customer in scenario.customers {
-            let id = customer.originalTransactionId
-            guard let row = rows[id] else {
-                problems.append("\(id): no subscription row")
-                continue
+        let accounts = accounts ?? scenario.customers
+        let rows = try await store.subscriptions(accounts.flatMap { $0.subscriptions.map(\.originalTransactionId) })
+        for customer in accounts {
+            for subscription in customer.subscriptions {
+                let id = subscription.originalTransactionId
+                guard let row = rows[id] else {
+                    problems.append("\(id): no subscription row")
+                    continue
+                }
+                if row.status != subscription.subscriptionStatus?.rawValue {
+                    problems.append("\(id): status \(String(describing: row.status)) ≠ \(String(describing: subscription.subscriptionStatus))")
+                }
+                if row.expiresDate?.unixMilliseconds != subscription.latestTransaction.expiresDate { problems.append("\(id): expiresDate") }
+                if row.autoRenewStatus != subscription.renewalInfo?.autoRenewStatus { problems.append("\(id): autoRenewStatus") }
+                if row.productId != subscription.latestTransaction.productId { problems.append("\(id): productId") }
+                if row.environment != scenario.configuration.environment.rawValue { problems.append("\(id): environment") }
             }
-            if row.status != customer.subscriptionStatus?.rawValue { problems.append("\(id): status \(String(describing: row.status)) ≠ \(String(describing: customer.subscriptionStatus))") }
-            if row.expiresDate?.unixMilliseconds != customer.latestTransaction.expiresDate { problems.append("\(id): expiresDate") }
-            if row.autoRenewStatus != customer.renewalInfo?.autoRenewStatus { problems.append("\(id): autoRenewStatus") }
-            if row.productId != customer.latestTransaction.productId { problems.append("\(id): productId") }
+            let id = customer.originalTransactionId
             var truth: [String: TransactionPayload] = [:]
             for version in customer.transactionVersions { truth[version.transaction.transactionId!] = version.transaction }
-            let stored = Dictionary(try await store.transactions(ofCustomer: id).map { ($0.transactionId, $0) }, uniquingKeysWith: { a, _ in a })
+            var stored: [String: TransactionRecord] = [:]
+            for purchase in customer.purchases {
+                for row in try await store.transactions(ofCustomer: purchase.originalTransactionId) { stored[row.transactionId] = row }
+            }
             if Set(stored.keys) != Set(truth.keys) { problems.append("\(id): transactions \(stored.keys.sorted()) ≠ \(truth.keys.sorted())") }
             for (transactionId, expected) in truth {
                 guard let row = stored[transactionId] else { continue }
@@ -122,7 +132,7 @@ struct RecoveryHarness: Sendable {
             "SELECT notification_uuid::text || '|' || notification_type || '|' || coalesce(subtype, '') || '|' || signed_date::text || '|' || source FROM app_store.notifications ORDER BY 1",
             "SELECT transaction_id || '|' || signed_date::text || '|' || coalesce(revocation_date::text, '') || '|' || coalesce(expires_date::text, '') FROM app_store.transactions ORDER BY 1",
             "SELECT original_transaction_id || '|' || coalesce(status::text, '') || '|' || coalesce(expires_date::text, '') || '|' || coalesce(auto_renew_status::text, '') || '|' || last_signed_date::text FROM app_store.subscriptions ORDER BY 1",
-            "SELECT original_transaction_id || '|' || revision FROM app_store.history_revisions ORDER BY 1",
+            "SELECT environment || '|' || account_id || '|' || coalesce(revision, '') FROM app_store.accounts ORDER BY 1",
             "SELECT kind || '|' || outcome FROM app_store.runs ORDER BY started_at",
             "SELECT reason || '|' || coalesce(notification_uuid, '') FROM app_store.rejected_payloads ORDER BY 1",
         ]

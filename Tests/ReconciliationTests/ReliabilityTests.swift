@@ -35,6 +35,11 @@ enum Reliability {
         return lines.map { $0.hasPrefix("0:") ? String($0[..<$0.lastIndex(of: "|")!]) : $0 }
     }
 
+    /// What one ledger's content has that the other's has not, for a failure's message.
+    static func difference(_ content: [String], _ reference: [String]) -> String {
+        "only here: \(Set(content).subtracting(reference).sorted().prefix(8)); only in the reference: \(Set(reference).subtracting(content).sorted().prefix(8))"
+    }
+
     static func arguments(_ harness: RecoveryHarness, _ directory: String, rateFactor: Int = 20) -> [String] {
         ["run"] + RunCommandTests.window(harness) + ["--no-progress", "--rate-factor", String(rateFactor), "--report-dir", directory, "--log-format", "text"]
     }
@@ -98,7 +103,8 @@ struct AppleFaultTests {
         try await RunCommandTests.withSetup(harness) { environment, client, scratch in
             let run = try await BuiltBinary.run(Reliability.arguments(harness, scratch.path + "/r"), environment: environment)
             #expect(run.exitCode == 0, "\(run.combined)")
-            #expect(try await Reliability.content(client) == reference)
+            let content = try await Reliability.content(client)
+            #expect(content == reference, "\(Reliability.difference(content, reference))")
         }
     }
 
@@ -186,7 +192,7 @@ struct PostgresFaultTests {
             let rerun = try await BuiltBinary.run(Reliability.arguments(harness, scratch + "/b"), environment: environment)
             #expect(rerun.exitCode == 0, "\(rerun.combined)")
             let after = try await LedgerDatabase.withClient(url, logger: harness.logger) { client in try await Reliability.content(client) }
-            #expect(after == reference, "no partial page remained, nothing was lost or doubled")
+            #expect(after == reference, "no partial page remained, nothing was lost or doubled: \(Reliability.difference(after, reference))")
         }
     }
 
@@ -220,7 +226,8 @@ struct PostgresFaultTests {
             #expect(killed == 75, "a lost connection is a temporary failure")
             let rerun = try await BuiltBinary.run(Reliability.arguments(harness, scratch.path + "/c"), environment: environment)
             #expect(rerun.exitCode == 0, "\(rerun.combined)")
-            #expect(try await Reliability.content(client) == reference)
+            let content = try await Reliability.content(client)
+            #expect(content == reference, "\(Reliability.difference(content, reference))")
         }
     }
 }

@@ -148,13 +148,15 @@ struct RepairCommandTests {
     @Test func repairingANamedCustomerWritesARepairsReportAndASecondRepairChangesNothing() async throws {
         let harness = try RecoveryHarness(customers: 12, seed: 51, outageHours: 20)
         let customer = try #require(harness.scenario.customers.first { $0.transactionVersions.count > 1 })
-        let anyTransaction = try #require(customer.transactionVersions.last?.transaction.transactionId)
+        let anyTransaction = try #require(
+            customer.transactionVersions.last { $0.transaction.originalTransactionId == customer.originalTransactionId }?.transaction.transactionId
+        )
         try await RunCommandTests.withSetup(harness, seed: false) { environment, client, scratch in
             let first = try await BuiltBinary.run(
                 ["repair", "--transaction-id", anyTransaction, "--report-dir", scratch.path + "/first", "--no-progress"], environment: environment
             )
             #expect(first.exitCode == 0, "\(first.combined)")
-            #expect(first.standardOutput.contains("1 customers checked, 1 changed"))
+            #expect(first.standardOutput.contains("1 accounts checked, 1 changed"))
             let json = try JSONDecoder().decode([String: JSONValue].self, from: Data(contentsOf: URL(fileURLWithPath: scratch.path + "/first/report.json")))
             guard case .array(let repairs)? = json["repairs"], case .object(let repair)? = repairs.first, case .object(let counts)? = json["counts"] else {
                 Issue.record("report.json lacks repairs")
@@ -165,14 +167,14 @@ struct RepairCommandTests {
             for key in ["transactionsAdded", "transactionsChanged", "changes"] { #expect(repair[key] != nil, "\(key)") }
             #expect(counts["customersRepaired"] == .number(1))
             var revisions = 0
-            for try await count in try await client.query("SELECT count(*) FROM app_store.history_revisions").decode(Int.self) { revisions = count }
+            for try await count in try await client.query("SELECT count(*) FROM app_store.accounts WHERE revision IS NOT NULL").decode(Int.self) { revisions = count }
             #expect(revisions == 1)
 
             let second = try await BuiltBinary.run(
                 ["repair", "--transaction-id", customer.originalTransactionId, "--report-dir", scratch.path + "/second", "--no-progress"], environment: environment
             )
             #expect(second.exitCode == 0)
-            #expect(second.standardOutput.contains("1 customers checked, 0 changed, 1 transaction history requests"))
+            #expect(second.standardOutput.contains("1 accounts checked, 0 changed, 1 statuses and 1 transaction history requests"), "\(second.standardOutput)")
         }
     }
 }
