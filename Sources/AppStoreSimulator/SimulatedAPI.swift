@@ -57,8 +57,8 @@ public final class SimulatedAPI: Sendable {
         var testNotifications: [String: Date] = [:]
         var transactionHistoryRequests: [(id: String, revision: String?)] = []
         var subscriptionStatusesRequests: [String] = []
-        /// The latest `Retry-After` each endpoint answered: when it went out, and until when.
-        var retryAfter: [String: (answeredAt: Date, until: Date)] = [:]
+        /// The `Retry-After`s each endpoint answered that still hold: when each went out, and until when.
+        var retryAfter: [String: [(answeredAt: Date, until: Date)]] = [:]
         var requestsBeforeRetryAfter: [RequestBeforeRetryAfter] = []
         var expiredTokenServed = false
         var tokenlessPageServed = false
@@ -126,8 +126,10 @@ public final class SimulatedAPI: Sendable {
         state.withLock {
             $0.requestCounts[route.endpointName, default: 0] += 1
             if $0.firstRequest == nil { $0.firstRequest = now }
-            if let last = $0.retryAfter[route.endpointName], now > last.answeredAt.addingTimeInterval(options.retryAfterGrace), now < last.until {
-                $0.requestsBeforeRetryAfter.append(.init(endpoint: route.endpointName, answered429At: last.answeredAt, arrived: now, retryAfter: last.until))
+            // Every pause still in force counts, not only the latest 429's (a later 429 may say less).
+            $0.retryAfter[route.endpointName]?.removeAll { $0.until <= now }
+            if let held = $0.retryAfter[route.endpointName]?.first(where: { now > $0.answeredAt.addingTimeInterval(options.retryAfterGrace) && now < $0.until }) {
+                $0.requestsBeforeRetryAfter.append(.init(endpoint: route.endpointName, answered429At: held.answeredAt, arrived: now, retryAfter: held.until))
             }
         }
         guard authorize(authorization, now: now) else { return Answer(status: 401, headers: [], body: []) }
@@ -242,13 +244,13 @@ public final class SimulatedAPI: Sendable {
             state.rateLimited += 1
             state.lastRateLimited = now
             let resume = Int64((now.addingTimeInterval((1 - bucket.tokens) / rate).timeIntervalSince1970 * 1000).rounded(.up))
-            state.retryAfter[endpoint] = (now, Date(timeIntervalSince1970: Double(resume) / 1000))
+            state.retryAfter[endpoint, default: []].append((now, Date(timeIntervalSince1970: Double(resume) / 1000)))
             return .error(429, 4_290_000, "Rate limit exceeded.", headers: [("Retry-After", String(resume))])
         }
     }
 
     private func noteRetryAfter(_ endpoint: String, answeredAt: Date, until milliseconds: Int64) {
-        state.withLock { $0.retryAfter[endpoint] = (answeredAt, Date(timeIntervalSince1970: Double(milliseconds) / 1000)) }
+        state.withLock { $0.retryAfter[endpoint, default: []].append((answeredAt, Date(timeIntervalSince1970: Double(milliseconds) / 1000))) }
     }
 }
 

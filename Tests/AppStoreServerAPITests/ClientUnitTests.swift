@@ -12,10 +12,10 @@ final class PauseRecord: Sendable {
 
 @Suite("Client pieces without a server")
 struct ClientUnitTests {
-    /// The rate limiter alone: 16 callers reserve slots 25 ms apart; as the first one leaves, a
-    /// 429's `Retry-After` pauses the endpoint for 400 ms, covering every other reserved slot.
-    /// None of them may leave during the pause (100 ms allowed for one already past its check),
-    /// and each leaves once, spaced again after it. 20 repetitions.
+    /// The rate limiter alone: 16 callers reserve slots 25 ms apart (0 to 375 ms); 100 ms in, a
+    /// 429's `Retry-After` pauses the endpoint for 400 ms, covering the slots still ahead. None of
+    /// them may leave during the pause (100 ms allowed for one already past its check), and they
+    /// leave after it. 20 repetitions. With the limiter as it was before, this test fails.
     @Test func aPauseHoldsBackCallersThatHadReservedASlotBeforeIt() async throws {
         for _ in 0..<20 {
             let limiter = RateLimiter(requestsPerSecond: 40)
@@ -24,16 +24,14 @@ struct ClientUnitTests {
                 for _ in 0..<16 {
                     group.addTask {
                         try await limiter.acquire()
-                        let left = ContinuousClock.now
-                        // The first to leave meets the 429.
-                        pause.value.withLock { pause in
-                            if pause == nil {
-                                pause = (ContinuousClock.now, ContinuousClock.now + .milliseconds(400))
-                                limiter.pause(until: pause!.until)
-                            }
-                        }
-                        return left
+                        return ContinuousClock.now
                     }
+                }
+                // A 429 answered to one of the first callers: every slot reserved is taken by now.
+                try await Task.sleep(for: .milliseconds(100))
+                pause.value.withLock { pause in
+                    pause = (ContinuousClock.now, ContinuousClock.now + .milliseconds(400))
+                    limiter.pause(until: pause!.until)
                 }
                 var departures: [ContinuousClock.Instant] = []
                 for try await departure in group { departures.append(departure) }
@@ -42,7 +40,7 @@ struct ClientUnitTests {
             let (told, until) = try #require(pause.value.withLock { $0 })
             let early = departures.filter { $0 > told + .milliseconds(100) && $0 < until }
             #expect(early.isEmpty, "\(early.count) caller(s) left during the pause")
-            #expect(departures.filter { $0 >= until }.count >= 12, "the slots the pause covered moved after it")
+            #expect(departures.filter { $0 >= until }.count >= 8, "the slots the pause covered moved after it")
         }
     }
 
