@@ -14,12 +14,16 @@
 --                (null: never fetched, or Apple refused the stored one);
 --   verified_at: when pass 2 last compared the account with Apple's answer and committed what
 --                differed (the database's clock); the gap rules select the account again only for
---                what the ledger records after it.
+--                what the ledger records after it;
+--   transactions_verified_at: the same, for a check that included the whole transaction history
+--                (refunds, one-time purchases, missing transactions need it; the subscription
+--                statuses alone set only verified_at).
 CREATE TABLE IF NOT EXISTS app_store.accounts (
     environment text NOT NULL,
     account_id  text NOT NULL,
     revision    text,
     verified_at timestamptz,
+    transactions_verified_at timestamptz,
     PRIMARY KEY (environment, account_id)
 );
 

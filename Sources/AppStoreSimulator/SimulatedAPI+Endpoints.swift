@@ -283,7 +283,10 @@ extension SimulatedAPI {
 
         var startIndex = 0
         if let revision = query.first(where: { $0.0 == "revision" })?.1 {
-            guard let cursor = Self.decodeRevision(revision) else { return .error(400, 4_000_005, "Invalid request revision.") }
+            // A revision is a cursor over one account's history: another account's is refused.
+            guard let cursor = Self.decodeRevision(revision), cursor.1.isEmpty || scenario.customer(forTransactionId: cursor.1)?.index == customer.index else {
+                return .error(400, 4_000_005, "Invalid request revision.")
+            }
             startIndex = items.firstIndex { sort == "ASCENDING" ? Self.key($0) > cursor : Self.key($0) < cursor } ?? items.count
         }
         let page = Array(items[startIndex...].prefix(Self.pageSize))

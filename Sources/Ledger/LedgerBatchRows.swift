@@ -113,6 +113,8 @@ enum LedgerBatchRows {
             }
             chosen[record[keyPath: key]] = index
         }
-        return chosen.values.sorted().map { records[$0] }
+        // In key order: two batches writing the same rows lock them in the same order, so they
+        // wait for each other rather than deadlock.
+        return chosen.sorted { $0.key < $1.key }.map { records[$0.value] }
     }
 }

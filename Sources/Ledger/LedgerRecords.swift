@@ -160,12 +160,20 @@ public struct AccountVerification: Hashable, Sendable {
     /// Every originalTransactionId Apple's answers showed in the account.
     public var members: [String]
     public var revision: Revision
+    /// Whether the whole answer verified: only then is the account recorded as verified now.
+    /// An answer with a rejected (or not yet verifiable) payload leaves `verified_at` as it was,
+    /// so that the account is selected and asked again.
+    public var verified: Bool
+    /// Whether the check included the account's transaction history (then `transactions_verified_at` moves too).
+    public var transactionsChecked: Bool
 
-    public init(environment: String, accountId: String, members: [String], revision: Revision) {
+    public init(environment: String, accountId: String, members: [String], revision: Revision, verified: Bool = true, transactionsChecked: Bool = false) {
+        self.transactionsChecked = transactionsChecked
         self.environment = environment
         self.accountId = accountId
         self.members = members
         self.revision = revision
+        self.verified = verified
     }
 }
 
@@ -217,7 +225,13 @@ public struct CustomerLedgerView: Hashable, Sendable {
         public var expiresDate: Date?
         public var revocationDate: Date?
         public var signedDate: Date
-        public init(transactionId: String, productType: String?, purchaseDate: Date?, expiresDate: Date?, revocationDate: Date?, signedDate: Date) {
+        /// When the ledger last wrote the row (nil: unknown, taken as new).
+        public var recordedAt: Date?
+        public init(
+            transactionId: String, productType: String?, purchaseDate: Date?, expiresDate: Date?, revocationDate: Date?, signedDate: Date,
+            recordedAt: Date? = nil
+        ) {
+            self.recordedAt = recordedAt
             self.transactionId = transactionId
             self.productType = productType
             self.purchaseDate = purchaseDate
@@ -231,7 +245,10 @@ public struct CustomerLedgerView: Hashable, Sendable {
         public var type: String
         public var subtype: String?
         public var signedDate: Date
-        public init(type: String, subtype: String?, signedDate: Date) {
+        /// When the ledger recorded it (nil: unknown, taken as new).
+        public var recordedAt: Date?
+        public init(type: String, subtype: String?, signedDate: Date, recordedAt: Date? = nil) {
+            self.recordedAt = recordedAt
             self.type = type
             self.subtype = subtype
             self.signedDate = signedDate
@@ -244,15 +261,18 @@ public struct CustomerLedgerView: Hashable, Sendable {
     public var notifications: [NotificationFacts]
     /// The account the originalTransactionId belongs to, when pass 2 has asked Apple about it.
     public var accountId: String?
-    /// When pass 2 last compared the account with Apple (nil: never).
+    /// When pass 2 last compared the account with Apple (nil: never), and last did so with its
+    /// whole transaction history.
     public var verifiedAt: Date?
+    public var transactionsVerifiedAt: Date?
     /// When the ledger last recorded anything of this originalTransactionId (a row written or updated).
     public var lastRecordedAt: Date?
 
     public init(
         originalTransactionId: String, subscription: SubscriptionRecord?, transactions: [TransactionFacts], notifications: [NotificationFacts],
-        accountId: String? = nil, verifiedAt: Date? = nil, lastRecordedAt: Date? = nil
+        accountId: String? = nil, verifiedAt: Date? = nil, lastRecordedAt: Date? = nil, transactionsVerifiedAt: Date? = nil
     ) {
+        self.transactionsVerifiedAt = transactionsVerifiedAt
         self.accountId = accountId
         self.verifiedAt = verifiedAt
         self.lastRecordedAt = lastRecordedAt

@@ -472,9 +472,14 @@ public struct LedgerStore: Sendable {
             }
         try await connection.query(
             """
-            INSERT INTO app_store.accounts (environment, account_id, revision, verified_at)
-            VALUES (\(environment), \(key), \(revision), now())
-            ON CONFLICT (environment, account_id) DO UPDATE SET verified_at = now(),
+            INSERT INTO app_store.accounts (environment, account_id, revision, verified_at, transactions_verified_at)
+            VALUES (
+                \(environment), \(key), \(revision), CASE WHEN \(account.verified) THEN now() END,
+                CASE WHEN \(account.verified) AND \(account.transactionsChecked) THEN now() END)
+            ON CONFLICT (environment, account_id) DO UPDATE SET
+                verified_at = CASE WHEN \(account.verified) THEN now() ELSE app_store.accounts.verified_at END,
+                transactions_verified_at = CASE WHEN \(account.verified) AND \(account.transactionsChecked) THEN now()
+                    ELSE app_store.accounts.transactions_verified_at END,
                 revision = CASE WHEN \(keep) THEN coalesce(app_store.accounts.revision, EXCLUDED.revision) ELSE EXCLUDED.revision END
             """,
             logger: logger
@@ -500,6 +505,15 @@ public struct LedgerStore: Sendable {
         "REFUND", "REFUND_REVERSED", "REFUND_DECLINED", "CONSUMPTION_REQUEST", "REVOKE", "ONE_TIME_CHARGE",
     ]
 
+    /// A recovered notification `n` not yet checked: recorded after its account's last check of
+    /// the kind it needs (the transaction history for `typesNeedingTransactionHistory`, the
+    /// statuses for the rest). `a` is its account (NULL: never checked).
+    static let notCheckedSince = """
+        (CASE WHEN n.notification_type IN ('REFUND', 'REFUND_REVERSED', 'REFUND_DECLINED', 'CONSUMPTION_REQUEST', 'REVOKE', 'ONE_TIME_CHARGE')
+            THEN a.transactions_verified_at IS NULL OR n.recorded_at > a.transactions_verified_at
+            ELSE a.verified_at IS NULL OR n.recorded_at > a.verified_at END)
+        """
+
     /// Which of these customers have a notification recovered by the runs, and whether any of
     /// those needs the transaction history (`typesNeedingTransactionHistory`).
     public func recoveredCustomers(among customers: [String], environment: String, from start: Date, to end: Date, sinceRun runId: UUID?) async throws -> [String: Bool] {
@@ -513,7 +527,7 @@ public struct LedgerStore: Sendable {
             WHERE n.original_transaction_id = ANY(\(customers)) AND n.environment = \(environment) AND n.source = 'history'
                 AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
                     OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
-                AND (a.verified_at IS NULL OR n.recorded_at > a.verified_at)
+                AND \(unescaped: Self.notCheckedSince)
             GROUP BY 1
             """,
             logger: logger
@@ -537,7 +551,7 @@ public struct LedgerStore: Sendable {
             WHERE n.original_transaction_id > \(cursor ?? "") AND n.environment = \(environment) AND n.source = 'history'
                 AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
                     OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
-                AND (a.verified_at IS NULL OR n.recorded_at > a.verified_at)
+                AND \(unescaped: Self.notCheckedSince)
                 AND NOT EXISTS (SELECT 1 FROM app_store.subscriptions s WHERE s.original_transaction_id = n.original_transaction_id)
             GROUP BY 1 ORDER BY 1 LIMIT \(limit)
             """,
@@ -559,7 +573,7 @@ public struct LedgerStore: Sendable {
             """
             SELECT s.original_transaction_id, s.product_id, s.status, s.expires_date, s.auto_renew_status, s.auto_renew_product_id,
                    s.is_in_billing_retry, s.grace_period_expires_date, s.last_signed_date, s.environment,
-                   m.account_id, a.verified_at, s.updated_at
+                   m.account_id, a.verified_at, s.updated_at, a.transactions_verified_at
             FROM app_store.subscriptions s
             LEFT JOIN app_store.account_members m ON m.environment = s.environment AND m.original_transaction_id = s.original_transaction_id
             LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
@@ -568,13 +582,13 @@ public struct LedgerStore: Sendable {
             """,
             logger: logger
         )
-        typealias Row = (String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date, String?, String?, Date?, Date)
+        typealias Row = (String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date, String?, String?, Date?, Date, Date?)
         for try await row in rows.decode(Row.self) {
             let subscription = Self.subscription((row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9))
             views.append(
                 CustomerLedgerView(
                     originalTransactionId: row.0, subscription: subscription, transactions: [], notifications: [], accountId: row.10,
-                    verifiedAt: row.11, lastRecordedAt: row.12
+                    verifiedAt: row.11, lastRecordedAt: row.12, transactionsVerifiedAt: row.13
                 )
             )
         }
@@ -595,7 +609,10 @@ public struct LedgerStore: Sendable {
         for try await row in transactionRows.decode((String, String, String?, Date?, Date?, Date?, Date, Date).self) {
             guard let index = position[row.0] else { continue }
             views[index].transactions.append(
-                .init(transactionId: row.1, productType: row.2, purchaseDate: row.3, expiresDate: row.4, revocationDate: row.5, signedDate: row.6)
+                .init(
+                    transactionId: row.1, productType: row.2, purchaseDate: row.3, expiresDate: row.4, revocationDate: row.5, signedDate: row.6,
+                    recordedAt: row.7
+                )
             )
             noteRecorded(row.7, index)
         }
@@ -608,7 +625,7 @@ public struct LedgerStore: Sendable {
         )
         for try await row in notificationRows.decode((String, String, String?, Date, Date).self) {
             guard let index = position[row.0] else { continue }
-            views[index].notifications.append(.init(type: row.1, subtype: row.2, signedDate: row.3))
+            views[index].notifications.append(.init(type: row.1, subtype: row.2, signedDate: row.3, recordedAt: row.4))
             noteRecorded(row.4, index)
         }
         return views

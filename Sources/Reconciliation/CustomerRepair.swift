@@ -196,7 +196,8 @@ public struct CustomerRepair: Sendable {
         // The account row, its members and their rows, in one lease; the rows' writes below are
         // guarded by signedDate in SQL, so a live write between this read and them is never undone.
         let state = try await store.accountState(environment: environment, of: target.customer)
-        guard handled.claim(state.accountId ?? target.customer) else { return RepairResult(entry: nil) }
+        let need = handled.claim(state.accountId ?? target.customer, transactionHistory: target.needsTransactionHistory)
+        guard need != .nothing else { return RepairResult(entry: nil) }
 
         // Ask Apple.
         var latest: [String: (payload: TransactionPayload, signed: String)] = [:]
@@ -249,7 +250,8 @@ public struct CustomerRepair: Sendable {
             }
             let mayHaveSubscriptions = !target.needsTransactionHistory || !state.subscriptions.isEmpty
                 || latest.values.contains { $0.payload.type == .autoRenewable }
-            if mayHaveSubscriptions {
+            // The statuses were asked for this account earlier in the pass: only its history was missing.
+            if mayHaveSubscriptions && need != .transactionHistoryOnly {
                 let statuses = try await client.allSubscriptionStatuses(transactionId: target.transactionId)
                 entry.subscriptionStatusesRequests = 1
                 for group in statuses.data {
@@ -305,7 +307,7 @@ public struct CustomerRepair: Sendable {
             storedTransactions: Self.merge(storedTransactions, overlay, customers: members),
             storedSubscriptions: storedSubscriptions
         )
-        handled.claim(members)
+        handled.claim(members, transactionHistory: target.needsTransactionHistory)
         entry.members = members.sorted()
         if dryRun {
             entry.transactionsAdded = plan.transactionsAdded
@@ -317,7 +319,16 @@ public struct CustomerRepair: Sendable {
         }
         var batch = plan.batch
         batch.rejected = rejected
-        batch.accounts = [AccountVerification(environment: environment, accountId: accountId, members: members.sorted(), revision: revision)]
+        // A payload of the answer that did not verify must be fetched again: the revision does not
+        // move past it, and the account is not recorded as verified (it is selected again).
+        let wholeAnswerVerified = entry.rejected == 0
+        if !wholeAnswerVerified, case .store = revision { revision = state.revision == nil ? .forget : .unchanged }
+        batch.accounts = [
+            AccountVerification(
+                environment: environment, accountId: accountId, members: members.sorted(), revision: revision, verified: wholeAnswerVerified,
+                transactionsChecked: target.needsTransactionHistory
+            )
+        ]
         let written = try await store.apply(batch, runId: runId)
         // What was written, not what was planned: a live write may have got there first.
         entry.transactionsAdded = plan.transactionsAdded.filter(written.changedTransactions.contains)
@@ -395,18 +406,36 @@ public struct CustomerRepair: Sendable {
     }
 }
 
-/// The accounts a pass has repaired, as numbers (transaction IDs are digits): a few bytes each.
+/// The accounts a pass has checked, as numbers (transaction IDs are digits): a few bytes each.
+/// A check with the statuses alone does not cover a target that needs the transaction history.
 final class Handled: Sendable {
-    private let numbers = Mutex<Set<UInt64>>([])
-
-    /// True when `account` was not handled yet (and is now).
-    func claim(_ account: String) -> Bool {
-        guard let number = UInt64(account) else { return true }
-        return numbers.withLock { $0.insert(number).inserted }
+    enum Need: Equatable {
+        case nothing
+        case transactionHistoryOnly
+        case everything
     }
 
-    func claim(_ members: Set<String>) {
-        numbers.withLock { set in for member in members { if let number = UInt64(member) { set.insert(number) } } }
+    private let checked = Mutex<(statuses: Set<UInt64>, transactionHistory: Set<UInt64>)>(([], []))
+
+    /// What is left to ask for `account` (and it is now claimed).
+    func claim(_ account: String, transactionHistory: Bool) -> Need {
+        guard let number = UInt64(account) else { return .everything }
+        return checked.withLock { checked in
+            let statusesDone = !checked.statuses.insert(number).inserted
+            guard transactionHistory else { return statusesDone ? .nothing : .everything }
+            let historyDone = !checked.transactionHistory.insert(number).inserted
+            return historyDone ? .nothing : statusesDone ? .transactionHistoryOnly : .everything
+        }
+    }
+
+    func claim(_ members: Set<String>, transactionHistory: Bool) {
+        checked.withLock { checked in
+            for member in members {
+                guard let number = UInt64(member) else { continue }
+                checked.statuses.insert(number)
+                if transactionHistory { checked.transactionHistory.insert(number) }
+            }
+        }
     }
 }
 

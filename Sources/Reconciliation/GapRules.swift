@@ -71,8 +71,21 @@ public enum GapRules {
         }
     }
 
+    /// Whether the ledger recorded this after the account's last verification (always, when
+    /// never verified, or when the time of recording is unknown).
+    static func isNews(_ recordedAt: Date?, _ view: CustomerLedgerView) -> Bool {
+        isNews(recordedAt, since: view.verifiedAt)
+    }
+
+    static func isNews(_ recordedAt: Date?, since verified: Date?) -> Bool {
+        guard let verified, let recordedAt else { return true }
+        return recordedAt > verified
+    }
+
     static func isRowOlderThanTransactions(_ view: CustomerLedgerView) -> Bool {
-        guard let subscription = view.subscription, let newest = view.transactions.map(\.signedDate).max() else { return false }
+        guard let subscription = view.subscription,
+            let newest = view.transactions.filter({ isNews($0.recordedAt, view) }).map(\.signedDate).max()
+        else { return false }
         return subscription.lastSignedDate.unixMilliseconds < newest.unixMilliseconds
     }
 
@@ -81,7 +94,7 @@ public enum GapRules {
             .filter { $0.productType == nil || $0.productType == "Auto-Renewable Subscription" }
             .filter { $0.purchaseDate != nil && $0.expiresDate != nil }
             .sorted { $0.purchaseDate! < $1.purchaseDate! }
-        for (previous, next) in zip(renewals, renewals.dropFirst()) {
+        for (previous, next) in zip(renewals, renewals.dropFirst()) where isNews(next.recordedAt, since: view.transactionsVerifiedAt) {
             let lapseStart = previous.expiresDate!
             let lapseEnd = next.purchaseDate!
             guard lapseEnd.unixMilliseconds > lapseStart.unixMilliseconds + 60_000 else { continue }
@@ -101,7 +114,7 @@ public enum GapRules {
                 sinceRenewal = []
                 continue
             }
-            if notification.type == "EXPIRED" {
+            if notification.type == "EXPIRED", isNews(notification.recordedAt, view) {
                 if notification.subtype == "VOLUNTARY"
                     && !sinceRenewal.contains(where: { $0.type == "DID_CHANGE_RENEWAL_STATUS" && $0.subtype == "AUTO_RENEW_DISABLED" })
                     && !sinceRenewal.contains(where: { $0.type == "REFUND" || $0.type == "REVOKE" })

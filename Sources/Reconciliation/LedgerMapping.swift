@@ -19,6 +19,9 @@ enum LedgerMapping {
         )
     }
 
+    /// Notifications about a refund request: their transaction is the one refunded, not the latest.
+    static let refundFlow: Set<NotificationType> = [.refund, .refundReversed, .refundDeclined, .consumptionRequest]
+
     static func environmentOf(_ payload: NotificationPayload) -> AppStoreEnvironment? {
         payload.data?.environment ?? payload.summary?.environment ?? payload.appData?.environment
             ?? payload.externalPurchaseToken?.inferredEnvironment
@@ -46,11 +49,14 @@ enum LedgerMapping {
         guard isSubscription, let original = transaction?.originalTransactionId ?? renewal?.originalTransactionId,
             let signedDate = date(notification.payload.signedDate)
         else { return nil }
-        // Never backwards: a notification may carry an older transaction than the one the row
-        // holds (a refund, a declined refund or a consumption request about an earlier period).
-        // Its expiry and product then stay the row's; its status and renewal info still apply.
+        // Never backwards: a refund-flow notification (REFUND, REFUND_REVERSED, REFUND_DECLINED,
+        // CONSUMPTION_REQUEST) carries the transaction the request is about, which may be older
+        // than the one the row holds. Its expiry and product then stay the row's; its status and
+        // renewal info still apply. Other notifications carry the latest transaction, whose expiry
+        // may legitimately be earlier (an upgrade to a shorter period).
         let expires = date(transaction?.expiresDate)
-        let older = expires.map { new in current?.expiresDate.map { new.unixMilliseconds < $0.unixMilliseconds } ?? false } ?? true
+        let older = Self.refundFlow.contains(notification.payload.notificationType)
+            && (expires.map { new in current?.expiresDate.map { new.unixMilliseconds < $0.unixMilliseconds } ?? false } ?? true)
         return SubscriptionRecord(
             originalTransactionId: original,
             productId: older ? current?.productId ?? transaction?.productId : transaction?.productId,

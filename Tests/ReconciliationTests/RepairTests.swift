@@ -323,6 +323,19 @@ struct GapRuleTests {
         #expect(GapRules.evaluate(overdue, now: now) == [.activeButExpired], "verified before it passed")
     }
 
+    @Test func aSkippedStepVerifiedBeforeIsNotSelectedAgainBySomethingNewerThatIsNotAGap() {
+        let future = now.timeIntervalSince1970 + 86_400
+        var view = view(status: 2, expires: future, notifications: [("DID_RENEW", nil, 1_000), ("EXPIRED", "VOLUNTARY", 2_000), ("SUBSCRIBED", "RESUBSCRIBE", 5_000)])
+        view.verifiedAt = Date(timeIntervalSince1970: 3_000)
+        view.notifications[0].recordedAt = Date(timeIntervalSince1970: 1_000)
+        view.notifications[1].recordedAt = Date(timeIntervalSince1970: 2_000)
+        view.notifications[2].recordedAt = Date(timeIntervalSince1970: 5_000)
+        view.lastRecordedAt = Date(timeIntervalSince1970: 5_000)
+        #expect(GapRules.evaluate(view, now: now).isEmpty, "the old skipped step was verified; the resubscription is no gap")
+        view.notifications[1].recordedAt = Date(timeIntervalSince1970: 4_000)
+        #expect(GapRules.evaluate(view, now: now) == [.skippedStep], "a skipped step recorded after the verification counts")
+    }
+
     @Test func anExpiryThatSkipsItsStepIsAGap() {
         let future = now.timeIntervalSince1970 + 86_400
         let skipped = view(status: 2, expires: future, notifications: [("DID_RENEW", nil, 1_000), ("EXPIRED", "VOLUNTARY", 2_000)])

@@ -133,7 +133,8 @@ struct ShardTests {
             #expect(shards == ["0/4", "1/4", "2/4", "3/4"])
 
             let reference = try await referenceLedger(harness, environment: environment, arguments: common + ["--report-dir", scratch.path + "/one"])
-            #expect(try await ledgerContent(client) == reference, "four shards leave the ledger one run leaves")
+            let content = try await ledgerContent(client)
+            #expect(content == reference, "four shards leave the ledger one run leaves: \(Reliability.difference(content, reference))")
         }
     }
 
