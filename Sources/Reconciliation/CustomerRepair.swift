@@ -44,9 +44,6 @@ public struct CustomerRepair: Sendable {
     public let progress: ProgressLine
     public let concurrency: Int
     public let stop: StopRequest
-    /// Accounts (and their members) already repaired in this pass, as numbers: a second
-    /// originalTransactionId of a repaired account is not asked about again.
-    private let handled = Handled()
 
     public init(
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, logger: Logger,
@@ -130,6 +127,9 @@ public struct CustomerRepair: Sendable {
         produce: (_ emit: (Target) async throws -> Void) async throws -> Void
     ) async throws -> ReportList<RecoveryReport.Repair> {
         let results = try ReportList<RecoveryReport.Repair>()
+        // Accounts (and their members) already checked in this pass, as numbers: a second
+        // originalTransactionId of a checked account is not asked about again.
+        let handled = Handled()
         var changed = 0
         var exhaustedInARow = 0
         let giveUpAfter = max(4, concurrency)
@@ -166,7 +166,7 @@ public struct CustomerRepair: Sendable {
                     let index = started
                     started += 1
                     inFlight += 1
-                    group.addTask { (index, try await repairOne(target, dryRun: dryRun, overlay: overlay, runId: runId)) }
+                    group.addTask { (index, try await repairOne(target, dryRun: dryRun, overlay: overlay, runId: runId, handled: handled)) }
                 }
             } catch is StopProducing {}
             while inFlight > 0 { try await collectOne() }
@@ -185,7 +185,9 @@ public struct CustomerRepair: Sendable {
         var exhausted: RetriesExhausted?
     }
 
-    func repairOne(_ target: Target, dryRun: Bool, overlay: RecoveryReport.LedgerOverlay, runId: UUID?) async throws -> RepairResult {
+    func repairOne(
+        _ target: Target, dryRun: Bool, overlay: RecoveryReport.LedgerOverlay, runId: UUID?, handled: Handled
+    ) async throws -> RepairResult {
         var entry = RecoveryReport.Repair(originalTransactionId: target.customer, reasons: target.reasons.map(\.rawValue))
         guard Self.isWellFormedTransactionId(target.transactionId) else {
             entry.outcome = RecoveryReport.Repair.failed

@@ -196,6 +196,8 @@ struct CommandLineTests {
         #expect(summaries.count == 3, "dry run, run, second run")
         #expect(summaries.last?.contains("missed 0, applied 0") == true)
         #expect(summaries.first?.contains("would apply") == true)
+        // Each run's pass 2 is its own: the real run checks the accounts the dry run looked at too.
+        #expect(summaries.count == 3 && summaries[0].contains("accounts checked") && summaries[1].contains("accounts checked"), "\(summaries)")
         for run in ["dry-run", "run", "second-run"] {
             #expect(FileManager.default.fileExists(atPath: scratch.url.path + "/\(run)/report.md"))
             #expect(FileManager.default.fileExists(atPath: scratch.url.path + "/\(run)/report.json"))
