@@ -36,6 +36,27 @@ struct RunCommandTests {
         return ["--start", start.formatted(.iso8601), "--end", String(Date().unixMilliseconds)]
     }
 
+    @Test func accountsAppleCannotAnswerForEndTheRunWithExit3AndAReportThatNamesThem() async throws {
+        let probe = try RecoveryHarness(customers: 40, seed: 32)
+        let missedAccounts = Array(Set(probe.scenario.missedNotifications.map(\.customer))).sorted()
+        try #require(missedAccounts.count >= 3)
+        var options = SimulatorOptions()
+        options.failingAccounts = [missedAccounts[0]: .accountNotFound]
+        let harness = try RecoveryHarness(customers: 40, seed: 32, options: options)
+        try await Self.withSetup(harness) { environment, client, scratch in
+            let directory = scratch.appendingPathComponent("r").path
+            let run = try await BuiltBinary.run(["run"] + Self.window(harness) + ["--report-dir", directory, "--no-progress"], environment: environment)
+            #expect(run.exitCode == 3, "finished with problems: \(run.combined)")
+            #expect(run.standardError.contains("account(s) Apple could not answer for"))
+            #expect(run.standardOutput.contains("failed"), "\(run.standardOutput)")
+            let markdown = try String(contentsOfFile: directory + "/report.md", encoding: .utf8)
+            #expect(markdown.contains("4040001"))
+            var outcome = ""
+            for try await value in try await client.query("SELECT outcome FROM app_store.runs").decode(String.self) { outcome = value }
+            #expect(outcome == "succeeded_with_rejections")
+        }
+    }
+
     @Test func aDryRunThenARealRunThenASecondRunThatAppliesNothing() async throws {
         let harness = try RecoveryHarness(customers: 60, seed: 31)
         let missed = harness.scenario.missedNotifications.count
