@@ -11,9 +11,9 @@ struct CheckCommand: AsyncParsableCommand {
         commandName: "check",
         abstract: "Check configuration and credentials end to end, one line per check.",
         discussion: """
-            Checks that the root certificates and the private key load, that Apple accepts the JWT (Request a \\
-            Test Notification), that Apple can reach the server's webhook (Get Test Notification Status: the \\
-            send attempt's result), and that the database is reachable and migrated. Exit code 0 only if every \\
+            Checks that the root certificates and the private key load, that Apple accepts the JWT (Request a \
+            Test Notification), that Apple can reach the server's webhook (Get Test Notification Status: the \
+            send attempt's result), and that the database is reachable and migrated. Exit code 0 only if every \
             check passes, 78 otherwise.
             """
     )

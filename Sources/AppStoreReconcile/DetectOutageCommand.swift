@@ -10,15 +10,15 @@ struct DetectOutageCommand: AsyncParsableCommand {
         commandName: "detect-outage",
         abstract: "Find when your server missed notifications, and the run command that recovers each outage.",
         discussion: """
-            Pages Get Notification History with onlyFailures over the last --since (7d, 36h, 90m, or an ISO 8601 \\
-            time): the notifications Apple has not yet delivered. Groups their first delivery attempts into \\
-            outages (a new one after --gap without a failure), with how many failed with each sendAttemptResult \\
-            (NO_RESPONSE, TIMED_OUT, TLS_ISSUE, ...), and prints the `run` command line that recovers each, with a \\
+            Pages Get Notification History with onlyFailures over the last --since (7d, 36h, 90m, or an ISO 8601 \
+            time): the notifications Apple has not yet delivered. Groups their first delivery attempts into \
+            outages (a new one after --gap without a failure), with how many failed with each sendAttemptResult \
+            (NO_RESPONSE, TIMED_OUT, TLS_ISSUE, ...), and prints the `run` command line that recovers each, with a \
             margin of ten minutes either side.
 
-            A notification Apple delivered on a later retry drops out of onlyFailures: an outage Apple's retries \\
-            covered shows only what they never delivered. Reads no payload and writes nothing. Needs the API \\
-            settings (APPSTORE_ISSUER_ID, APPSTORE_KEY_ID, APPSTORE_PRIVATE_KEY, APPSTORE_BUNDLE_ID, \\
+            A notification Apple delivered on a later retry drops out of onlyFailures: an outage Apple's retries \
+            covered shows only what they never delivered. Reads no payload and writes nothing. Needs the API \
+            settings (APPSTORE_ISSUER_ID, APPSTORE_KEY_ID, APPSTORE_PRIVATE_KEY, APPSTORE_BUNDLE_ID, \
             APPSTORE_ENVIRONMENT), not the database.
 
             \(ExitStatus.summary)

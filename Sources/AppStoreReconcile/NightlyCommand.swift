@@ -9,12 +9,12 @@ struct NightlyCommand: AsyncParsableCommand {
         commandName: "nightly",
         abstract: "Recover the time since the last successful run: the job to schedule every night.",
         discussion: """
-            Does what `run` does, for the window from the end of the last successful nightly run's window, less --overlap-hours \\
-            (Apple's late retries arrive out of order), to --settle-minutes before now. After a failed or interrupted \\
-            run the next one starts from the last success, so nothing missed stays missed. The first nightly run \\
+            Does what `run` does, for the window from the end of the last successful nightly run's window, less --overlap-hours \
+            (Apple's late retries arrive out of order), to --settle-minutes before now. After a failed or interrupted \
+            run the next one starts from the last success, so nothing missed stays missed. The first nightly run \
             needs --start, or --from-retention-limit for all the history Apple keeps.
 
-            \\(ExitStatus.summary)
+            \(ExitStatus.summary)
             """
     )
 

@@ -9,17 +9,22 @@ import SignedData
 struct RepairCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "repair",
-        abstract: "Repair customers from Apple's truth (Get Transaction History), without recovering a window first.",
+        abstract: "Repair Apple accounts from Apple's present state, without recovering a window first.",
         discussion: """
-            With --transaction-id (any transaction ID of the customer; repeatable), repairs exactly those customers: \\
-            for support cases. Without it, repairs every customer whose stored state contradicts itself: an active \\
-            subscription whose expiry has passed with nothing recorded since, a subscription row older than the \\
-            customer's newest transaction, a renewal after a lapse with no billing failure or expiry recorded, an \\
-            expiry that skips the step before it. Each customer's history is fetched from the stored revision \\
-            (only what changed since), verified, and applied; the new revision is stored with it. --dry-run writes \\
-            nothing and stores no revision.
+            Apple answers for a customer's whole Apple Account in the app (every originalTransactionId: each \
+            subscription group, one-time and family-shared purchases), so repairs are per account. With \
+            --transaction-id (any transaction ID of the account, digits only; repeatable), repairs exactly those \
+            accounts, statuses and whole transaction history: for support cases. Without it, repairs every account \
+            of this environment whose stored state contradicts itself since it was last checked: an active \
+            subscription whose expiry has passed, a subscription row older than its newest transaction, a renewal \
+            after a lapse with no billing failure or expiry recorded, an expiry that skips the step before it. \
+            Get All Subscription Statuses once per account; Get Transaction History from the account's stored \
+            revision (only what changed since) where transactions need checking. Every answer is verified; only rows \
+            whose content differs are written, with the account's revision and members. An account Apple cannot \
+            answer for (4040001, 4000006, 4040010, retries exhausted) is reported and the others repaired (exit 3). \
+            --dry-run writes nothing and stores no revision.
 
-            \\(ExitStatus.summary)
+            \(ExitStatus.summary)
             """
     )
 
@@ -32,7 +37,7 @@ struct RepairCommand: AsyncParsableCommand {
     @Option(help: "Where to write report.md and report.json (default: ./appstore-reconcile-repair-TIMESTAMP).")
     var reportDir: String?
 
-    @Option(help: "Customers repaired at once.")
+    @Option(help: "Accounts repaired at once.")
     var concurrency = 8
 
     @Flag(help: "No live progress line.")

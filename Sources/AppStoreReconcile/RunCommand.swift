@@ -83,10 +83,10 @@ struct RecoveryRunOptions: ParsableArguments {
     @Option(help: "How many times a request to Apple is tried before the run gives up with exit code 75.")
     var retryAttempts = 6
 
-    @Flag(help: "Stop after pass 1: do not repair customers through Get Transaction History.")
+    @Flag(help: "Stop after pass 1: do not repair Apple accounts from Apple's present state (pass 2).")
     var skipRepair = false
 
-    @Option(help: "Customers repaired at once in pass 2.")
+    @Option(help: "Accounts repaired at once in pass 2.")
     var repairConcurrency = 8
 
     @Option(

@@ -9,7 +9,7 @@ struct StatusCommand: AsyncParsableCommand {
         commandName: "status",
         abstract: "Show the last runs, the time since the last success, and whether a run is in progress.",
         discussion: """
-            Reads app_store.runs and the run lock. Alert on the age of the last success (nightly runs should keep \\
+            Reads app_store.runs and the run lock. Alert on the age of the last success (nightly runs should keep \
             it under a day) and on rejected payloads. Needs only DATABASE_URL. --json prints the same for scripts.
             """
     )

@@ -58,10 +58,14 @@ struct CommandLineTests {
         for word in ["run", "ingest", "migrate", "verify", "demo", "throwaway-postgres", "simulate", "APPSTORE_ROOT_CERTIFICATES", "78 configuration error"] {
             #expect(text.contains(word), "--help mentions \(word)")
         }
-        for subcommand in ["run", "ingest", "migrate", "verify", "demo", "throwaway-postgres", "simulate"] {
+        for subcommand in [
+            "run", "nightly", "repair", "ingest", "check", "status", "detect-outage", "migrate", "verify", "demo", "throwaway-postgres", "simulate",
+        ] {
             let help = try await BuiltBinary.run([subcommand, "--help"])
             #expect(help.exitCode == 0, "\(subcommand) --help")
             #expect(help.standardOutput.contains("USAGE: appstore-reconcile \(subcommand)"))
+            // The discussion reads as prose: no stray line-continuation backslash, no unexpanded interpolation.
+            #expect(!help.standardOutput.contains("\\\n") && !help.standardOutput.contains("\\("), "\(subcommand) --help: \(help.standardOutput)")
         }
     }
 
