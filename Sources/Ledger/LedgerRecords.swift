@@ -182,18 +182,16 @@ public struct AccountVerification: Hashable, Sendable {
 public struct StoredAccountState: Sendable {
     public var accountId: String?
     public var revision: String?
-    public var verifiedAt: Date?
     public var members: [String]
     public var subscriptions: [String: SubscriptionRecord]
     public var transactions: [TransactionRecord]
 
     public init(
-        accountId: String?, revision: String?, verifiedAt: Date?, members: [String], subscriptions: [String: SubscriptionRecord],
+        accountId: String?, revision: String?, members: [String], subscriptions: [String: SubscriptionRecord],
         transactions: [TransactionRecord]
     ) {
         self.accountId = accountId
         self.revision = revision
-        self.verifiedAt = verifiedAt
         self.members = members
         self.subscriptions = subscriptions
         self.transactions = transactions
@@ -265,17 +263,14 @@ public struct CustomerLedgerView: Hashable, Sendable {
     /// whole transaction history.
     public var verifiedAt: Date?
     public var transactionsVerifiedAt: Date?
-    /// When the ledger last recorded anything of this originalTransactionId (a row written or updated).
-    public var lastRecordedAt: Date?
 
     public init(
         originalTransactionId: String, subscription: SubscriptionRecord?, transactions: [TransactionFacts], notifications: [NotificationFacts],
-        accountId: String? = nil, verifiedAt: Date? = nil, lastRecordedAt: Date? = nil, transactionsVerifiedAt: Date? = nil
+        accountId: String? = nil, verifiedAt: Date? = nil, transactionsVerifiedAt: Date? = nil
     ) {
         self.transactionsVerifiedAt = transactionsVerifiedAt
         self.accountId = accountId
         self.verifiedAt = verifiedAt
-        self.lastRecordedAt = lastRecordedAt
         self.originalTransactionId = originalTransactionId
         self.subscription = subscription
         self.transactions = transactions

@@ -363,19 +363,18 @@ public struct LedgerStore: Sendable {
     public func accountState(environment: String, of customer: String, and others: [String] = []) async throws -> StoredAccountState {
         let logger = self.logger
         return try await client.withConnection { connection in
-            var state = StoredAccountState(accountId: nil, revision: nil, verifiedAt: nil, members: [], subscriptions: [:], transactions: [])
+            var state = StoredAccountState(accountId: nil, revision: nil, members: [], subscriptions: [:], transactions: [])
             let accountRows = try await connection.query(
                 """
-                SELECT a.account_id, a.revision, a.verified_at FROM app_store.account_members m
+                SELECT a.account_id, a.revision FROM app_store.account_members m
                 JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
                 WHERE m.environment = \(environment) AND m.original_transaction_id = \(customer)
                 """,
                 logger: logger
             )
-            for try await (account, revision, verifiedAt) in accountRows.decode((String, String?, Date?).self) {
+            for try await (account, revision) in accountRows.decode((String, String?).self) {
                 state.accountId = account
                 state.revision = revision
-                state.verifiedAt = verifiedAt
             }
             if let account = state.accountId {
                 let memberRows = try await connection.query(
@@ -509,7 +508,7 @@ public struct LedgerStore: Sendable {
     /// the kind it needs (the transaction history for `typesNeedingTransactionHistory`, the
     /// statuses for the rest). `a` is its account (NULL: never checked).
     static let notCheckedSince = """
-        (CASE WHEN n.notification_type IN ('REFUND', 'REFUND_REVERSED', 'REFUND_DECLINED', 'CONSUMPTION_REQUEST', 'REVOKE', 'ONE_TIME_CHARGE')
+        (CASE WHEN n.notification_type IN (\(typesNeedingTransactionHistory.map { "'\($0)'" }.joined(separator: ", ")))
             THEN a.transactions_verified_at IS NULL OR n.recorded_at > a.transactions_verified_at
             ELSE a.verified_at IS NULL OR n.recorded_at > a.verified_at END)
         """
@@ -564,8 +563,8 @@ public struct LedgerStore: Sendable {
 
     /// The ledger views of up to `limit` subscription customers of this environment after
     /// `cursor`, in order: the gap rules stream through the whole ledger this way, a chunk at a
-    /// time. Each view carries its account's last verification and when the ledger last recorded
-    /// anything of the customer, so that the rules look only at what is newer than the verification.
+    /// time. Each view carries its account's last verifications and when each row was recorded,
+    /// so that the rules look only at what is newer than the verification that covers it.
     public func customerViews(environment: String, after cursor: String?, limit: Int) async throws -> [CustomerLedgerView] {
         let start = cursor ?? ""
         var views: [CustomerLedgerView] = []
@@ -573,7 +572,7 @@ public struct LedgerStore: Sendable {
             """
             SELECT s.original_transaction_id, s.product_id, s.status, s.expires_date, s.auto_renew_status, s.auto_renew_product_id,
                    s.is_in_billing_retry, s.grace_period_expires_date, s.last_signed_date, s.environment,
-                   m.account_id, a.verified_at, s.updated_at, a.transactions_verified_at
+                   m.account_id, a.verified_at, a.transactions_verified_at
             FROM app_store.subscriptions s
             LEFT JOIN app_store.account_members m ON m.environment = s.environment AND m.original_transaction_id = s.original_transaction_id
             LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
@@ -582,13 +581,13 @@ public struct LedgerStore: Sendable {
             """,
             logger: logger
         )
-        typealias Row = (String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date, String?, String?, Date?, Date, Date?)
+        typealias Row = (String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date, String?, String?, Date?, Date?)
         for try await row in rows.decode(Row.self) {
             let subscription = Self.subscription((row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9))
             views.append(
                 CustomerLedgerView(
                     originalTransactionId: row.0, subscription: subscription, transactions: [], notifications: [], accountId: row.10,
-                    verifiedAt: row.11, lastRecordedAt: row.12, transactionsVerifiedAt: row.13
+                    verifiedAt: row.11, transactionsVerifiedAt: row.12
                 )
             )
         }
@@ -596,9 +595,6 @@ public struct LedgerStore: Sendable {
         guard !ids.isEmpty else { return [] }
         var position: [String: Int] = [:]
         for (index, id) in ids.enumerated() { position[id] = index }
-        func noteRecorded(_ date: Date, _ index: Int) {
-            if views[index].lastRecordedAt.map({ $0 < date }) ?? true { views[index].lastRecordedAt = date }
-        }
         let transactionRows = try await client.query(
             """
             SELECT original_transaction_id, transaction_id, product_type, purchase_date, expires_date, revocation_date, signed_date, updated_at
@@ -614,7 +610,6 @@ public struct LedgerStore: Sendable {
                     recordedAt: row.7
                 )
             )
-            noteRecorded(row.7, index)
         }
         let notificationRows = try await client.query(
             """
@@ -626,7 +621,6 @@ public struct LedgerStore: Sendable {
         for try await row in notificationRows.decode((String, String, String?, Date, Date).self) {
             guard let index = position[row.0] else { continue }
             views[index].notifications.append(.init(type: row.1, subtype: row.2, signedDate: row.3, recordedAt: row.4))
-            noteRecorded(row.4, index)
         }
         return views
     }

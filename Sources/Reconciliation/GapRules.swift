@@ -38,18 +38,10 @@ public enum GapRules {
     public static func evaluate(_ view: CustomerLedgerView, now: Date) -> [GapReason] {
         var reasons: [GapReason] = []
         if isActiveButExpired(view, now: now) { reasons.append(.activeButExpired) }
-        guard hasNewsSinceVerification(view) else { return reasons }
         if isRowOlderThanTransactions(view) { reasons.append(.rowOlderThanTransactions) }
         if hasTransactionChainGap(view) { reasons.append(.transactionChainGap) }
         if skipsAStep(view) { reasons.append(.skippedStep) }
         return reasons
-    }
-
-    /// Never verified, or the ledger recorded something of the customer after the verification.
-    static func hasNewsSinceVerification(_ view: CustomerLedgerView) -> Bool {
-        guard let verified = view.verifiedAt else { return true }
-        guard let recorded = view.lastRecordedAt else { return false }
-        return recorded > verified
     }
 
     /// Recorded active, but the period (and grace period) ended over an hour ago, and no

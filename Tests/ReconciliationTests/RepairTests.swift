@@ -312,9 +312,9 @@ struct GapRuleTests {
         let future = now.timeIntervalSince1970 + 86_400
         var skipped = view(status: 2, expires: future, notifications: [("DID_RENEW", nil, 1_000), ("EXPIRED", "VOLUNTARY", 2_000)])
         skipped.verifiedAt = Date(timeIntervalSince1970: 3_000)
-        skipped.lastRecordedAt = Date(timeIntervalSince1970: 2_500)
+        for index in skipped.notifications.indices { skipped.notifications[index].recordedAt = Date(timeIntervalSince1970: 2_500) }
         #expect(GapRules.evaluate(skipped, now: now).isEmpty, "verified after everything it holds")
-        skipped.lastRecordedAt = Date(timeIntervalSince1970: 3_500)
+        for index in skipped.notifications.indices { skipped.notifications[index].recordedAt = Date(timeIntervalSince1970: 3_500) }
         #expect(GapRules.evaluate(skipped, now: now) == [.skippedStep], "something recorded since")
         var overdue = view(expires: now.timeIntervalSince1970 - 7200)
         overdue.verifiedAt = now.addingTimeInterval(-60)
@@ -330,10 +330,19 @@ struct GapRuleTests {
         view.notifications[0].recordedAt = Date(timeIntervalSince1970: 1_000)
         view.notifications[1].recordedAt = Date(timeIntervalSince1970: 2_000)
         view.notifications[2].recordedAt = Date(timeIntervalSince1970: 5_000)
-        view.lastRecordedAt = Date(timeIntervalSince1970: 5_000)
         #expect(GapRules.evaluate(view, now: now).isEmpty, "the old skipped step was verified; the resubscription is no gap")
         view.notifications[1].recordedAt = Date(timeIntervalSince1970: 4_000)
         #expect(GapRules.evaluate(view, now: now) == [.skippedStep], "a skipped step recorded after the verification counts")
+    }
+
+    @Test func aChainGapCountsUntilTheTransactionHistoryIsCheckedNotJustTheStatuses() {
+        let future = now.timeIntervalSince1970 + 86_400
+        var gap = view(expires: future, signed: 5_000, transactions: [(1_000.0, 2_000.0, 1_000.0), (5_000.0, future, 5_000.0)])
+        for index in gap.transactions.indices { gap.transactions[index].recordedAt = Date(timeIntervalSince1970: 5_000) }
+        gap.verifiedAt = Date(timeIntervalSince1970: 6_000)
+        #expect(GapRules.evaluate(gap, now: now) == [.transactionChainGap], "a statuses-only check does not see missing transactions")
+        gap.transactionsVerifiedAt = Date(timeIntervalSince1970: 6_000)
+        #expect(GapRules.evaluate(gap, now: now).isEmpty, "the transaction history was checked after it")
     }
 
     @Test func anExpiryThatSkipsItsStepIsAGap() {
