@@ -81,18 +81,31 @@ struct FuzzTests {
         #expect((outcomes["bad_signature"] ?? 0) + (outcomes["malformed"] ?? 0) > 3000, "\(outcomes)")
     }
 
-    @Test func randomJSONNeverCrashesTheResponseDecoders() throws {
+    /// Decoded, encoded and decoded again: the same value (nothing read that is not written back).
+    static func roundTrips<Value: Codable & Equatable>(_ value: Value) -> Bool {
+        guard let data = try? JSONEncoder().encode(value), let again = try? JSONDecoder().decode(Value.self, from: data) else { return false }
+        return again == value
+    }
+
+    @Test func randomJSONNeverCrashesTheDecodersAndWhatTheyAcceptRoundTrips() throws {
         var random = SeededGenerator(seed: 77)
-        var decoded = 0
+        var accepted = 0
+        var broken: [String] = []
         for _ in 0..<5000 {
             let value = Self.randomJSON(&random)
             guard let data = try? JSONSerialization.data(withJSONObject: value is [String: Any] || value is [Any] ? value : [value], options: [.fragmentsAllowed]) else { continue }
-            if (try? JSONDecoder().decode(NotificationHistoryResponse.self, from: data)) != nil { decoded += 1 }
+            _ = try? JSONDecoder().decode(NotificationHistoryResponse.self, from: data)
             _ = try? JSONDecoder().decode(HistoryResponse.self, from: data)
             _ = try? JSONDecoder().decode(StatusResponse.self, from: data)
-            _ = try? JSONDecoder().decode(NotificationPayload.self, from: data)
-            _ = try? JSONDecoder().decode(TransactionPayload.self, from: data)
+            if let notification = try? JSONDecoder().decode(NotificationPayload.self, from: data), !Self.roundTrips(notification) {
+                broken.append(String(decoding: data.prefix(200), as: UTF8.self))
+            }
+            if let transaction = try? JSONDecoder().decode(TransactionPayload.self, from: data) {
+                accepted += 1
+                if !Self.roundTrips(transaction) { broken.append(String(decoding: data.prefix(200), as: UTF8.self)) }
+            }
         }
-        #expect(decoded < 5000)
+        #expect(broken.isEmpty, "\(broken.prefix(3))")
+        #expect(accepted > 0, "the generator reaches the decoders' accepting side")
     }
 }
