@@ -11,14 +11,14 @@ let strictSettings: [SwiftSetting] = [
 let package = Package(
     name: "appstore-reconcile",
     platforms: [.macOS(.v15)],
+    // What a user would build or embed: the tool, and the verifier and the API client, each
+    // useful alone. The ledger, the passes, the simulator and the throwaway Postgres are
+    // targets of this package only (`package` access): for the tool, its tests, the demo and
+    // `simulate`.
     products: [
         .executable(name: "appstore-reconcile", targets: ["AppStoreReconcile"]),
         .library(name: "SignedData", targets: ["SignedData"]),
         .library(name: "AppStoreServerAPI", targets: ["AppStoreServerAPI"]),
-        .library(name: "Ledger", targets: ["Ledger"]),
-        .library(name: "Reconciliation", targets: ["Reconciliation"]),
-        .library(name: "AppStoreSimulator", targets: ["AppStoreSimulator"]),
-        .library(name: "ThrowawayPostgres", targets: ["ThrowawayPostgres"]),
         .executable(name: "reconcile-benchmark", targets: ["ReconcileBenchmark"]),
     ],
     dependencies: [
@@ -114,6 +114,8 @@ let package = Package(
                 "AppStoreSimulator", "ThrowawayPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                // Only to run the ledger's PostgresClient as a service of the ServiceGroup.
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],

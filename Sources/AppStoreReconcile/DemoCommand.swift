@@ -103,16 +103,12 @@ struct DemoCommand: AsyncParsableCommand {
                         ),
                         logger: logger
                     )
-                    let progress = ProgressLine()
-                    let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress)
-                    let repair = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger, progress: progress)
-                    let window = try OutageWindow(start: now.addingTimeInterval(-7 * 86_400 - 3600), end: Date(), environment: .production)
-                    for (step, dryRun, name) in [(1, true, "dry-run"), (2, false, "run"), (3, false, "second-run")] {
+                    let run = ReconciliationRun(client: client, verifier: verifier, store: store, databaseURL: url, logger: logger, progress: ProgressLine())
+                    let window = ReconciliationRun.WindowChoice.fixed(start: now.addingTimeInterval(-7 * 86_400 - 3600), end: Date())
+                    for (step, mode, name) in [(1, RunMode.dryRun, "dry-run"), (2, .apply, "run"), (3, .apply, "second-run")] {
                         let title = ["", "Dry run (writes nothing)", "The real run", "A second run, which must apply nothing"][step]
-                        print("\n\(title), window \(window.start.formatted(.iso8601)) to \(window.end.formatted(.iso8601)):")
-                        var report = try await recovery.run(.init(window: window, dryRun: dryRun))
-                        report.add(repairs: try await repair.afterRecovery(report, window: window, dryRun: dryRun))
-                        progress.finish()
+                        let report = try await run.execute(.init(kind: .run, window: window, mode: mode))
+                        print("\n\(title), window \(report.run.window?.start ?? "") to \(report.run.window?.end ?? ""):")
                         let directory = try ReportFiles.write(report, to: "\(reportDir)/\(name)")
                         print("  \(report.summaryLine)")
                         print("  report: \(directory)/report.md")

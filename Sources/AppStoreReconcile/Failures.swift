@@ -2,7 +2,6 @@ import AppStoreServerAPI
 import ArgumentParser
 import Foundation
 import Ledger
-import PostgresNIO
 import Reconciliation
 import ThrowawayPostgres
 
@@ -29,6 +28,12 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
     } catch let error as ConfigurationError {
         printError("configuration error: \(error)")
         throw ExitCode(ExitStatus.configuration)
+    } catch let error as WindowError {
+        printError("error: \(error.description)")
+        throw ExitCode(ExitStatus.usage)
+    } catch let error as NotATransactionId {
+        printError("error: --transaction-id \(error.description)")
+        throw ExitCode(ExitStatus.usage)
     } catch let error as MigrationRefused {
         printError("error: \(error)")
         throw ExitCode(ExitStatus.failure)
@@ -50,15 +55,19 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
     } catch let error as AppStoreTransportError {
         printError("error: \(error)")
         throw ExitCode(error.isRetryable ? ExitStatus.temporaryFailure : ExitStatus.failure)
-    } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42P01" || error.serverInfo?[.sqlState] == "3F000" {
-        printError("configuration error: the ledger schema is missing in this database: run `appstore-reconcile migrate` first (\(describe(error)))")
-        throw ExitCode(ExitStatus.configuration)
-    } catch let error as PSQLError where ["28P01", "28000"].contains(error.serverInfo?[.sqlState] ?? "") {
-        printError("configuration error: the database refused the credentials in DATABASE_URL (\(describe(error)))")
-        throw ExitCode(ExitStatus.configuration)
-    } catch let error as PSQLError {
-        printError("database error: \(describe(error)). Everything committed stays; run again when the database is back.")
-        throw ExitCode(isTemporary(error) ? ExitStatus.temporaryFailure : ExitStatus.failure)
+    } catch let error where LedgerFailure(error) != nil {
+        let failure = LedgerFailure(error)!
+        switch failure.kind {
+        case .schemaMissing:
+            printError("configuration error: the ledger schema is missing in this database: run `appstore-reconcile migrate` first (\(failure))")
+            throw ExitCode(ExitStatus.configuration)
+        case .credentialsRefused:
+            printError("configuration error: the database refused the credentials in DATABASE_URL (\(failure))")
+            throw ExitCode(ExitStatus.configuration)
+        case .temporary, .other:
+            printError("database error: \(failure). Everything committed stays; run again when the database is back.")
+            throw ExitCode(failure.kind == .temporary ? ExitStatus.temporaryFailure : ExitStatus.failure)
+        }
     } catch let error as ThrowawayPostgresError {
         printError("error: \(error)")
         throw ExitCode(ExitStatus.failure)
@@ -69,26 +78,4 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
         printError("error: \(error)")
         throw ExitCode(ExitStatus.failure)
     }
-}
-
-/// A PostgreSQL error in one line: the server's own message when there is one.
-/// Whether a database error is the kind that passes: the connection lost or refused, the server
-/// shutting down or restarting (class 57: also a statement timeout or a cancel), out of resources
-/// (53), a serialization failure or deadlock (40001, 40P01), a connection failure (08).
-func isTemporary(_ error: PSQLError) -> Bool {
-    if [.connectionError, .serverClosedConnection, .uncleanShutdown].contains(error.code) { return true }
-    guard let state = error.serverInfo?[.sqlState] else { return false }
-    return state.hasPrefix("57") || state.hasPrefix("53") || state.hasPrefix("08") || state == "40001" || state == "40P01"
-}
-
-func describe(_ error: PSQLError) -> String {
-    if let message = error.serverInfo?[.message] {
-        let code = error.serverInfo?[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
-        return message + code
-    }
-    if error.code == .connectionError {
-        let underlying = error.underlying.map { ": \($0)" } ?? ""
-        return "cannot connect to the database\(underlying)"
-    }
-    return "\(error.code)"
 }

@@ -42,33 +42,10 @@ struct NightlyCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let start = self.start
-        let fromRetentionLimit = self.fromRetentionLimit
-        let overlap = overlapHours * 3600
-        let settle = settleMinutes * 60
-        let fresh = recovery.fresh
-        let shard = try recovery.parsedShard().description
         try await withExitStatus(logFormat: recovery.logFormat, job: true) {
-            try await recovery.execute(kind: "nightly", configuration: options) { environment, store in
-                let now = Date()
-                var first = try start.map(OutageWindow.parseTime)
-                if first == nil && fromRetentionLimit { first = .distantPast }
-                let window = try NightlyWindow.choose(
-                    // Only nightly runs move the start: a manual run of some other window says
-                    // nothing about the time since the last nightly one.
-                    lastSuccessfulWindowEnd: try await store.lastSuccessfulRun(kind: "nightly")?.windowEnd, firstStart: first, now: now,
-                    overlap: overlap, settle: settle, environment: environment
-                )
-                // A nightly run that died left checkpoints for its window: finish that window
-                // (same start, its end) rather than start over; the next night continues from it.
-                if !fresh, let unfinished = try await store.unfinishedWindow(kind: "nightly", environment: environment.rawValue, shard: shard),
-                    unfinished.start.unixMilliseconds == window.start.unixMilliseconds, unfinished.end <= window.end
-                {
-                    printError("An unfinished nightly run of this window left checkpoints: resuming its window")
-                    return try OutageWindow(start: unfinished.start, end: unfinished.end, environment: environment, now: now)
-                }
-                return window
-            }
+            let firstStart = try start.map(OutageWindow.parseTime) ?? (fromRetentionLimit ? .distantPast : nil)
+            let window = ReconciliationRun.WindowChoice.nightly(firstStart: firstStart, overlap: overlapHours * 3600, settle: settleMinutes * 60)
+            try await recovery.execute(try recovery.request(kind: .nightly, window: window), configuration: options)
         }
     }
 }

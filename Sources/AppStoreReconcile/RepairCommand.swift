@@ -45,49 +45,31 @@ struct RepairCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ConfigurationOptions
 
+    func validate() throws {
+        for id in transactionIds where !CustomerRepair.isWellFormedTransactionId(id) {
+            throw ValidationError("--transaction-id \(NotATransactionId(text: id).description)")
+        }
+    }
+
     func run() async throws {
         try await withExitStatus {
             let settings = options.settings
-            let verifierConfiguration = try settings.verifierConfiguration()
-            let apiConfiguration = try settings.apiConfiguration(warn: printError)
-            let databaseURL = try settings.databaseURL()
+            let verifier = try SignedDataVerifier(try settings.verifierConfiguration())
             let logger = Logger(label: "appstore-reconcile.repair")
-            let verifier = try SignedDataVerifier(verifierConfiguration)
-            let client = AppStoreServerAPIClient(configuration: apiConfiguration, logger: logger)
-            let startedAt = Date()
-            let repairs = try await LedgerDatabase.withClient(databaseURL, logger: logger) { database in
-                let store = LedgerStore(client: database, logger: logger)
-                let progress = ProgressLine(enabled: !noProgress, writeLine: { printError($0) })
-                let repair = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: concurrency)
-                var targets: [CustomerRepair.Target] = []
-                if transactionIds.isEmpty {
-                    try await repair.scanLedger { targets.append($0) }
-                } else {
-                    for id in transactionIds {
-                        guard CustomerRepair.isWellFormedTransactionId(id) else {
-                            throw ValidationError("--transaction-id '\(id.prefix(40))' is not a transaction ID: Apple's are digits only")
-                        }
-                        let customer = try await store.customer(ofTransaction: id) ?? id
-                        targets.append(CustomerRepair.Target(customer: customer, transactionId: id, reasons: [.named]))
-                    }
-                }
-                let chosen = targets
-                let results = dryRun
-                    ? try await repair.repair(chosen, dryRun: true)
-                    : try await RunLock.withLock(databaseURL, store: store, logger: logger) { try await repair.repair(chosen, dryRun: false) }
-                progress.finish()
-                return results
+            let client = AppStoreServerAPIClient(configuration: try settings.apiConfiguration(warn: printError), logger: logger)
+            let databaseURL = try settings.databaseURL()
+            let progress = ProgressLine(enabled: !noProgress, writeLine: { printError($0) })
+            let choice: ReconciliationRun.AccountChoice = transactionIds.isEmpty ? .ledgerScan : .named(transactionIds: transactionIds)
+            let mode: RunMode = dryRun ? .dryRun : .apply
+            let report = try await withGracefulShutdown(databaseURL: databaseURL, logger: logger) { store, stop in
+                let run = ReconciliationRun(
+                    client: client, verifier: verifier, store: store, databaseURL: databaseURL, logger: logger, progress: progress, stop: stop,
+                    events: { printError($0.message) }
+                )
+                return try await run.repairAccounts(choice, mode: mode, concurrency: concurrency)
             }
-            var report = RecoveryReport.repairOnly(
-                environment: verifierConfiguration.environment.rawValue, dryRun: dryRun, startedAt: startedAt, repairs: repairs
-            )
-            report.counts.apiRequests = 0
-            report.noteRateLimits(client.counts)
             let directory = try ReportFiles.write(report, to: reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-repair", dryRun: dryRun))
-            print((dryRun ? "Dry run: " : "Done: ") + "\(report.counts.customersChecked) accounts checked, \(report.counts.customersRepaired) \(dryRun ? "would change" : "changed")"
-                + (report.counts.customersFailed > 0 ? ", \(report.counts.customersFailed) failed" : "")
-                + ", \(report.counts.subscriptionStatusesRequests) statuses and \(report.counts.transactionHistoryRequests) transaction history requests"
-                + (report.counts.rateLimited > 0 ? ", \(report.counts.rateLimited) rate-limited (429) and retried after Retry-After" : ""))
+            print((dryRun ? "Dry run: " : "Done: ") + report.repairSummaryLine)
             if report.counts.customersFailed > 0 {
                 printError("Apple could not answer for \(report.counts.customersFailed) account(s): see the report")
             }

@@ -5,8 +5,6 @@ import Ledger
 import Logging
 import Reconciliation
 import SignedData
-import Synchronization
-import UnixSignals
 
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -59,9 +57,8 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withExitStatus(logFormat: recovery.logFormat, job: true) {
-            try await recovery.execute(kind: "run", configuration: options) { environment, _ in
-                try OutageWindow(start: try OutageWindow.parseTime(start), end: try OutageWindow.parseTime(end), environment: environment)
-            }
+            let window = ReconciliationRun.WindowChoice.fixed(start: try OutageWindow.parseTime(start), end: try OutageWindow.parseTime(end))
+            try await recovery.execute(try recovery.request(kind: .run, window: window), configuration: options)
         }
     }
 }
@@ -124,54 +121,37 @@ struct RecoveryRunOptions: ParsableArguments {
 }
 
 extension RecoveryRunOptions {
-    /// Recovers the window `windowFor` picks (pass 1, then pass 2 unless skipped), under the run
-    /// lock unless dry, writes the report, and maps the outcome to the exit code.
-    func execute(
-        kind: String, configuration: ConfigurationOptions,
-        windowFor: @escaping @Sendable (AppStoreEnvironment, LedgerStore) async throws -> OutageWindow
-    ) async throws {
+    /// The request these flags describe.
+    func request(kind: RunKind, window: ReconciliationRun.WindowChoice) throws -> ReconciliationRun.Request {
+        ReconciliationRun.Request(
+            kind: kind, window: window, mode: dryRun ? .dryRun : .apply, onlyFailures: onlyFailures, repair: !skipRepair,
+            repairConcurrency: repairConcurrency, shard: try parsedShard(), shardWait: .seconds(shardWait), fresh: fresh, metricsFile: metricsFile
+        )
+    }
+
+    /// Runs the request with the configuration's client, verifier and ledger, SIGTERM and
+    /// SIGINT stopping it gracefully; writes the report, prints the summary, and maps the
+    /// outcome to the exit code.
+    func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions) async throws {
         let settings = configuration.settings
-        let verifierConfiguration = try settings.verifierConfiguration()
+        let verifier = try SignedDataVerifier(try settings.verifierConfiguration())
         var apiConfiguration = try settings.apiConfiguration(warn: printError)
         apiConfiguration.retryPolicy.maximumAttempts = max(1, retryAttempts)
-        let shard = try parsedShard()
         // All shards together stay within Apple's per-app budget.
-        apiConfiguration.requestsPerSecond = apiConfiguration.requestsPerSecond.mapValues { shard.share(of: $0 * rateFactor) }
+        apiConfiguration.requestsPerSecond = apiConfiguration.requestsPerSecond.mapValues { request.shard.share(of: $0 * rateFactor) }
         let databaseURL = try settings.databaseURL()
-        let logger = Logger(label: "appstore-reconcile.\(kind)")
-        let verifier = try SignedDataVerifier(verifierConfiguration)
+        let logger = Logger(label: "appstore-reconcile.\(request.kind.rawValue)")
         let client = AppStoreServerAPIClient(configuration: apiConfiguration, logger: logger)
-        let startedAt = Date()
-        let ledgerFigures = LedgerFigures()
-        let report: RecoveryReport
-        do {
-            report = try await LedgerDatabase.withClient(databaseURL, logger: logger) { database in
-                let store = LedgerStore(client: database, logger: logger)
-                // What the metrics say about the ledger, read as the run ends however it ends.
-                do {
-                    let report = try await recoverWindow(
-                        kind: kind, windowFor: windowFor, environment: verifierConfiguration.environment, shard: shard, client: client,
-                        verifier: verifier, store: store, databaseURL: databaseURL, logger: logger
-                    )
-                    if metricsFile != nil { await ledgerFigures.read(from: store, kind: kind) }
-                    return report
-                } catch {
-                    if metricsFile != nil { await ledgerFigures.read(from: store, kind: kind) }
-                    throw error
-                }
-            }
-        } catch {
-            let outcome = error is RunStopped || error is CancellationError ? "interrupted" : "failed"
-            await writeMetrics(kind: kind, outcome: outcome, shard: shard, startedAt: startedAt, counts: (error as? RunStopped)?.counts, client: client, ledger: ledgerFigures)
-            if let error = error as? WindowError {
-                printError("error: \(error.description)")
-                throw ExitCode(ExitStatus.usage)
-            }
-            throw error
+        let progress = ProgressLine(enabled: !noProgress, writeLine: { printError($0) })
+        let report = try await withGracefulShutdown(databaseURL: databaseURL, logger: logger) { store, stop in
+            let run = ReconciliationRun(
+                client: client, verifier: verifier, store: store, databaseURL: databaseURL, logger: logger, progress: progress, stop: stop,
+                events: { printError($0.message) }
+            )
+            return try await run.execute(request)
         }
-        await writeMetrics(kind: kind, outcome: report.outcome, shard: shard, startedAt: startedAt, counts: report.counts, client: client, ledger: ledgerFigures)
         let directory = try ReportFiles.write(report, to: reportDir)
-        print((dryRun ? "Dry run: " : "Done: ") + report.summaryLine)
+        print((request.dryRun ? "Dry run: " : "Done: ") + report.summaryLine)
         print("Report: \(directory)/report.md and \(directory)/report.json")
         if report.hasProblems {
             printError(
@@ -181,160 +161,29 @@ extension RecoveryRunOptions {
             throw ExitCode(ExitStatus.doneWithRejections)
         }
     }
-
-    /// Picks the window and recovers it: under the run lock unless dry.
-    func recoverWindow(
-        kind: String, windowFor: @Sendable (AppStoreEnvironment, LedgerStore) async throws -> OutageWindow, environment: AppStoreEnvironment,
-        shard: Shard, client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, databaseURL: DatabaseURL, logger: Logger
-    ) async throws -> RecoveryReport {
-        let window = try await windowFor(environment, store)
-        let part = shard.isWhole ? "" : ", shard \(shard) (pass 1: \(shard.subWindow(of: window).start.formatted(.iso8601)) to \(shard.subWindow(of: window).end.formatted(.iso8601)))"
-        printError("Recovering \(window.start.formatted(.iso8601)) to \(window.end.formatted(.iso8601)) (\(environment))\(part)\(dryRun ? ", dry run: nothing will be written" : "")")
-        // One writing run at a time (per shard); a dry run writes nothing and needs no lock.
-        if dryRun { return try await recover(kind: kind, client: client, verifier: verifier, store: store, window: window, shard: shard, logger: logger) }
-        return try await RunLock.withLock(databaseURL, store: store, logger: logger, shardIndex: shard.isWhole ? nil : shard.index) {
-            // Runs of this shard still recorded as running died: the lock is ours.
-            let abandoned = try await store.abandonDeadRuns(shard: shard.isWhole ? nil : shard.description)
-            if abandoned > 0 { printError("\(abandoned) earlier run(s) recorded as running had died; marked abandoned") }
-            return try await recover(kind: kind, client: client, verifier: verifier, store: store, window: window, shard: shard, logger: logger)
-        }
-    }
-
-    /// Pass 1, then pass 2 unless skipped.
-    func recover(
-        kind: String, client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, window: OutageWindow, shard: Shard,
-        logger: Logger
-    ) async throws -> RecoveryReport {
-        let progress = ProgressLine(enabled: !noProgress, writeLine: { printError($0) })
-        let stop = StopRequest()
-        // SIGTERM (cron, systemd, Kubernetes) or SIGINT (a terminal): finish the batch in hand,
-        // commit it, record the run as interrupted, and exit.
-        let signals = Task {
-            for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) {
-                printError("stopping: finishing the batch in hand…")
-                stop.request()
-            }
-        }
-        defer { signals.cancel() }
-        // Both passes are one run: one row in app_store.runs, finished when both are done.
-        let runId = dryRun
-            ? nil
-            : try await store.startRun(
-                kind: kind, environment: verifier.configuration.environment.rawValue, windowStart: window.start, windowEnd: window.end,
-                shard: shard.isWhole ? nil : shard.description
-            )
-        do {
-            let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress, stop: stop)
-            if fresh, !dryRun {
-                try await store.clearCheckpoints(in: NotificationRecovery.Options(window: window, onlyFailures: onlyFailures, shard: shard).checkpointScope(verifier.configuration.environment), keepingPassOne: false)
-            }
-            let options = NotificationRecovery.Options(window: window, dryRun: dryRun, onlyFailures: onlyFailures, runId: runId, shard: shard)
-            var report = try await recovery.run(options)
-            if let resumed = report.run.resumed {
-                printError(
-                    "Resumed an unfinished run: \(resumed.notificationsHandledBefore) notification(s) it had handled were not fetched again"
-                        + (resumed.passOneDoneBefore ? "; its pass 1 was complete" : "")
-                )
-            }
-            if !skipRepair {
-                if !shard.isWhole, !dryRun { try await waitForOtherShards(shard, window: window, environment: verifier.configuration.environment.rawValue, store: store, stop: stop) }
-                let repair = CustomerRepair(
-                    client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: repairConcurrency,
-                    stop: stop
-                )
-                let passTwoStarted = Date()
-                let repairs = try await repair.afterRecovery(report, window: window, dryRun: dryRun, shard: shard)
-                report.add(repairs: repairs, seconds: Date().timeIntervalSince(passTwoStarted), finishedAt: Date().formatted(.iso8601))
-                progress.finish()
-            }
-            report.noteRateLimits(client.counts)
-            if let runId {
-                try await store.finishRun(runId, outcome: report.outcome, countsJSON: report.countsJSON)
-                try await store.clearCheckpoints(in: options.checkpointScope(verifier.configuration.environment), keepingPassOne: true)
-            }
-            return report
-        } catch {
-            progress.finish()
-            if let runId {
-                let counts = (error as? RunStopped)?.counts.map(RecoveryReport.countsJSON) ?? "{}"
-                try? await store.finishRun(runId, outcome: error is CancellationError || error is RunStopped ? "interrupted" : "failed", countsJSON: counts)
-            }
-            throw error
-        }
-    }
 }
 
-extension RecoveryRunOptions {
-    /// Pass 2 of a shard repairs customers that any shard's pass 1 may have recovered: it waits
-    /// until every shard of the window has recorded its pass 1 done (or `--shard-wait` passes).
-    func waitForOtherShards(_ shard: Shard, window: OutageWindow, environment: String, store: LedgerStore, stop: StopRequest) async throws {
-        let all = Set((0..<shard.count).map { "\($0)/\(shard.count)" })
-        let deadline = ContinuousClock.now + .seconds(shardWait)
-        var announced = false
-        while true {
-            let done = try await store.shardsWithPassOneDone(
-                environment: environment, windowStart: window.start, windowEnd: window.end, onlyFailures: onlyFailures
-            )
-            let waiting = all.subtracting(done).sorted()
-            if waiting.isEmpty { return }
-            if ContinuousClock.now >= deadline {
-                printError("warning: shards \(waiting.joined(separator: ", ")) have not finished pass 1 after \(shardWait) s; repairing without them (a later run catches up)")
-                return
-            }
-            if !announced {
-                printError("waiting for shards \(waiting.joined(separator: ", ")) to finish pass 1 before pass 2")
-                announced = true
-            }
-            try stop.check()
-            try await Task.sleep(for: .seconds(1))
+extension ReconciliationRun.Event {
+    /// The line the operator reads.
+    var message: String {
+        switch self {
+        case .recovering(let window, let environment, let passOne, let shard, let dryRun):
+            let part = passOne.map { ", shard \(shard) (pass 1: \($0.start.formatted(.iso8601)) to \($0.end.formatted(.iso8601)))" } ?? ""
+            return "Recovering \(window.start.formatted(.iso8601)) to \(window.end.formatted(.iso8601)) (\(environment))\(part)"
+                + (dryRun ? ", dry run: nothing will be written" : "")
+        case .resumingUnfinishedNightlyWindow:
+            return "An unfinished nightly run of this window left checkpoints: resuming its window"
+        case .abandonedDeadRuns(let count):
+            return "\(count) earlier run(s) recorded as running had died; marked abandoned"
+        case .resumed(let resumed):
+            return "Resumed an unfinished run: \(resumed.notificationsHandledBefore) notification(s) it had handled were not fetched again"
+                + (resumed.passOneDoneBefore ? "; its pass 1 was complete" : "")
+        case .waitingForShards(let shards):
+            return "waiting for shards \(shards.joined(separator: ", ")) to finish pass 1 before pass 2"
+        case .shardWaitExpired(let shards, let waited):
+            return "warning: shards \(shards.joined(separator: ", ")) have not finished pass 1 after \(waited.components.seconds) s; repairing without them (a later run catches up)"
+        case .metricsNotWritten(let path, let error):
+            return "warning: could not write the metrics file \(path): \(error)"
         }
-    }
-}
-
-extension RecoveryRunOptions {
-    /// Writes `--metrics-file`, if asked for; a failure to write is a warning, never the run's fate.
-    func writeMetrics(
-        kind: String, outcome: String, shard: Shard, startedAt: Date, counts: RecoveryReport.Counts?, client: AppStoreServerAPIClient,
-        ledger: LedgerFigures
-    ) async {
-        guard let metricsFile else { return }
-        let figures = ledger.value
-        let metrics = RunMetrics(
-            kind: kind, outcome: outcome, dryRun: dryRun, shard: shard.isWhole ? nil : shard.description, startedAt: startedAt,
-            finishedAt: Date(), counts: counts, api: client.counts, runsByOutcome: figures.runs, lastSuccess: figures.lastSuccess
-        )
-        do {
-            try metrics.write(to: metricsFile)
-        } catch {
-            printError("warning: could not write the metrics file \(metricsFile): \(error)")
-        }
-    }
-}
-
-/// The ledger's side of the metrics, read once as a run ends.
-final class LedgerFigures: Sendable {
-    private let state = Mutex<(runs: [String: Int]?, lastSuccess: Date?)>((nil, nil))
-
-    var value: (runs: [String: Int]?, lastSuccess: Date?) { state.withLock { $0 } }
-
-    /// Reads without throwing: the database may be why the run ended.
-    func read(from store: LedgerStore, kind: String) async {
-        let runs = try? await store.runsByOutcome()
-        let last = try? await store.lastSuccessfulRun(kind: kind)?.finishedAt
-        state.withLock { $0 = (runs, last) }
-    }
-}
-
-/// Writes a report's two files.
-enum ReportFiles {
-    static func defaultDirectory(prefix: String, dryRun: Bool) -> String {
-        let stamp = Date().formatted(Date.ISO8601FormatStyle().year().month().day().dateSeparator(.omitted).time(includingFractionalSeconds: false).timeSeparator(.omitted))
-        return "\(prefix)-\(stamp)\(dryRun ? "-dry-run" : "")"
-    }
-
-    static func write(_ report: RecoveryReport, to directory: String?) throws -> String {
-        let path = directory ?? defaultDirectory(prefix: "appstore-reconcile-report", dryRun: report.isDryRun)
-        try report.writeFiles(to: path)
-        return path
     }
 }

@@ -5,104 +5,104 @@ import SignedData
 /// through events, each event a notification Apple signs, and an outage during which deliveries
 /// to the app's server failed. Generated from a seed, so the same configuration always yields
 /// the same world. Holds compact records, never signed payloads: those are signed when served.
-public struct Scenario: Sendable {
-    public struct Configuration: Sendable {
-        public var seed: UInt64 = 1
-        public var customers: Int = 100
-        public var environment: AppStoreEnvironment = .production
-        public var bundleId: String = "com.example.simulated"
-        public var appAppleId: Int64 = 1_234_567_890
+package struct Scenario: Sendable {
+    package struct Configuration: Sendable {
+        package var seed: UInt64 = 1
+        package var customers: Int = 100
+        package var environment: AppStoreEnvironment = .production
+        package var bundleId: String = "com.example.simulated"
+        package var appAppleId: Int64 = 1_234_567_890
         /// The scenario's present; everything happened before it.
-        public var now: Date = Date()
+        package var now: Date = Date()
         /// How far back the first subscriptions start.
-        public var history: TimeInterval = 7 * 86_400
+        package var history: TimeInterval = 7 * 86_400
         /// The length of one subscription period (sandbox-style: short).
-        public var period: TimeInterval = 86_400
+        package var period: TimeInterval = 86_400
         /// Deliveries attempted in here failed.
-        public var outage: Range<Date>?
+        package var outage: Range<Date>?
         /// Chance that a period ends in a plain renewal; the rest is split among voluntary
         /// expiry, billing trouble, refunds, price increases, withdrawn products and downgrades.
-        public var renewalShare: Double = 0.70
+        package var renewalShare: Double = 0.70
         /// Notifications (by UUID) that Apple never produced: the event happened, the truth has
         /// it, but neither the webhook nor the history ever saw it (an expiry never notified, a
         /// renewal older than what history keeps). Only Get Transaction History reveals them.
-        public var silencedNotifications: Set<String> = []
+        package var silencedNotifications: Set<String> = []
         /// Share of accounts that also hold a subscription in a second subscription group
         /// (a third of them shared with the account through Family Sharing, `FAMILY_SHARED`).
-        public var secondSubscriptionShare: Double = 0.25
+        package var secondSubscriptionShare: Double = 0.25
         /// Share of accounts that also bought one-time purchases (a consumable, a non-consumable),
         /// each refunded one time in five.
-        public var oneTimePurchaseShare: Double = 0.3
+        package var oneTimePurchaseShare: Double = 0.3
 
-        public init() {}
+        package init() {}
     }
 
     /// One notification as the world recorded it.
-    public struct Notification: Sendable, Hashable {
-        public var uuid: String
-        public var type: NotificationType
-        public var subtype: NotificationSubtype?
-        public var signedDate: UnixMilliseconds
-        public var customer: Int
-        public var originalTransactionId: String
+    package struct Notification: Sendable, Hashable {
+        package var uuid: String
+        package var type: NotificationType
+        package var subtype: NotificationSubtype?
+        package var signedDate: UnixMilliseconds
+        package var customer: Int
+        package var originalTransactionId: String
         /// The transaction and renewal info as of `signedDate`.
-        public var transaction: TransactionPayload
-        public var renewalInfo: RenewalInfoPayload?
-        public var status: SubscriptionStatus?
+        package var transaction: TransactionPayload
+        package var renewalInfo: RenewalInfoPayload?
+        package var status: SubscriptionStatus?
         /// Delivery attempts made before the scenario's present.
-        public var sendAttempts: [SendAttemptRecord]
+        package var sendAttempts: [SendAttemptRecord]
 
         /// Whether a live server received it (some attempt succeeded).
-        public var delivered: Bool { sendAttempts.contains { $0.result == "SUCCESS" } }
+        package var delivered: Bool { sendAttempts.contains { $0.result == "SUCCESS" } }
     }
 
-    public struct SendAttemptRecord: Sendable, Hashable {
-        public var date: UnixMilliseconds
-        public var result: String
+    package struct SendAttemptRecord: Sendable, Hashable {
+        package var date: UnixMilliseconds
+        package var result: String
     }
 
     /// A transaction's versions: it changes when refunded, and moves to the end of the history.
-    public struct TransactionVersion: Sendable, Hashable {
-        public var modified: UnixMilliseconds
-        public var transaction: TransactionPayload
+    package struct TransactionVersion: Sendable, Hashable {
+        package var modified: UnixMilliseconds
+        package var transaction: TransactionPayload
     }
 
     /// One purchase's truth now: a subscription (status, latest transaction, renewal info) or
     /// a one-time purchase (no status, no renewal info).
-    public struct Purchase: Sendable, Hashable {
-        public var originalTransactionId: String
-        public var subscriptionStatus: SubscriptionStatus?
-        public var latestTransaction: TransactionPayload
-        public var renewalInfo: RenewalInfoPayload?
+    package struct Purchase: Sendable, Hashable {
+        package var originalTransactionId: String
+        package var subscriptionStatus: SubscriptionStatus?
+        package var latestTransaction: TransactionPayload
+        package var renewalInfo: RenewalInfoPayload?
     }
 
     /// A customer's Apple Account in the app: its main subscription (the fields below, for
     /// readers that look at one subscription), and every purchase it holds. Get Transaction
     /// History and Get All Subscription Statuses answer for the whole account.
-    public struct Customer: Sendable, Hashable {
-        public var index: Int
+    package struct Customer: Sendable, Hashable {
+        package var index: Int
         /// The main subscription's originalTransactionId.
-        public var originalTransactionId: String
+        package var originalTransactionId: String
         /// Every transaction of the account, each version (a refund makes a new one).
-        public var transactionVersions: [TransactionVersion]
+        package var transactionVersions: [TransactionVersion]
         /// The main subscription's truth now.
-        public var subscriptionStatus: SubscriptionStatus?
-        public var latestTransaction: TransactionPayload
-        public var renewalInfo: RenewalInfoPayload?
+        package var subscriptionStatus: SubscriptionStatus?
+        package var latestTransaction: TransactionPayload
+        package var renewalInfo: RenewalInfoPayload?
         /// Every purchase of the account, the main subscription first.
-        public var purchases: [Purchase]
+        package var purchases: [Purchase]
 
         /// The account's auto-renewable subscriptions.
-        public var subscriptions: [Purchase] { purchases.filter { $0.latestTransaction.type == .autoRenewable } }
+        package var subscriptions: [Purchase] { purchases.filter { $0.latestTransaction.type == .autoRenewable } }
     }
 
-    public let configuration: Configuration
+    package let configuration: Configuration
     /// Every notification, oldest first (by signedDate, then UUID).
-    public let notifications: [Notification]
-    public let customers: [Customer]
+    package let notifications: [Notification]
+    package let customers: [Customer]
     private let customerByTransaction: [String: Int]
 
-    public init(_ configuration: Configuration) {
+    package init(_ configuration: Configuration) {
         self.configuration = configuration
         var random = SeededGenerator(seed: configuration.seed)
         var notifications: [Notification] = []
@@ -155,24 +155,24 @@ public struct Scenario: Sendable {
     }
 
     /// The customer a transaction ID (original or not) belongs to.
-    public func customer(forTransactionId id: String) -> Customer? {
+    package func customer(forTransactionId id: String) -> Customer? {
         customerByTransaction[id].map { customers[$0] }
     }
 
     /// Notifications a live server would have received (the ledger before the reconciler runs).
-    public var deliveredNotifications: [Notification] { notifications.filter(\.delivered) }
+    package var deliveredNotifications: [Notification] { notifications.filter(\.delivered) }
 
     /// Notifications whose every delivery attempt failed: what the reconciler must recover.
-    public var missedNotifications: [Notification] { notifications.filter { !$0.delivered } }
+    package var missedNotifications: [Notification] { notifications.filter { !$0.delivered } }
 
-    public var nowMilliseconds: UnixMilliseconds { Int64(configuration.now.timeIntervalSince1970 * 1000) }
+    package var nowMilliseconds: UnixMilliseconds { Int64(configuration.now.timeIntervalSince1970 * 1000) }
 }
 
 /// A small deterministic generator (SplitMix64), so a seed always yields the same scenario.
-public struct SeededGenerator: RandomNumberGenerator, Sendable {
+package struct SeededGenerator: RandomNumberGenerator, Sendable {
     private var state: UInt64
-    public init(seed: UInt64) { state = seed }
-    public mutating func next() -> UInt64 {
+    package init(seed: UInt64) { state = seed }
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -187,7 +187,7 @@ extension Scenario {
     /// notification (so the recovery touches them), a plain renewal followed by another (so its
     /// transaction is missing from the chain), and an expiry more than two hours ago after which
     /// the record would stay active. Each is nil when the world has no such notification.
-    public func notificationsOnlyTransactionHistoryReveals() -> (refund: Notification?, renewal: Notification?, expiry: Notification?) {
+    package func notificationsOnlyTransactionHistoryReveals() -> (refund: Notification?, renewal: Notification?, expiry: Notification?) {
         let missed = missedNotifications
         let refund = notifications.first { candidate in
             candidate.type == .refund && candidate.transaction.type == .autoRenewable

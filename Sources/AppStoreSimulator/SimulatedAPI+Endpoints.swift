@@ -243,7 +243,7 @@ extension SimulatedAPI {
     }
 
     /// The notification as Apple would have signed it at its `signedDate`.
-    public func signNotification(_ notification: Scenario.Notification) throws -> String {
+    package func signNotification(_ notification: Scenario.Notification) throws -> String {
         if let kept = presigned.withLock({ $0[notification.uuid] }) { return kept }
         let configuration = scenario.configuration
         let payload = NotificationPayload(

@@ -7,13 +7,13 @@ import Synchronization
 /// answer out. It follows Apple's documented behaviour, including the easily missed parts:
 /// a type filter without a subtype matches only notifications without one; pagination tokens
 /// are bound to the request body and expire; `Retry-After` is an epoch time in milliseconds.
-public final class SimulatedAPI: Sendable {
-    public struct Answer: Sendable {
-        public var status: Int
-        public var headers: [(String, String)]
-        public var body: [UInt8]
+package final class SimulatedAPI: Sendable {
+    package struct Answer: Sendable {
+        package var status: Int
+        package var headers: [(String, String)]
+        package var body: [UInt8]
         /// The HTTP shell sends half the body, then closes the connection.
-        public var dropMidBody = false
+        package var dropMidBody = false
 
         static func json(_ value: some Encodable, status: Int = 200) -> Answer {
             let encoder = JSONEncoder()
@@ -37,10 +37,10 @@ public final class SimulatedAPI: Sendable {
         }
     }
 
-    public let scenario: Scenario
-    public let options: SimulatorOptions
-    public let credentials: SimulatorCredentials
-    public let pki: TestPKI
+    package let scenario: Scenario
+    package let options: SimulatorOptions
+    package let credentials: SimulatorCredentials
+    package let pki: TestPKI
     let signer: JWSSigner
     let state: Mutex<State>
     /// Signed notifications kept by `presign()`, by UUID.
@@ -66,7 +66,7 @@ public final class SimulatedAPI: Sendable {
         var queryMatches: [String: [Int]] = [:]
     }
 
-    public init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), credentials: SimulatorCredentials = SimulatorCredentials(), pki: TestPKI? = nil) throws {
+    package init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), credentials: SimulatorCredentials = SimulatorCredentials(), pki: TestPKI? = nil) throws {
         self.scenario = scenario
         self.options = options
         self.credentials = credentials
@@ -77,19 +77,19 @@ public final class SimulatedAPI: Sendable {
     }
 
     /// Makes the next requests (any endpoint) get these answers, in order.
-    public func inject(_ answers: [InjectedAnswer]) {
+    package func inject(_ answers: [InjectedAnswer]) {
         state.withLock { $0.injected += answers }
     }
 
     /// Requests served per endpoint path prefix, and how many were refused with 429.
-    public var requestCounts: [String: Int] { state.withLock { $0.requestCounts } }
-    public var rateLimitedCount: Int { state.withLock { $0.rateLimited } }
+    package var requestCounts: [String: Int] { state.withLock { $0.requestCounts } }
+    package var rateLimitedCount: Int { state.withLock { $0.rateLimited } }
     /// When the first request came, and the last 429 went out.
-    public var rateLimitTimes: (firstRequest: Date?, lastRateLimited: Date?) { state.withLock { ($0.firstRequest, $0.lastRateLimited) } }
+    package var rateLimitTimes: (firstRequest: Date?, lastRateLimited: Date?) { state.withLock { ($0.firstRequest, $0.lastRateLimited) } }
 
     /// Signs every notification of the scenario now, on every core, and serves those signatures
     /// from then on: for benchmarks, which measure the reconciler, not the simulator's signing.
-    public func presign() throws {
+    package func presign() throws {
         let notifications = scenario.notifications
         let chunks = stride(from: 0, to: notifications.count, by: 1000).map { $0..<min($0 + 1000, notifications.count) }
         let failures = Mutex(0)
@@ -110,17 +110,17 @@ public final class SimulatedAPI: Sendable {
     /// Requests that reached an endpoint after one of its 429s had gone out (plus
     /// `options.retryAfterGrace`, for requests already on the wire) but before that 429's
     /// `Retry-After`: Apple counts them against the app.
-    public var requestsBeforeRetryAfter: [RequestBeforeRetryAfter] { state.withLock { $0.requestsBeforeRetryAfter } }
+    package var requestsBeforeRetryAfter: [RequestBeforeRetryAfter] { state.withLock { $0.requestsBeforeRetryAfter } }
 
     /// Every Get All Subscription Statuses request answered: the ID asked for.
-    public var subscriptionStatusesRequests: [String] { state.withLock { $0.subscriptionStatusesRequests } }
+    package var subscriptionStatusesRequests: [String] { state.withLock { $0.subscriptionStatusesRequests } }
 
     /// Every Get Transaction History request answered: the ID asked for and the revision sent.
-    public var transactionHistoryRequests: [(id: String, revision: String?)] { state.withLock { $0.transactionHistoryRequests } }
+    package var transactionHistoryRequests: [(id: String, revision: String?)] { state.withLock { $0.transactionHistoryRequests } }
 
     // MARK: - Dispatch
 
-    public func handle(method: String, path: String, query: [(String, String)], authorization: String?, body: [UInt8], now: Date = Date()) -> Answer {
+    package func handle(method: String, path: String, query: [(String, String)], authorization: String?, body: [UInt8], now: Date = Date()) -> Answer {
         let route = Route(method: method, path: path)
         guard let route else { return Answer(status: 404, headers: [], body: []) }
         state.withLock {
@@ -255,19 +255,19 @@ public final class SimulatedAPI: Sendable {
 }
 
 /// A request that came while its endpoint's latest `Retry-After` still held.
-public struct RequestBeforeRetryAfter: Sendable, Hashable, CustomStringConvertible {
-    public var endpoint: String
-    public var answered429At: Date
-    public var arrived: Date
-    public var retryAfter: Date
+package struct RequestBeforeRetryAfter: Sendable, Hashable, CustomStringConvertible {
+    package var endpoint: String
+    package var answered429At: Date
+    package var arrived: Date
+    package var retryAfter: Date
 
-    public var description: String {
+    package var description: String {
         "\(endpoint): arrived \(Int(arrived.timeIntervalSince(answered429At) * 1000)) ms after a 429, \(Int(retryAfter.timeIntervalSince(arrived) * 1000)) ms before its Retry-After"
     }
 }
 
 /// The simulator could not do what it was asked.
-public struct SimulatorError: Error, CustomStringConvertible, Sendable {
-    public var description: String
-    public init(_ description: String) { self.description = description }
+package struct SimulatorError: Error, CustomStringConvertible, Sendable {
+    package var description: String
+    package init(_ description: String) { self.description = description }
 }

@@ -3,12 +3,12 @@ import SignedData
 
 /// The files a client of the simulator is configured with: the API key as a `.p8` file
 /// (readable by its owner only, as a real key should be) and the root certificate in PEM.
-public struct SimulatorFiles: Sendable {
-    public let directory: String
-    public let privateKeyPath: String
-    public let rootCertificatePath: String
+package struct SimulatorFiles: Sendable {
+    package let directory: String
+    package let privateKeyPath: String
+    package let rootCertificatePath: String
 
-    public static func write(for api: SimulatedAPI, in directory: String) throws -> SimulatorFiles {
+    package static func write(for api: SimulatedAPI, in directory: String) throws -> SimulatorFiles {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let key = directory + "/AuthKey_\(api.credentials.keyId).p8"
         let root = directory + "/SimulatorRootCA.pem"
@@ -19,7 +19,7 @@ public struct SimulatorFiles: Sendable {
     }
 
     /// The configuration variables that point appstore-reconcile at the simulator.
-    public func environment(for api: SimulatedAPI, baseURL: String) -> [(String, String)] {
+    package func environment(for api: SimulatedAPI, baseURL: String) -> [(String, String)] {
         let configuration = api.scenario.configuration
         var variables = [
             ("APPSTORE_API_BASE_URL", baseURL),

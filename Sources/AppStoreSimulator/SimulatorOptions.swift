@@ -1,49 +1,49 @@
 import Foundation
 
 /// How the simulator behaves beyond Apple's rules: its limits, its faults, its credentials.
-public struct SimulatorOptions: Sendable {
+package struct SimulatorOptions: Sendable {
     /// Requests per second allowed per endpoint (Apple's figures are 50 in Production); nil: no limit.
-    public var requestsPerSecond: Double?
+    package var requestsPerSecond: Double?
     /// How long a pagination token stays usable before PaginationTokenExpiredError.
-    public var paginationTokenLifetime: TimeInterval = 3600
+    package var paginationTokenLifetime: TimeInterval = 3600
     /// Share of requests answered 500 with GeneralInternalRetryableError (5000001).
-    public var retryableErrorRate: Double = 0
+    package var retryableErrorRate: Double = 0
     /// Added to every answer.
-    public var latency: Duration = .zero
+    package var latency: Duration = .zero
     /// Share of 200 answers whose body is cut short (a complete HTTP answer with half the JSON).
-    public var truncatedBodyRate: Double = 0
+    package var truncatedBodyRate: Double = 0
     /// Share of 200 answers whose connection is dropped in the middle of the body.
-    public var droppedConnectionRate: Double = 0
+    package var droppedConnectionRate: Double = 0
     /// Whether Request a Test Notification reaches the app's server.
-    public var webhookReachable = true
+    package var webhookReachable = true
     /// Notifications (by UUID) served with a byte of their signed payload altered, as if
     /// tampered with on the way: the reconciler must reject them.
-    public var tamperedNotifications: Set<String> = []
+    package var tamperedNotifications: Set<String> = []
     /// Notifications (by UUID) served as a bad payload of this kind: the reconciler must reject
     /// each with the matching reason (an unknown type it must accept and record).
-    public var badPayloads: [String: BadPayload] = [:]
+    package var badPayloads: [String: BadPayload] = [:]
     /// The Get Notification History page at this index (from 0) says `hasMore` but carries no
     /// pagination token, once.
-    public var hasMoreWithoutTokenAtPage: Int?
+    package var hasMoreWithoutTokenAtPage: Int?
     /// Refuse, once, the pagination token that asks for this page (counting from 1 for the second
     /// page) as expired (4000017): a token that lapses in the middle of a window.
-    public var expireTokenOnceAtPage: Int?
+    package var expireTokenOnceAtPage: Int?
     /// Accounts (by index in the scenario) for which Get Transaction History and Get All
     /// Subscription Statuses answer this error instead (Apple's 4040001 AccountNotFoundError,
     /// 4000006 InvalidTransactionIdError, ...), whatever transaction ID of theirs is asked.
-    public var failingAccounts: [Int: AccountFailure] = [:]
+    package var failingAccounts: [Int: AccountFailure] = [:]
     /// How long after a 429 goes out a request to the same endpoint still counts as already on
     /// the wire rather than sent before the `Retry-After` (`requestsBeforeRetryAfter`).
-    public var retryAfterGrace: TimeInterval = 0.1
+    package var retryAfterGrace: TimeInterval = 0.1
     /// Seed of the fault injection, so a faulty run can be replayed.
-    public var faultSeed: UInt64 = 7
+    package var faultSeed: UInt64 = 7
 
-    public init() {}
+    package init() {}
 }
 
 /// An answer the simulator is told to give to the next requests, whatever they ask: for tests
 /// of one behaviour at a time (a 429, a retryable error, ...).
-public enum InjectedAnswer: Sendable, Hashable {
+package enum InjectedAnswer: Sendable, Hashable {
     /// HTTP status with Apple's error body; `retryAfter` (epoch ms) adds the header.
     case error(status: Int, errorCode: Int64, message: String, retryAfterMilliseconds: Int64? = nil)
     /// A 200 whose body is not JSON.
@@ -53,22 +53,22 @@ public enum InjectedAnswer: Sendable, Hashable {
 }
 
 /// An error Apple answers for one account.
-public struct AccountFailure: Sendable, Hashable {
-    public var status: Int
-    public var code: Int64
-    public var message: String
-    public init(status: Int, code: Int64, message: String) {
+package struct AccountFailure: Sendable, Hashable {
+    package var status: Int
+    package var code: Int64
+    package var message: String
+    package init(status: Int, code: Int64, message: String) {
         self.status = status
         self.code = code
         self.message = message
     }
 
-    public static let accountNotFound = AccountFailure(status: 404, code: 4_040_001, message: "Account not found.")
-    public static let invalidTransactionId = AccountFailure(status: 400, code: 4_000_006, message: "Invalid transaction id.")
+    package static let accountNotFound = AccountFailure(status: 404, code: 4_040_001, message: "Account not found.")
+    package static let invalidTransactionId = AccountFailure(status: 400, code: 4_000_006, message: "Invalid transaction id.")
 }
 
 /// A payload that must not be trusted, and how it is wrong.
-public enum BadPayload: String, Sendable, Hashable, CaseIterable {
+package enum BadPayload: String, Sendable, Hashable, CaseIterable {
     /// A character of the signature altered on the way.
     case tampered
     /// Signed by a chain under another root than the configured one.

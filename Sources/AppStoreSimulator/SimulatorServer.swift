@@ -6,9 +6,9 @@ import NIOCore
 
 /// The simulated API served over HTTP on a loopback port, for the client, the reconciler, the
 /// demo and the benchmarks to talk to exactly as they talk to Apple.
-public enum SimulatorServer {
+package enum SimulatorServer {
     /// Serves `api` while `body` runs; `body` gets the base URL (`http://127.0.0.1:PORT`).
-    public static func withRunning<Result: Sendable>(
+    package static func withRunning<Result: Sendable>(
         _ api: SimulatedAPI, port: Int = 0, logger: Logger = Logger(label: "appstore-simulator"),
         _ body: @Sendable (String) async throws -> Result
     ) async throws -> Result {

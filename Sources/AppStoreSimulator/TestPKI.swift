@@ -8,36 +8,36 @@ import X509
 /// Apple does (ES256 JWS with an x5c chain). Tests, the simulator and the demo use it; no key or
 /// certificate is ever checked in. Every property that verification depends on can be bent, so
 /// tests can produce each kind of bad chain.
-public struct TestPKI: Sendable {
+package struct TestPKI: Sendable {
     /// How to mint the chain. The defaults resemble Apple's: a long-lived root, an intermediate
     /// of several years, a leaf of about two years, all around `referenceTime`.
-    public struct Options: Sendable {
-        public var referenceTime: Date
-        public var rootValidity: ClosedRange<Date>?
-        public var intermediateValidity: ClosedRange<Date>?
-        public var leafValidity: ClosedRange<Date>?
-        public var leafHasAppleMarker = true
-        public var intermediateHasAppleMarker = true
-        public var intermediateIsCertificateAuthority = true
-        public var rootCommonName = "Test Root CA - G3"
+    package struct Options: Sendable {
+        package var referenceTime: Date
+        package var rootValidity: ClosedRange<Date>?
+        package var intermediateValidity: ClosedRange<Date>?
+        package var leafValidity: ClosedRange<Date>?
+        package var leafHasAppleMarker = true
+        package var intermediateHasAppleMarker = true
+        package var intermediateIsCertificateAuthority = true
+        package var rootCommonName = "Test Root CA - G3"
         /// Where OCSP requests for the leaf and intermediate go (Authority Information Access).
-        public var ocspResponderURL: String?
+        package var ocspResponderURL: String?
 
-        public init(referenceTime: Date = Date()) {
+        package init(referenceTime: Date = Date()) {
             self.referenceTime = referenceTime
         }
     }
 
-    public let rootKey: P256.Signing.PrivateKey
-    public let root: Certificate
-    public let intermediateKey: P256.Signing.PrivateKey
-    public let intermediate: Certificate
-    public let leafKey: P256.Signing.PrivateKey
-    public let leaf: Certificate
+    package let rootKey: P256.Signing.PrivateKey
+    package let root: Certificate
+    package let intermediateKey: P256.Signing.PrivateKey
+    package let intermediate: Certificate
+    package let leafKey: P256.Signing.PrivateKey
+    package let leaf: Certificate
 
     private static let day: TimeInterval = 86_400
 
-    public init(_ options: Options = Options()) throws {
+    package init(_ options: Options = Options()) throws {
         let now = options.referenceTime
         let rootKey = P256.Signing.PrivateKey()
         let rootName = try DistinguishedName {
@@ -125,12 +125,12 @@ public struct TestPKI: Sendable {
     }
 
     /// The root in PEM, as an operator would configure it.
-    public func rootPEM() throws -> String {
+    package func rootPEM() throws -> String {
         try root.serializeAsPEM().pemString
     }
 
     /// DER of a certificate, standard base64, as `x5c` carries it.
-    public static func x5cEntry(_ certificate: Certificate) throws -> String {
+    package static func x5cEntry(_ certificate: Certificate) throws -> String {
         var serializer = DER.Serializer()
         try serializer.serialize(certificate)
         return Data(serializer.serializedBytes).base64EncodedString()
@@ -138,7 +138,7 @@ public struct TestPKI: Sendable {
 
     /// A signer with a new leaf issued by this chain's intermediate, for payloads that must fail
     /// on the leaf alone (no Apple marker, or not valid when signed).
-    public func signer(leafValidity: ClosedRange<Date>, leafHasAppleMarker: Bool) throws -> JWSSigner {
+    package func signer(leafValidity: ClosedRange<Date>, leafHasAppleMarker: Bool) throws -> JWSSigner {
         let key = P256.Signing.PrivateKey()
         let leaf = try Certificate(
             version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
@@ -158,7 +158,7 @@ public struct TestPKI: Sendable {
     }
 
     /// A signer that uses this chain's leaf, with the usual header.
-    public func signer() throws -> JWSSigner {
+    package func signer() throws -> JWSSigner {
         try JWSSigner(
             key: leafKey,
             x5c: [Self.x5cEntry(leaf), Self.x5cEntry(intermediate), Self.x5cEntry(root)]

@@ -5,23 +5,23 @@ import PostgresNIO
 /// A PostgreSQL connection URL (`DATABASE_URL`), libpq style:
 /// `postgresql://user:password@host:5432/database?sslmode=require`, or a Unix socket with
 /// `?host=/path/to/socket/dir`. Its `description` never shows the password.
-public struct DatabaseURL: Sendable, CustomStringConvertible {
-    public enum SSLMode: String, Sendable {
+package struct DatabaseURL: Sendable, CustomStringConvertible {
+    package enum SSLMode: String, Sendable {
         case disable, allow, prefer, require
         case verifyCA = "verify-ca"
         case verifyFull = "verify-full"
     }
 
-    public var user: String
-    public var password: String?
-    public var host: String
-    public var port: Int
-    public var database: String
+    package var user: String
+    package var password: String?
+    package var host: String
+    package var port: Int
+    package var database: String
     /// Directory of the server's Unix socket, when connecting through one.
-    public var socketDirectory: String?
-    public var sslMode: SSLMode
+    package var socketDirectory: String?
+    package var sslMode: SSLMode
 
-    public init(_ text: String) throws {
+    package init(_ text: String) throws {
         guard let components = URLComponents(string: text),
             let scheme = components.scheme, ["postgres", "postgresql"].contains(scheme)
         else {
@@ -50,13 +50,13 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     }
 
     /// The same URL pointing at another database on the same server.
-    public func with(database: String) -> DatabaseURL {
+    package func with(database: String) -> DatabaseURL {
         var copy = self
         copy.database = database
         return copy
     }
 
-    public var description: String {
+    package var description: String {
         let credentials = password == nil ? user : "\(user):***"
         var text = "postgresql://\(credentials)@\(host):\(port)/\(database)"
         if let socketDirectory { text += "?host=\(socketDirectory)" }
@@ -90,7 +90,7 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     /// its memory until its deadline (seen with heaptrack: ~20,000 such sleeps live at the end of
     /// a 10,000-notification run): with the defaults (60 s idle, 30 s keep-alive) a run doing
     /// thousands of leases a second held tens of megabytes of timers.
-    public var clientConfiguration: PostgresClient.Configuration {
+    package var clientConfiguration: PostgresClient.Configuration {
         var configuration: PostgresClient.Configuration
         if let socketDirectory {
             configuration = PostgresClient.Configuration(
@@ -107,7 +107,7 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     }
 
     /// For a single connection (`PostgresConnection.connect`).
-    public func connectionConfiguration() throws -> PostgresConnection.Configuration {
+    package func connectionConfiguration() throws -> PostgresConnection.Configuration {
         if let socketDirectory {
             return PostgresConnection.Configuration(
                 unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: user, password: password, database: database
@@ -122,7 +122,7 @@ public struct DatabaseURL: Sendable, CustomStringConvertible {
     }
 }
 
-public struct DatabaseURLError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var description: String
+package struct DatabaseURLError: Error, Hashable, Sendable, CustomStringConvertible {
+    package var description: String
     init(_ description: String) { self.description = description }
 }

@@ -5,14 +5,28 @@ import PostgresNIO
 /// `run()` lives in a child task and is cancelled (connections closed) when the closure ends.
 /// One connection is made first, on its own: a pool retries a server that is down without end,
 /// while an operator wants to hear at once that it cannot be reached.
-public enum LedgerDatabase {
+package enum LedgerDatabase {
     /// Connects once and disconnects; throws the connection's error (a `PSQLError`).
-    public static func checkReachable(_ url: DatabaseURL, logger: Logger) async throws {
+    package static func checkReachable(_ url: DatabaseURL, logger: Logger) async throws {
         let connection = try await PostgresConnection.connect(configuration: try url.connectionConfiguration(), id: 0, logger: logger)
         try await connection.close()
     }
 
-    public static func withClient<Result: Sendable>(
+    /// A client for a swift-service-lifecycle `ServiceGroup` (`PostgresClient` is a `Service`),
+    /// the server checked reachable: the group runs it, and on a graceful shutdown stops it only
+    /// after the services listed after it, which use it, have finished (the batch in hand
+    /// committed, the run's outcome recorded).
+    package static func client(_ url: DatabaseURL, logger: Logger) async throws -> PostgresClient {
+        try await checkReachable(url, logger: logger)
+        var background = logger
+        if background.logLevel > .info { background.logLevel = .error }
+        return PostgresClient(configuration: url.clientConfiguration, backgroundLogger: background)
+    }
+
+    /// Runs `body` with a client running in a child task, stopped when `body` returns. Not for
+    /// use under a `ServiceGroup`: the client stops at the group's graceful shutdown, before
+    /// `body` could record how it ended (use `client(_:logger:)` as a service of the group).
+    package static func withClient<Result: Sendable>(
         _ url: DatabaseURL,
         logger: Logger,
         _ body: @Sendable (PostgresClient) async throws -> Result

@@ -21,8 +21,8 @@ extension PostgresConnection: LedgerQuerying {
 }
 
 /// What the ledger holds for one page of notifications.
-public struct PageLedgerState: Sendable {
-    public var existingNotifications: Set<UUID>
-    public var subscriptions: [String: SubscriptionRecord]
-    public var transactionSignedDates: [String: Date]
+package struct PageLedgerState: Sendable {
+    package var existingNotifications: Set<UUID>
+    package var subscriptions: [String: SubscriptionRecord]
+    package var transactionSignedDates: [String: Date]
 }

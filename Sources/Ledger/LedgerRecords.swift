@@ -1,25 +1,25 @@
 import Foundation
 
 /// A row of `app_store.notifications`.
-public struct NotificationRecord: Hashable, Sendable {
-    public enum Source: String, Sendable, Hashable, Codable {
+package struct NotificationRecord: Hashable, Sendable {
+    package enum Source: String, Sendable, Hashable, Codable {
         /// Delivered live by Apple to the app's webhook.
         case webhook
         /// Recovered by this tool from Get Notification History.
         case history
     }
 
-    public var notificationUUID: UUID
-    public var notificationType: String
-    public var subtype: String?
-    public var signedDate: Date
-    public var environment: String
-    public var originalTransactionId: String?
-    public var transactionId: String?
-    public var signedPayload: String
-    public var source: Source
+    package var notificationUUID: UUID
+    package var notificationType: String
+    package var subtype: String?
+    package var signedDate: Date
+    package var environment: String
+    package var originalTransactionId: String?
+    package var transactionId: String?
+    package var signedPayload: String
+    package var source: Source
 
-    public init(
+    package init(
         notificationUUID: UUID, notificationType: String, subtype: String?, signedDate: Date, environment: String,
         originalTransactionId: String?, transactionId: String?, signedPayload: String, source: Source
     ) {
@@ -36,21 +36,21 @@ public struct NotificationRecord: Hashable, Sendable {
 }
 
 /// A row of `app_store.transactions`: the newest signed version of a transaction.
-public struct TransactionRecord: Hashable, Sendable {
-    public var transactionId: String
-    public var originalTransactionId: String
-    public var productId: String?
-    public var productType: String?
-    public var purchaseDate: Date?
-    public var expiresDate: Date?
-    public var revocationDate: Date?
-    public var revocationReason: Int?
-    public var isUpgraded: Bool?
-    public var signedDate: Date
-    public var environment: String?
-    public var signedTransaction: String
+package struct TransactionRecord: Hashable, Sendable {
+    package var transactionId: String
+    package var originalTransactionId: String
+    package var productId: String?
+    package var productType: String?
+    package var purchaseDate: Date?
+    package var expiresDate: Date?
+    package var revocationDate: Date?
+    package var revocationReason: Int?
+    package var isUpgraded: Bool?
+    package var signedDate: Date
+    package var environment: String?
+    package var signedTransaction: String
 
-    public init(
+    package init(
         transactionId: String, originalTransactionId: String, productId: String?, productType: String?, purchaseDate: Date?,
         expiresDate: Date?, revocationDate: Date?, revocationReason: Int?, isUpgraded: Bool?, signedDate: Date,
         environment: String?, signedTransaction: String
@@ -72,22 +72,22 @@ public struct TransactionRecord: Hashable, Sendable {
 
 /// A row of `app_store.subscriptions`: an auto-renewable subscription's state as of
 /// `lastSignedDate`. Information signed earlier never replaces it.
-public struct SubscriptionRecord: Hashable, Sendable, Codable {
-    public var originalTransactionId: String
-    public var productId: String?
+package struct SubscriptionRecord: Hashable, Sendable, Codable {
+    package var originalTransactionId: String
+    package var productId: String?
     /// Apple's 1 active, 2 expired, 3 billing retry, 4 billing grace period, 5 revoked.
-    public var status: Int?
-    public var expiresDate: Date?
+    package var status: Int?
+    package var expiresDate: Date?
     /// Apple's 0 off, 1 on.
-    public var autoRenewStatus: Int?
-    public var autoRenewProductId: String?
-    public var isInBillingRetry: Bool?
-    public var gracePeriodExpiresDate: Date?
-    public var lastSignedDate: Date
+    package var autoRenewStatus: Int?
+    package var autoRenewProductId: String?
+    package var isInBillingRetry: Bool?
+    package var gracePeriodExpiresDate: Date?
+    package var lastSignedDate: Date
     /// `Production` or `Sandbox` (nil in rows written before migration 0005 that it could not tell).
-    public var environment: String?
+    package var environment: String?
 
-    public init(
+    package init(
         originalTransactionId: String, productId: String?, status: Int?, expiresDate: Date?, autoRenewStatus: Int?,
         autoRenewProductId: String?, isInBillingRetry: Bool?, gracePeriodExpiresDate: Date?, lastSignedDate: Date,
         environment: String? = nil
@@ -106,14 +106,14 @@ public struct SubscriptionRecord: Hashable, Sendable, Codable {
 }
 
 /// A row of `app_store.rejected_payloads`.
-public struct RejectedPayloadRecord: Hashable, Sendable {
-    public var source: String
-    public var notificationUUID: String?
-    public var reason: String
-    public var detail: String
-    public var signedPayload: String
+package struct RejectedPayloadRecord: Hashable, Sendable {
+    package var source: String
+    package var notificationUUID: String?
+    package var reason: String
+    package var detail: String
+    package var signedPayload: String
 
-    public init(source: String, notificationUUID: String?, reason: String, detail: String, signedPayload: String) {
+    package init(source: String, notificationUUID: String?, reason: String, detail: String, signedPayload: String) {
         self.source = source
         self.notificationUUID = notificationUUID
         self.reason = reason
@@ -123,28 +123,28 @@ public struct RejectedPayloadRecord: Hashable, Sendable {
 }
 
 /// What one database transaction writes: a page's worth of recovered notifications.
-public struct LedgerBatch: Hashable, Sendable {
-    public var notifications: [NotificationRecord] = []
-    public var transactions: [TransactionRecord] = []
-    public var subscriptions: [SubscriptionRecord] = []
-    public var rejected: [RejectedPayloadRecord] = []
+package struct LedgerBatch: Hashable, Sendable {
+    package var notifications: [NotificationRecord] = []
+    package var transactions: [TransactionRecord] = []
+    package var subscriptions: [SubscriptionRecord] = []
+    package var rejected: [RejectedPayloadRecord] = []
     /// Accounts pass 2 compared with Apple's answer: recorded with everything the answer changed.
-    public var accounts: [AccountVerification] = []
+    package var accounts: [AccountVerification] = []
     /// For a run's record of what it changed (`app_store.run_subscription_changes`): each
     /// subscription's row before the run first changed it (nil: there was none). Written with
     /// a run ID only, and only for the subscriptions the batch did change.
-    public var subscriptionsBefore: [String: SubscriptionRecord?] = [:]
+    package var subscriptionsBefore: [String: SubscriptionRecord?] = [:]
 
-    public init() {}
+    package init() {}
 
-    public var isEmpty: Bool {
+    package var isEmpty: Bool {
         notifications.isEmpty && transactions.isEmpty && subscriptions.isEmpty && rejected.isEmpty && accounts.isEmpty
     }
 }
 
 /// One Apple account as pass 2 left it (`app_store.accounts`, `app_store.account_members`).
-public struct AccountVerification: Hashable, Sendable {
-    public enum Revision: Hashable, Sendable {
+package struct AccountVerification: Hashable, Sendable {
+    package enum Revision: Hashable, Sendable {
         /// Transaction history was not asked: the stored revision stays.
         case unchanged
         /// The last page's revision of a complete ascending fetch.
@@ -153,21 +153,21 @@ public struct AccountVerification: Hashable, Sendable {
         case forget
     }
 
-    public var environment: String
+    package var environment: String
     /// The account's key as pass 2 sees it (the ledger keeps the numerically smallest
     /// originalTransactionId of the account, merging accounts found to be one).
-    public var accountId: String
+    package var accountId: String
     /// Every originalTransactionId Apple's answers showed in the account.
-    public var members: [String]
-    public var revision: Revision
+    package var members: [String]
+    package var revision: Revision
     /// Whether the whole answer verified: only then is the account recorded as verified now.
     /// An answer with a rejected (or not yet verifiable) payload leaves `verified_at` as it was,
     /// so that the account is selected and asked again.
-    public var verified: Bool
+    package var verified: Bool
     /// Whether the check included the account's transaction history (then `transactions_verified_at` moves too).
-    public var transactionsChecked: Bool
+    package var transactionsChecked: Bool
 
-    public init(environment: String, accountId: String, members: [String], revision: Revision, verified: Bool = true, transactionsChecked: Bool = false) {
+    package init(environment: String, accountId: String, members: [String], revision: Revision, verified: Bool = true, transactionsChecked: Bool = false) {
         self.transactionsChecked = transactionsChecked
         self.environment = environment
         self.accountId = accountId
@@ -179,14 +179,14 @@ public struct AccountVerification: Hashable, Sendable {
 
 /// What the ledger holds of one Apple account for pass 2: its row (nil before its first repair),
 /// and the rows of its members and of the originalTransactionIds asked about.
-public struct StoredAccountState: Sendable {
-    public var accountId: String?
-    public var revision: String?
-    public var members: [String]
-    public var subscriptions: [String: SubscriptionRecord]
-    public var transactions: [TransactionRecord]
+package struct StoredAccountState: Sendable {
+    package var accountId: String?
+    package var revision: String?
+    package var members: [String]
+    package var subscriptions: [String: SubscriptionRecord]
+    package var transactions: [TransactionRecord]
 
-    public init(
+    package init(
         accountId: String?, revision: String?, members: [String], subscriptions: [String: SubscriptionRecord],
         transactions: [TransactionRecord]
     ) {
@@ -200,32 +200,32 @@ public struct StoredAccountState: Sendable {
 
 /// What a batch actually changed. Rows may differ from the plan when a live webhook wrote the
 /// same notification, or newer state, between the comparison and the write.
-public struct LedgerBatchOutcome: Hashable, Sendable {
-    public var insertedNotifications: Set<UUID> = []
-    public var changedTransactions: Set<String> = []
-    public var changedSubscriptions: Set<String> = []
-    public init() {}
+package struct LedgerBatchOutcome: Hashable, Sendable {
+    package var insertedNotifications: Set<UUID> = []
+    package var changedTransactions: Set<String> = []
+    package var changedSubscriptions: Set<String> = []
+    package init() {}
 }
 
 extension Date {
     /// UNIX milliseconds, the precision of every time Apple sends: compare times in these, not
     /// as floating-point seconds, which lose exactness through the database's microseconds.
-    public var unixMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+    package var unixMilliseconds: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
 }
 
 /// What the gap rules look at for one customer: the subscription row, the transactions and the
 /// notifications the ledger holds.
-public struct CustomerLedgerView: Hashable, Sendable {
-    public struct TransactionFacts: Hashable, Sendable {
-        public var transactionId: String
-        public var productType: String?
-        public var purchaseDate: Date?
-        public var expiresDate: Date?
-        public var revocationDate: Date?
-        public var signedDate: Date
+package struct CustomerLedgerView: Hashable, Sendable {
+    package struct TransactionFacts: Hashable, Sendable {
+        package var transactionId: String
+        package var productType: String?
+        package var purchaseDate: Date?
+        package var expiresDate: Date?
+        package var revocationDate: Date?
+        package var signedDate: Date
         /// When the ledger last wrote the row (nil: unknown, taken as new).
-        public var recordedAt: Date?
-        public init(
+        package var recordedAt: Date?
+        package init(
             transactionId: String, productType: String?, purchaseDate: Date?, expiresDate: Date?, revocationDate: Date?, signedDate: Date,
             recordedAt: Date? = nil
         ) {
@@ -239,13 +239,13 @@ public struct CustomerLedgerView: Hashable, Sendable {
         }
     }
 
-    public struct NotificationFacts: Hashable, Sendable {
-        public var type: String
-        public var subtype: String?
-        public var signedDate: Date
+    package struct NotificationFacts: Hashable, Sendable {
+        package var type: String
+        package var subtype: String?
+        package var signedDate: Date
         /// When the ledger recorded it (nil: unknown, taken as new).
-        public var recordedAt: Date?
-        public init(type: String, subtype: String?, signedDate: Date, recordedAt: Date? = nil) {
+        package var recordedAt: Date?
+        package init(type: String, subtype: String?, signedDate: Date, recordedAt: Date? = nil) {
             self.recordedAt = recordedAt
             self.type = type
             self.subtype = subtype
@@ -253,18 +253,18 @@ public struct CustomerLedgerView: Hashable, Sendable {
         }
     }
 
-    public var originalTransactionId: String
-    public var subscription: SubscriptionRecord?
-    public var transactions: [TransactionFacts]
-    public var notifications: [NotificationFacts]
+    package var originalTransactionId: String
+    package var subscription: SubscriptionRecord?
+    package var transactions: [TransactionFacts]
+    package var notifications: [NotificationFacts]
     /// The account the originalTransactionId belongs to, when pass 2 has asked Apple about it.
-    public var accountId: String?
+    package var accountId: String?
     /// When pass 2 last compared the account with Apple (nil: never), and last did so with its
     /// whole transaction history.
-    public var verifiedAt: Date?
-    public var transactionsVerifiedAt: Date?
+    package var verifiedAt: Date?
+    package var transactionsVerifiedAt: Date?
 
-    public init(
+    package init(
         originalTransactionId: String, subscription: SubscriptionRecord?, transactions: [TransactionFacts], notifications: [NotificationFacts],
         accountId: String? = nil, verifiedAt: Date? = nil, transactionsVerifiedAt: Date? = nil
     ) {

@@ -5,11 +5,11 @@ import PostgresNIO
 /// The ledger's reads and writes. Every value reaches SQL as a bound parameter. Writes that
 /// race a live webhook are settled by the database: a notification already recorded is left
 /// alone, and transaction and subscription rows only move to information signed later.
-public struct LedgerStore: Sendable {
-    public let client: PostgresClient
-    public let logger: Logger
+package struct LedgerStore: Sendable {
+    package let client: PostgresClient
+    package let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    package init(client: PostgresClient, logger: Logger) {
         self.client = client
         self.logger = logger
     }
@@ -34,7 +34,7 @@ public struct LedgerStore: Sendable {
     }
 
     /// The stored subscription rows for these customers.
-    public func subscriptions(_ originalTransactionIds: [String]) async throws -> [String: SubscriptionRecord] {
+    package func subscriptions(_ originalTransactionIds: [String]) async throws -> [String: SubscriptionRecord] {
         try await Self.subscriptions(originalTransactionIds, on: client, logger: logger)
     }
 
@@ -52,7 +52,7 @@ public struct LedgerStore: Sendable {
     /// What the ledger holds for a page of notifications, in one statement (one round trip
     /// instead of three: under load each costs more than the query), prepared once per
     /// connection.
-    public func pageState(notifications: [UUID], customers: [String], transactions: [String]) async throws -> PageLedgerState {
+    package func pageState(notifications: [UUID], customers: [String], transactions: [String]) async throws -> PageLedgerState {
         var state = PageLedgerState(existingNotifications: [], subscriptions: [:], transactionSignedDates: [:])
         guard !notifications.isEmpty || !customers.isEmpty || !transactions.isEmpty else { return state }
         let rows = try await client.execute(
@@ -116,7 +116,7 @@ public struct LedgerStore: Sendable {
     /// The rows, the checkpoint and the run's record of changes are one statement (a statement
     /// is a transaction of its own), so a page of notifications costs one round trip; revisions
     /// and rejections, rare in a page, add their statements inside an explicit transaction.
-    public func apply(_ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)? = nil) async throws -> LedgerBatchOutcome {
+    package func apply(_ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)? = nil) async throws -> LedgerBatchOutcome {
         guard !batch.isEmpty || checkpoint != nil else { return LedgerBatchOutcome() }
         let logger = self.logger
         let writesRows = !batch.notifications.isEmpty || !batch.transactions.isEmpty || !batch.subscriptions.isEmpty || checkpoint != nil
@@ -296,7 +296,7 @@ public struct LedgerStore: Sendable {
 
     /// Up to `limit` of the subscriptions a run changed, after `cursor`, in order of
     /// originalTransactionId: before the run first changed each (nil: none) and as it left it.
-    public func subscriptionChanges(ofRun runId: UUID, after cursor: String?, limit: Int) async throws
+    package func subscriptionChanges(ofRun runId: UUID, after cursor: String?, limit: Int) async throws
         -> [(customer: String, before: SubscriptionRecord?, after: SubscriptionRecord)]
     {
         let rows = try await client.query(
@@ -319,7 +319,7 @@ public struct LedgerStore: Sendable {
     // MARK: Reads and writes for repairs (pass 2, per Apple account)
 
     /// The customer (originalTransactionId) a transaction ID belongs to, when the ledger knows it.
-    public func customer(ofTransaction id: String) async throws -> String? {
+    package func customer(ofTransaction id: String) async throws -> String? {
         let rows = try await client.query(
             """
             SELECT original_transaction_id FROM app_store.transactions WHERE transaction_id = \(id)
@@ -334,7 +334,7 @@ public struct LedgerStore: Sendable {
 
     /// Whether verified data in the ledger names this originalTransactionId in this environment
     /// (a transaction or subscription row, or a verified notification): only such IDs are sent to Apple.
-    public func knows(originalTransactionIds: [String], environment: String) async throws -> Set<String> {
+    package func knows(originalTransactionIds: [String], environment: String) async throws -> Set<String> {
         guard !originalTransactionIds.isEmpty else { return [] }
         let rows = try await client.query(
             """
@@ -353,14 +353,14 @@ public struct LedgerStore: Sendable {
     }
 
     /// A customer's stored transactions.
-    public func transactions(ofCustomer customer: String) async throws -> [TransactionRecord] {
+    package func transactions(ofCustomer customer: String) async throws -> [TransactionRecord] {
         try await Self.transactions(ofCustomers: [customer], on: client, logger: logger)
     }
 
     /// The account an originalTransactionId belongs to (nil before pass 2 first asked about it),
     /// with its members, and the rows of those members and of `others`: what pass 2 compares with
     /// Apple's answer, read on one leased connection.
-    public func accountState(environment: String, of customer: String, and others: [String] = []) async throws -> StoredAccountState {
+    package func accountState(environment: String, of customer: String, and others: [String] = []) async throws -> StoredAccountState {
         let logger = self.logger
         return try await client.withConnection { connection in
             var state = StoredAccountState(accountId: nil, revision: nil, members: [], subscriptions: [:], transactions: [])
@@ -395,7 +395,7 @@ public struct LedgerStore: Sendable {
 
     /// The rows of these originalTransactionIds (pass 2 reads them again once Apple's answer has
     /// named members the ledger did not know were in the account).
-    public func rows(of customers: [String]) async throws -> (subscriptions: [String: SubscriptionRecord], transactions: [TransactionRecord]) {
+    package func rows(of customers: [String]) async throws -> (subscriptions: [String: SubscriptionRecord], transactions: [TransactionRecord]) {
         let logger = self.logger
         return try await client.withConnection { connection in
             (
@@ -500,7 +500,7 @@ public struct LedgerStore: Sendable {
 
     /// Notification types whose recovery calls for the account's transaction history, not only
     /// its subscription statuses: refunds and their flow, Family Sharing revocations, one-time purchases.
-    public static let typesNeedingTransactionHistory = [
+    package static let typesNeedingTransactionHistory = [
         "REFUND", "REFUND_REVERSED", "REFUND_DECLINED", "CONSUMPTION_REQUEST", "REVOKE", "ONE_TIME_CHARGE",
     ]
 
@@ -515,7 +515,7 @@ public struct LedgerStore: Sendable {
 
     /// Which of these customers have a notification recovered by the runs, and whether any of
     /// those needs the transaction history (`typesNeedingTransactionHistory`).
-    public func recoveredCustomers(among customers: [String], environment: String, from start: Date, to end: Date, sinceRun runId: UUID?) async throws -> [String: Bool] {
+    package func recoveredCustomers(among customers: [String], environment: String, from start: Date, to end: Date, sinceRun runId: UUID?) async throws -> [String: Bool] {
         guard !customers.isEmpty else { return [:] }
         let rows = try await client.query(
             """
@@ -538,7 +538,7 @@ public struct LedgerStore: Sendable {
 
     /// Customers without a subscription row (one-time purchases) with a notification recovered by
     /// the runs: up to `limit` after `cursor`, in order, and whether they need the transaction history.
-    public func customersRecoveredWithoutSubscription(
+    package func customersRecoveredWithoutSubscription(
         environment: String, from start: Date, to end: Date, sinceRun runId: UUID?, after cursor: String?, limit: Int
     ) async throws -> [(customer: String, needsTransactionHistory: Bool)] {
         let rows = try await client.query(
@@ -565,7 +565,7 @@ public struct LedgerStore: Sendable {
     /// `cursor`, in order: the gap rules stream through the whole ledger this way, a chunk at a
     /// time. Each view carries its account's last verifications and when each row was recorded,
     /// so that the rules look only at what is newer than the verification that covers it.
-    public func customerViews(environment: String, after cursor: String?, limit: Int) async throws -> [CustomerLedgerView] {
+    package func customerViews(environment: String, after cursor: String?, limit: Int) async throws -> [CustomerLedgerView] {
         let start = cursor ?? ""
         var views: [CustomerLedgerView] = []
         let rows = try await client.query(
@@ -627,14 +627,14 @@ public struct LedgerStore: Sendable {
 
     // MARK: Runs
 
-    public func startRun(kind: String, environment: String, windowStart: Date?, windowEnd: Date?, shard: String? = nil) async throws -> UUID {
+    package func startRun(kind: RunKind, environment: String, windowStart: Date?, windowEnd: Date?, shard: String? = nil) async throws -> UUID {
         let id = UUID()
         let host = ProcessInfo.processInfo.hostName
         let pid = Int(ProcessInfo.processInfo.processIdentifier)
         try await client.query(
             """
             INSERT INTO app_store.runs (run_id, kind, environment, window_start, window_end, dry_run, host, pid, shard)
-            VALUES (\(id), \(kind), \(environment), \(windowStart), \(windowEnd), false, \(host), \(pid), \(shard))
+            VALUES (\(id), \(kind.rawValue), \(environment), \(windowStart), \(windowEnd), false, \(host), \(pid), \(shard))
             """,
             logger: logger
         )
@@ -644,7 +644,7 @@ public struct LedgerStore: Sendable {
     /// Marks `abandoned` the recovering runs of this shard still recorded as running: called by a
     /// run that holds the shard's run lock, so their processes are gone (killed, machine lost).
     @discardableResult
-    public func abandonDeadRuns(shard: String?) async throws -> Int {
+    package func abandonDeadRuns(shard: String?) async throws -> Int {
         let rows = try await client.query(
             """
             UPDATE app_store.runs SET outcome = 'abandoned', finished_at = now()
@@ -659,10 +659,10 @@ public struct LedgerStore: Sendable {
     }
 
     /// Records how a run ended; `counts` is its summary as a JSON object.
-    public func finishRun(_ id: UUID, outcome: String, countsJSON: String) async throws {
+    package func finishRun(_ id: UUID, outcome: RunOutcome, countsJSON: String) async throws {
         try await client.query(
             """
-            UPDATE app_store.runs SET finished_at = now(), outcome = \(outcome), counts = \(countsJSON)::jsonb
+            UPDATE app_store.runs SET finished_at = now(), outcome = \(outcome.rawValue), counts = \(countsJSON)::jsonb
             WHERE run_id = \(id)
             """,
             logger: logger

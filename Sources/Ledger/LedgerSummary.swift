@@ -2,17 +2,17 @@ import Logging
 import PostgresNIO
 
 /// Row counts of the ledger's tables: what `demo` and `status` print.
-public struct LedgerSummary: Hashable, Sendable, Codable {
-    public var notificationsFromWebhook: Int
-    public var notificationsFromHistory: Int
-    public var transactions: Int
-    public var subscriptions: Int
-    public var activeSubscriptions: Int
-    public var historyRevisions: Int
-    public var runs: Int
-    public var rejectedPayloads: Int
+package struct LedgerSummary: Hashable, Sendable, Codable {
+    package var notificationsFromWebhook: Int
+    package var notificationsFromHistory: Int
+    package var transactions: Int
+    package var subscriptions: Int
+    package var activeSubscriptions: Int
+    package var historyRevisions: Int
+    package var runs: Int
+    package var rejectedPayloads: Int
 
-    public static func read(_ client: PostgresClient, logger: Logger) async throws -> LedgerSummary {
+    package static func read(_ client: PostgresClient, logger: Logger) async throws -> LedgerSummary {
         let rows = try await client.query(
             """
             SELECT

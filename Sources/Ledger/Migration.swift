@@ -2,48 +2,48 @@ import Crypto
 
 /// One numbered migration file from `sql/` (`0001_ledger.sql`), embedded in the binary at
 /// build time.
-public struct Migration: Hashable, Sendable {
-    public var version: Int
-    public var name: String
-    public var text: String
+package struct Migration: Hashable, Sendable {
+    package var version: Int
+    package var name: String
+    package var text: String
 
     /// SHA-256 of the file's exact text, recorded when applied; an applied file that was
     /// edited afterwards no longer matches, and `migrate` refuses to go on.
-    public var checksum: String {
+    package var checksum: String {
         SHA256.hash(data: Array(text.utf8)).map { byte in
             let hex = String(byte, radix: 16)
             return byte < 16 ? "0" + hex : hex
         }.joined()
     }
 
-    public var statements: [String] { SQLScript.statements(in: text) }
+    package var statements: [String] { SQLScript.statements(in: text) }
 
-    public init(version: Int, name: String, text: String) {
+    package init(version: Int, name: String, text: String) {
         self.version = version
         self.name = name
         self.text = text
     }
 
     /// Reads the version from a file name of the form `NNNN_description.sql`.
-    public init?(fileName: String, text: String) {
+    package init?(fileName: String, text: String) {
         let digits = fileName.prefix(while: { $0.isASCII && $0.isNumber })
         guard !digits.isEmpty, let version = Int(digits), fileName.hasSuffix(".sql") else { return nil }
         self.init(version: version, name: fileName, text: text)
     }
 
     /// The migrations this build carries, in order.
-    public static let bundled: [Migration] = embeddedMigrationFiles
+    package static let bundled: [Migration] = embeddedMigrationFiles
         .compactMap { Migration(fileName: $0.name, text: $0.text) }
         .sorted { $0.version < $1.version }
 }
 
 /// A migration the database says it applied.
-public struct AppliedMigration: Hashable, Sendable {
-    public var version: Int
-    public var name: String
-    public var checksum: String
+package struct AppliedMigration: Hashable, Sendable {
+    package var version: Int
+    package var name: String
+    package var checksum: String
 
-    public init(version: Int, name: String, checksum: String) {
+    package init(version: Int, name: String, checksum: String) {
         self.version = version
         self.name = name
         self.checksum = checksum
@@ -51,13 +51,13 @@ public struct AppliedMigration: Hashable, Sendable {
 }
 
 /// What `migrate` will do, decided from the files and the database's record alone.
-public enum MigrationPlan: Hashable, Sendable {
+package enum MigrationPlan: Hashable, Sendable {
     /// Apply these, in order (possibly none: up to date).
     case apply([Migration])
     /// Do nothing, and say why.
     case refuse(String)
 
-    public init(available: [Migration], applied: [AppliedMigration]) {
+    package init(available: [Migration], applied: [AppliedMigration]) {
         let byVersion = Dictionary(available.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
         if byVersion.count != available.count {
             self = .refuse("two migration files share a version number")

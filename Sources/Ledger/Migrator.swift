@@ -4,24 +4,24 @@ import PostgresNIO
 /// Applies the pending migrations: each in its own transaction, recorded with its checksum in
 /// `app_store.schema_migrations`, under a session advisory lock so that concurrent runs (two
 /// deploys, two pods) take turns instead of colliding. Running it again changes nothing.
-public struct Migrator: Sendable {
-    public var migrations: [Migration]
+package struct Migrator: Sendable {
+    package var migrations: [Migration]
 
     /// The advisory lock key all `migrate` runs share ("appstore" in ASCII).
-    public static let lockKey: Int64 = 0x6170_7073_746f_7265
+    package static let lockKey: Int64 = 0x6170_7073_746f_7265
 
-    public init(migrations: [Migration] = Migration.bundled) {
+    package init(migrations: [Migration] = Migration.bundled) {
         self.migrations = migrations
     }
 
-    public struct Outcome: Hashable, Sendable {
+    package struct Outcome: Hashable, Sendable {
         /// File names applied by this call, in order.
-        public var applied: [String]
+        package var applied: [String]
         /// How many were already applied before.
-        public var alreadyApplied: Int
+        package var alreadyApplied: Int
     }
 
-    public func migrate(_ client: PostgresClient, logger: Logger) async throws -> Outcome {
+    package func migrate(_ client: PostgresClient, logger: Logger) async throws -> Outcome {
         try await client.withConnection { connection in
             try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
             do {
@@ -37,12 +37,12 @@ public struct Migrator: Sendable {
     }
 
     /// The migrations already recorded in the database, through a client.
-    public func applied(_ client: PostgresClient, logger: Logger) async throws -> [AppliedMigration] {
+    package func applied(_ client: PostgresClient, logger: Logger) async throws -> [AppliedMigration] {
         try await client.withConnection { try await applied($0, logger: logger) }
     }
 
     /// The migrations already recorded in the database (none for a fresh database).
-    public func applied(_ connection: PostgresConnection, logger: Logger) async throws -> [AppliedMigration] {
+    package func applied(_ connection: PostgresConnection, logger: Logger) async throws -> [AppliedMigration] {
         let exists = try await connection.query(
             "SELECT to_regclass('app_store.schema_migrations') IS NOT NULL", logger: logger
         ).collect().first?.decode(Bool.self) ?? false
@@ -98,7 +98,7 @@ public struct Migrator: Sendable {
 }
 
 /// `migrate` would not run, with the reason (an edited or unknown applied migration).
-public struct MigrationRefused: Error, Hashable, Sendable, CustomStringConvertible {
-    public var reason: String
-    public var description: String { "migration refused: \(reason)" }
+package struct MigrationRefused: Error, Hashable, Sendable, CustomStringConvertible {
+    package var reason: String
+    package var description: String { "migration refused: \(reason)" }
 }

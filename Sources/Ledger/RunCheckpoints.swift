@@ -4,15 +4,15 @@ import PostgresNIO
 
 /// What a run's checkpoints belong to: the same window, environment, filter and shard make the
 /// same plan, so a run with this scope may resume from them.
-public struct CheckpointScope: Hashable, Sendable {
-    public var environment: String
-    public var windowStart: Date
-    public var windowEnd: Date
-    public var onlyFailures: Bool
+package struct CheckpointScope: Hashable, Sendable {
+    package var environment: String
+    package var windowStart: Date
+    package var windowEnd: Date
+    package var onlyFailures: Bool
     /// "INDEX/COUNT"; "0/1" for an unsharded run.
-    public var shard: String
+    package var shard: String
 
-    public init(environment: String, windowStart: Date, windowEnd: Date, onlyFailures: Bool, shard: String) {
+    package init(environment: String, windowStart: Date, windowEnd: Date, onlyFailures: Bool, shard: String) {
         self.environment = environment
         self.windowStart = windowStart
         self.windowEnd = windowEnd
@@ -22,18 +22,18 @@ public struct CheckpointScope: Hashable, Sendable {
 }
 
 /// How far a run got through one query of its plan.
-public struct QueryCheckpoint: Hashable, Sendable {
+package struct QueryCheckpoint: Hashable, Sendable {
     /// The query's stable key (see `app_store.run_checkpoints.query`).
-    public var query: String
+    package var query: String
     /// Items of the query handled and committed.
-    public var position: Int
+    package var position: Int
     /// Apple's token for the page after them; nil when the query must start over to get there.
-    public var paginationToken: String?
-    public var completed: Bool
+    package var paginationToken: String?
+    package var completed: Bool
     /// The run that wrote it (read back only).
-    public var runId: UUID?
+    package var runId: UUID?
 
-    public init(query: String, position: Int, paginationToken: String?, completed: Bool, runId: UUID? = nil) {
+    package init(query: String, position: Int, paginationToken: String?, completed: Bool, runId: UUID? = nil) {
         self.query = query
         self.position = position
         self.paginationToken = paginationToken
@@ -42,14 +42,14 @@ public struct QueryCheckpoint: Hashable, Sendable {
     }
 
     /// The key of the row that says a whole pass 1 is done.
-    public static let passOneKey = "pass-1"
+    package static let passOneKey = "pass-1"
 }
 
 extension LedgerStore {
     /// The checkpoints an unfinished run of this scope left, by query key. When the run that
     /// wrote them finished (its pass 1 row outlives it, for other shards to see), this is a new
     /// run of a window done before: its checkpoints are forgotten and it starts over.
-    public func resumableCheckpoints(in scope: CheckpointScope) async throws -> [String: QueryCheckpoint] {
+    package func resumableCheckpoints(in scope: CheckpointScope) async throws -> [String: QueryCheckpoint] {
         let rows = try await client.query(
             """
             SELECT count(*) FROM app_store.run_checkpoints c JOIN app_store.runs r ON r.run_id = c.run_id
@@ -69,7 +69,7 @@ extension LedgerStore {
     }
 
     /// The checkpoints of this scope, by query key.
-    public func checkpoints(in scope: CheckpointScope) async throws -> [String: QueryCheckpoint] {
+    package func checkpoints(in scope: CheckpointScope) async throws -> [String: QueryCheckpoint] {
         let rows = try await client.query(
             """
             SELECT query, position, pagination_token, completed, run_id FROM app_store.run_checkpoints
@@ -86,7 +86,7 @@ extension LedgerStore {
     }
 
     /// Records a checkpoint on its own (a batch's checkpoint goes with the batch: `apply`).
-    public func saveCheckpoint(_ checkpoint: QueryCheckpoint, in scope: CheckpointScope, runId: UUID?) async throws {
+    package func saveCheckpoint(_ checkpoint: QueryCheckpoint, in scope: CheckpointScope, runId: UUID?) async throws {
         try await client.withConnection { connection in
             try await Self.upsert(checkpoint, in: scope, runId: runId, on: connection, logger: logger)
         }
@@ -109,7 +109,7 @@ extension LedgerStore {
 
     /// Forgets the checkpoints of a scope: its run finished. The pass 1 row may stay, for the
     /// other shards of the window waiting on it.
-    public func clearCheckpoints(in scope: CheckpointScope, keepingPassOne: Bool) async throws {
+    package func clearCheckpoints(in scope: CheckpointScope, keepingPassOne: Bool) async throws {
         try await client.query(
             """
             DELETE FROM app_store.run_checkpoints
@@ -122,7 +122,7 @@ extension LedgerStore {
     }
 
     /// The shards ("INDEX/COUNT") of this window whose pass 1 is recorded done, finished runs' included.
-    public func shardsWithPassOneDone(environment: String, windowStart: Date, windowEnd: Date, onlyFailures: Bool) async throws -> Set<String> {
+    package func shardsWithPassOneDone(environment: String, windowStart: Date, windowEnd: Date, onlyFailures: Bool) async throws -> Set<String> {
         let rows = try await client.query(
             """
             SELECT shard FROM app_store.run_checkpoints
@@ -139,15 +139,15 @@ extension LedgerStore {
 
 extension LedgerStore {
     /// A payload an earlier run rejected: what a run resuming it reports again.
-    public struct EarlierRejection: Sendable, Hashable {
-        public var notificationUUID: String?
-        public var reason: String
-        public var detail: String
-        public var signedPayload: String
+    package struct EarlierRejection: Sendable, Hashable {
+        package var notificationUUID: String?
+        package var reason: String
+        package var detail: String
+        package var signedPayload: String
     }
 
     /// The payloads these runs rejected, oldest first.
-    public func rejections(ofRuns runIds: [UUID]) async throws -> [EarlierRejection] {
+    package func rejections(ofRuns runIds: [UUID]) async throws -> [EarlierRejection] {
         guard !runIds.isEmpty else { return [] }
         let rows = try await client.query(
             """
@@ -167,11 +167,11 @@ extension LedgerStore {
 extension LedgerStore {
     /// The window of the newest run of this kind, environment and shard ("INDEX/COUNT") that left
     /// checkpoints and did not finish.
-    public func unfinishedWindow(kind: String, environment: String, shard: String) async throws -> (start: Date, end: Date)? {
+    package func unfinishedWindow(kind: RunKind, environment: String, shard: String) async throws -> (start: Date, end: Date)? {
         let rows = try await client.query(
             """
             SELECT c.window_start, c.window_end FROM app_store.run_checkpoints c JOIN app_store.runs r ON r.run_id = c.run_id
-            WHERE r.kind = \(kind) AND c.environment = \(environment) AND c.shard = \(shard)
+            WHERE r.kind = \(kind.rawValue) AND c.environment = \(environment) AND c.shard = \(shard)
               AND r.outcome NOT IN ('succeeded', 'succeeded_with_rejections')
             ORDER BY c.updated_at DESC LIMIT 1
             """,

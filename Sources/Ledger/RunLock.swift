@@ -6,22 +6,22 @@ import PostgresNIO
 /// One reconciling run at a time per ledger: a session advisory lock held on a connection of its
 /// own for the whole run. A second run finds it taken and stops at once; the lock dies with its
 /// connection, so a run that crashed leaves nothing stale behind.
-public enum RunLock {
+package enum RunLock {
     /// "appsrun" in ASCII: distinct from the migration lock.
-    public static let key: Int64 = 0x6170_7073_7275_6e00
+    package static let key: Int64 = 0x6170_7073_7275_6e00
 
     /// The lock of one shard: shard INDEX of a sharded run takes `key + 1 + INDEX`, an unsharded
     /// run `key` itself. Shards of a window run side by side; Postgres's unique keys arbitrate
     /// their writes, as they do a live webhook's.
-    public static func key(shardIndex: Int?) -> Int64 {
+    package static func key(shardIndex: Int?) -> Int64 {
         shardIndex.map { key + 1 + Int64($0) } ?? key
     }
 
     /// Shards up to this many have locks of their own.
-    public static let maximumShards = 255
+    package static let maximumShards = 255
 
     /// Runs `body` holding the lock, or throws `RunInProgress` naming the holder.
-    public static func withLock<Result: Sendable>(
+    package static func withLock<Result: Sendable>(
         _ url: DatabaseURL, store: LedgerStore, logger: Logger, shardIndex: Int? = nil, _ body: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
         let key = Self.key(shardIndex: shardIndex)
@@ -115,18 +115,18 @@ final class LockWatch: Sendable {
 
 /// The connection that held the run lock dropped: the run stopped, since another could now start.
 /// What it committed stays; running it again finishes the work.
-public struct RunLockLost: Error, CustomStringConvertible, Sendable {
-    public var underlying: String
-    public var description: String {
+package struct RunLockLost: Error, CustomStringConvertible, Sendable {
+    package var underlying: String
+    package var description: String {
         "the database connection holding the run lock dropped (the server restarted or the session was ended), so the run stopped (\(underlying.prefix(300)))"
     }
 }
 
 /// Another run holds the lock.
-public struct RunInProgress: Error, CustomStringConvertible, Sendable {
-    public var holder: LedgerStore.RunningRun?
+package struct RunInProgress: Error, CustomStringConvertible, Sendable {
+    package var holder: LedgerStore.RunningRun?
 
-    public var description: String {
+    package var description: String {
         guard let holder else { return "another appstore-reconcile run is in progress on this ledger" }
         return "another appstore-reconcile run is in progress on this ledger: \(holder.kind) run \(holder.id) on \(holder.host ?? "an unknown host")"
             + "\(holder.pid.map { " (pid \($0))" } ?? "") since \(holder.startedAt.formatted(.iso8601))"
@@ -134,16 +134,16 @@ public struct RunInProgress: Error, CustomStringConvertible, Sendable {
 }
 
 extension LedgerStore {
-    public struct RunningRun: Sendable, Hashable {
-        public var id: UUID
-        public var kind: String
-        public var host: String?
-        public var pid: Int?
-        public var startedAt: Date
+    package struct RunningRun: Sendable, Hashable {
+        package var id: UUID
+        package var kind: String
+        package var host: String?
+        package var pid: Int?
+        package var startedAt: Date
     }
 
     /// The newest run recorded as still running; of one shard ("INDEX/", a prefix) or unsharded (nil).
-    public func runningRun(shard: String? = nil, anyShard: Bool = false) async throws -> RunningRun? {
+    package func runningRun(shard: String? = nil, anyShard: Bool = false) async throws -> RunningRun? {
         let rows = try await client.query(
             """
             SELECT run_id, kind, host, pid, started_at FROM app_store.runs WHERE outcome = 'running'
@@ -161,24 +161,24 @@ extension LedgerStore {
 
 extension LedgerStore {
     /// A row of `app_store.runs`.
-    public struct RunSummary: Sendable, Hashable, Codable {
-        public var id: UUID
-        public var kind: String
-        public var environment: String
-        public var windowStart: Date?
-        public var windowEnd: Date?
-        public var startedAt: Date
-        public var finishedAt: Date?
-        public var outcome: String
-        public var counts: [String: Int]
-        public var host: String?
-        public var pid: Int?
+    package struct RunSummary: Sendable, Hashable, Codable {
+        package var id: UUID
+        package var kind: String
+        package var environment: String
+        package var windowStart: Date?
+        package var windowEnd: Date?
+        package var startedAt: Date
+        package var finishedAt: Date?
+        package var outcome: String
+        package var counts: [String: Int]
+        package var host: String?
+        package var pid: Int?
         /// "INDEX/COUNT" for a shard of a sharded run.
-        public var shard: String?
+        package var shard: String?
     }
 
     /// The newest runs, newest first.
-    public func recentRuns(limit: Int) async throws -> [RunSummary] {
+    package func recentRuns(limit: Int) async throws -> [RunSummary] {
         let rows = try await client.query(
             """
             SELECT run_id, kind, environment, window_start, window_end, started_at, finished_at, outcome, counts::text, host, pid, shard
@@ -202,11 +202,11 @@ extension LedgerStore {
     }
 
     /// The newest run that succeeded (with or without rejections), of one kind or any.
-    public func lastSuccessfulRun(kind: String? = nil) async throws -> RunSummary? {
+    package func lastSuccessfulRun(kind: RunKind? = nil) async throws -> RunSummary? {
         let rows = try await client.query(
             """
             SELECT run_id FROM app_store.runs WHERE outcome IN ('succeeded', 'succeeded_with_rejections')
-              AND (\(kind)::text IS NULL OR kind = \(kind))
+              AND (\(kind?.rawValue)::text IS NULL OR kind = \(kind?.rawValue))
             ORDER BY finished_at DESC LIMIT 1
             """,
             logger: logger
@@ -218,7 +218,7 @@ extension LedgerStore {
     }
 
     /// How many runs the ledger records, by outcome.
-    public func runsByOutcome() async throws -> [String: Int] {
+    package func runsByOutcome() async throws -> [String: Int] {
         var found: [String: Int] = [:]
         for try await (outcome, count) in try await client.query("SELECT outcome, count(*) FROM app_store.runs GROUP BY outcome", logger: logger).decode((String, Int).self) {
             found[outcome] = count
@@ -227,7 +227,7 @@ extension LedgerStore {
     }
 
     /// Whether some session holds the run lock now (a run is really in progress).
-    public func runLockHeld() async throws -> Bool {
+    package func runLockHeld() async throws -> Bool {
         let high = Int64(RunLock.key >> 32)
         let low = Int64(RunLock.key & 0xFFFF_FFFF)
         let rows = try await client.query(

@@ -2,8 +2,8 @@
 /// speaks, takes one statement at a time, while a migration file (also meant for `psql -f`)
 /// holds many. Semicolons inside quotes, quoted identifiers, dollar-quoted bodies and comments
 /// do not end a statement.
-public enum SQLScript {
-    public static func statements(in script: String) -> [String] {
+package enum SQLScript {
+    package static func statements(in script: String) -> [String] {
         let characters = Array(script.unicodeScalars)
         var statements: [String] = []
         var current = String.UnicodeScalarView()

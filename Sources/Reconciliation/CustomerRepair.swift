@@ -19,17 +19,17 @@ import Synchronization
 /// database transaction (never in a dry run). Accounts are repaired in parallel, bounded, under
 /// the client's shared rate limiter. One account Apple cannot answer for is reported with its
 /// reason and the others go on.
-public struct CustomerRepair: Sendable {
-    public struct Target: Sendable, Hashable {
+package struct CustomerRepair: Sendable {
+    package struct Target: Sendable, Hashable {
         /// The originalTransactionId selected (the account's key when it has none yet).
-        public var customer: String
+        package var customer: String
         /// The transaction ID to ask Apple with (any of the account's; the original one by default).
-        public var transactionId: String
-        public var reasons: [GapReason]
+        package var transactionId: String
+        package var reasons: [GapReason]
         /// Whether Get Transaction History is needed, or the statuses alone tell the truth.
-        public var needsTransactionHistory: Bool
+        package var needsTransactionHistory: Bool
 
-        public init(customer: String, transactionId: String? = nil, reasons: [GapReason], needsTransactionHistory: Bool? = nil) {
+        package init(customer: String, transactionId: String? = nil, reasons: [GapReason], needsTransactionHistory: Bool? = nil) {
             self.customer = customer
             self.transactionId = transactionId ?? customer
             self.reasons = reasons
@@ -37,15 +37,15 @@ public struct CustomerRepair: Sendable {
         }
     }
 
-    public let client: AppStoreServerAPIClient
-    public let verifier: SignedDataVerifier
-    public let store: LedgerStore
-    public let logger: Logger
-    public let progress: ProgressLine
-    public let concurrency: Int
-    public let stop: StopRequest
+    package let client: AppStoreServerAPIClient
+    package let verifier: SignedDataVerifier
+    package let store: LedgerStore
+    package let logger: Logger
+    package let progress: ProgressLine
+    package let concurrency: Int
+    package let stop: StopRequest
 
-    public init(
+    package init(
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, logger: Logger,
         progress: ProgressLine = ProgressLine(enabled: false), concurrency: Int = 8, stop: StopRequest = StopRequest()
     ) {
@@ -61,14 +61,14 @@ public struct CustomerRepair: Sendable {
     var environment: String { verifier.configuration.environment.rawValue }
 
     /// Only what Apple issues is sent to it: a transaction ID is a string of digits.
-    public static func isWellFormedTransactionId(_ id: String) -> Bool {
+    package static func isWellFormedTransactionId(_ id: String) -> Bool {
         !id.isEmpty && id.utf8.count <= 32 && id.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
     }
 
     // MARK: Who
 
     /// Customers the rules find, streamed through the ledger a chunk at a time.
-    public func scanLedger(now: Date = Date(), chunk: Int = 500, _ found: (Target) async throws -> Void) async throws {
+    package func scanLedger(now: Date = Date(), chunk: Int = 500, _ found: (Target) async throws -> Void) async throws {
         try await scan(now: now, chunk: chunk, more: { _ in [:] }, found)
     }
 
@@ -106,7 +106,7 @@ public struct CustomerRepair: Sendable {
     /// Repairs the targets, `concurrency` at a time, and returns what happened to each account.
     /// - Parameter overlay: what pass 1 wrote or would write, for a dry run to compare against.
     /// - Parameter runId: the run pass 2 belongs to, whose record of changes it adds to.
-    public func repair(
+    package func repair(
         _ targets: [Target], dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init(), runId: UUID? = nil
     ) async throws -> ReportList<RecoveryReport.Repair> {
         try await repair(dryRun: dryRun, overlay: overlay, runId: runId) { emit in
@@ -122,7 +122,7 @@ public struct CustomerRepair: Sendable {
     /// An account whose requests exhausted their retries is reported failed and the pass goes
     /// on; but when `concurrency` accounts (at least 4) in a row fail so, Apple is down, not the
     /// account: the pass stops with that error (a temporary failure; nothing committed is lost).
-    public func repair(
+    package func repair(
         dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init(), runId: UUID? = nil,
         produce: (_ emit: (Target) async throws -> Void) async throws -> Void
     ) async throws -> ReportList<RecoveryReport.Repair> {
@@ -152,7 +152,7 @@ public struct CustomerRepair: Sendable {
                     reported += 1
                     guard let entry = next.entry else { continue }
                     results.append(entry)
-                    if entry.outcome == RecoveryReport.Repair.repaired { changed += 1 }
+                    if entry.outcome == .repaired { changed += 1 }
                 }
                 progress.update(
                     "accounts \(results.count) · changed \(changed) · in hand \(inFlight + finished.count)",
@@ -190,7 +190,7 @@ public struct CustomerRepair: Sendable {
     ) async throws -> RepairResult {
         var entry = RecoveryReport.Repair(originalTransactionId: target.customer, reasons: target.reasons.map(\.rawValue))
         guard Self.isWellFormedTransactionId(target.transactionId) else {
-            entry.outcome = RecoveryReport.Repair.failed
+            entry.outcome = .failed
             entry.failure = "'\(target.transactionId.prefix(40))' is not a transaction ID Apple issues (digits only): not sent to Apple"
             return RepairResult(entry: entry)
         }
@@ -272,11 +272,11 @@ public struct CustomerRepair: Sendable {
                 }
             }
         } catch let error as AppStoreAPIError where Self.accountFailures.contains(error.code ?? .generalBadRequest) {
-            entry.outcome = RecoveryReport.Repair.failed
+            entry.outcome = .failed
             entry.failure = "Apple answered \(error.code.map { "\($0)" } ?? "\(error.httpStatus)")\(error.message.map { " (\($0))" } ?? "")"
             return RepairResult(entry: entry)
         } catch let error as RetriesExhausted {
-            entry.outcome = RecoveryReport.Repair.failed
+            entry.outcome = .failed
             entry.failure = "Apple did not answer: \(error.description)"
             return RepairResult(entry: entry, exhausted: error)
         }
@@ -316,7 +316,7 @@ public struct CustomerRepair: Sendable {
             entry.transactionsChanged = plan.transactionsChanged
             entry.refundsFound = plan.refundsFound
             entry.changes = plan.changes
-            entry.outcome = plan.batch.transactions.isEmpty && plan.batch.subscriptions.isEmpty ? RecoveryReport.Repair.unchanged : RecoveryReport.Repair.repaired
+            entry.outcome = plan.batch.transactions.isEmpty && plan.batch.subscriptions.isEmpty ? .unchanged : .repaired
             return RepairResult(entry: entry)
         }
         var batch = plan.batch
@@ -338,7 +338,7 @@ public struct CustomerRepair: Sendable {
         entry.refundsFound = plan.refundsFound.filter(written.changedTransactions.contains)
         entry.changes = plan.changes.filter { $0.originalTransactionId.map(written.changedSubscriptions.contains) ?? false }
         entry.outcome = written.changedTransactions.isEmpty && written.changedSubscriptions.isEmpty
-            ? RecoveryReport.Repair.unchanged : RecoveryReport.Repair.repaired
+            ? .unchanged : .repaired
         return RepairResult(entry: entry)
     }
 
@@ -448,31 +448,30 @@ extension CustomerRepair {
     /// knows; each account repaired once. Streams through the ledger: only the customers named
     /// outside it (rejections; in a dry run, the missed notifications it did not write) are
     /// held in memory.
-    public func afterRecovery(
-        _ recovery: RecoveryReport, window: OutageWindow, dryRun: Bool, shard: Shard = .whole, now: Date = Date()
+    package func afterRecovery(
+        _ passOne: PassOneHandoff, window: OutageWindow, dryRun: Bool, shard: Shard = .whole, now: Date = Date()
     ) async throws -> ReportList<RecoveryReport.Repair> {
         var named: [String: (reasons: Set<GapReason>, needsHistory: Bool)] = [:]
         // A rejected payload's IDs are unverified: Apple is asked only about those that verified
         // data in the ledger already holds, with those IDs.
-        let rejectedCustomers = Set(recovery.rejected.compactMap(\.originalTransactionId).filter(Self.isWellFormedTransactionId))
+        let rejectedCustomers = passOne.rejectedCustomers.filter(Self.isWellFormedTransactionId)
         for customer in try await store.knows(originalTransactionIds: Array(rejectedCustomers), environment: environment) where shard.owns(customer: customer) {
             named[customer, default: ([], true)].reasons.insert(.payloadRejected)
         }
         if dryRun {
-            for entry in recovery.missed {
-                guard let customer = entry.originalTransactionId, shard.owns(customer: customer) else { continue }
+            for (customer, needsHistory) in passOne.recoveredInDryRun where shard.owns(customer: customer) {
                 named[customer, default: ([], false)].reasons.insert(.recoveredInWindow)
-                if LedgerStore.typesNeedingTransactionHistory.contains(entry.notificationType) { named[customer]!.needsHistory = true }
+                if needsHistory { named[customer]!.needsHistory = true }
             }
         }
         // A real run's recoveries are in the ledger: signed in the window, or recorded since the
         // run started, and not checked since (what an earlier run of the window that died before
         // its pass 2 recovered is checked now).
-        let runId = dryRun ? nil : UUID(uuidString: recovery.run.id)
+        let runId = dryRun ? nil : passOne.runId
         let store = self.store
         let environment = self.environment
         // Only a dry run needs pass 1's overlay: a real run's pass 1 is in the ledger already.
-        return try await repair(dryRun: dryRun, overlay: dryRun ? recovery.pass1 : .init(), runId: runId) { emit in
+        return try await repair(dryRun: dryRun, overlay: dryRun ? passOne.overlay : .init(), runId: runId) { emit in
             try await scan(
                 now: now,
                 more: { customers in

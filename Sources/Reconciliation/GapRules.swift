@@ -3,7 +3,7 @@ import Ledger
 
 /// Why a customer is repaired through Get Transaction History. The raw values are stable: they
 /// appear in reports.
-public enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
+package enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
     /// A notification of this customer was recovered from history (or found stale) by this run,
     /// in its window: history holds point-in-time snapshots, so ask Apple for the present.
     case recoveredInWindow = "recovered-in-window"
@@ -31,11 +31,11 @@ public enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
 /// Apple: pass 2 cannot change what the notifications say (a chain gap, a skipped step stays in
 /// them forever), so once Apple's answer has been applied, only what the ledger records after it,
 /// or an expiry that passes after it, selects the account again.
-public enum GapRules {
+package enum GapRules {
     /// How long after an expiry a renewal may still legitimately be on its way.
-    public static let expiryTolerance: TimeInterval = 3600
+    package static let expiryTolerance: TimeInterval = 3600
 
-    public static func evaluate(_ view: CustomerLedgerView, now: Date) -> [GapReason] {
+    package static func evaluate(_ view: CustomerLedgerView, now: Date) -> [GapReason] {
         var reasons: [GapReason] = []
         if isActiveButExpired(view, now: now) { reasons.append(.activeButExpired) }
         if isRowOlderThanTransactions(view) { reasons.append(.rowOlderThanTransactions) }
@@ -56,7 +56,7 @@ public enum GapRules {
 
     /// Whether answering for this reason needs the account's transaction history (older or
     /// one-time transactions, refunds), or the subscription statuses alone tell the truth.
-    public static func needsTransactionHistory(_ reason: GapReason) -> Bool {
+    package static func needsTransactionHistory(_ reason: GapReason) -> Bool {
         switch reason {
         case .payloadRejected, .transactionChainGap, .named: true
         case .recoveredInWindow, .activeButExpired, .rowOlderThanTransactions, .skippedStep: false

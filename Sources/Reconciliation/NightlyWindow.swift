@@ -4,8 +4,8 @@ import SignedData
 /// The window a nightly run recovers: from the end of the last successful run's window, less an
 /// overlap for Apple's late retries, to a few minutes before now (Apple may still be signing).
 /// A pure decision: the last success and the clock in, the window (or why there is none) out.
-public enum NightlyWindow {
-    public static func choose(
+package enum NightlyWindow {
+    package static func choose(
         lastSuccessfulWindowEnd: Date?, firstStart: Date?, now: Date, overlap: TimeInterval, settle: TimeInterval,
         environment: AppStoreEnvironment
     ) throws -> OutageWindow {

@@ -8,8 +8,8 @@ import SignedData
 /// verify-and-apply path as a recovery, with `source = 'webhook'`. This is how a webhook handler
 /// in any language hands a notification to the ledger (`appstore-reconcile ingest`), and the call
 /// a Swift webhook handler makes.
-public struct NotificationIngest: Sendable {
-    public enum Outcome: Sendable, Hashable {
+package struct NotificationIngest: Sendable {
+    package enum Outcome: Sendable, Hashable {
         /// New: recorded, and the subscription updated unless it already held newer information.
         case recorded(stale: Bool)
         /// The ledger already had it (Apple's retry of a delivery that did arrive, or a recovery).
@@ -20,10 +20,10 @@ public struct NotificationIngest: Sendable {
         case retryLater(String)
     }
 
-    public let verifier: SignedDataVerifier
-    public let store: LedgerStore
+    package let verifier: SignedDataVerifier
+    package let store: LedgerStore
 
-    public init(verifier: SignedDataVerifier, store: LedgerStore) {
+    package init(verifier: SignedDataVerifier, store: LedgerStore) {
         self.verifier = verifier
         self.store = store
     }
@@ -32,7 +32,7 @@ public struct NotificationIngest: Sendable {
     /// replaying what a live server received): verified in parallel, compared with one round of
     /// queries, written in one database transaction. Returns how many were new.
     @discardableResult
-    public func ingest(signedPayloads: [String]) async throws -> Int {
+    package func ingest(signedPayloads: [String]) async throws -> Int {
         let inputs = await PageInputs.verify(signedPayloads.map { NotificationHistoryItem(signedPayload: $0, sendAttempts: nil) }, with: verifier)
         let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
         var memory = RecoveryPlanner.RunMemory()
@@ -40,23 +40,19 @@ public struct NotificationIngest: Sendable {
         return try await store.apply(plan.batch, runId: nil).insertedNotifications.count
     }
 
-    public func ingest(signedPayload: String) async throws -> Outcome {
+    package func ingest(signedPayload: String) async throws -> Outcome {
         let inputs = await PageInputs.verify([NotificationHistoryItem(signedPayload: signedPayload, sendAttempts: nil)], with: verifier)
         let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
         var memory = RecoveryPlanner.RunMemory()
         let plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
         let outcome = try await store.apply(plan.batch, runId: nil)
         guard let decision = plan.decisions.first else { return .duplicate }
-        switch decision.action {
+        switch RecoveryPlanner.settle(decision, batch: plan.batch, written: outcome) {
         case .rejected: return .rejected(decision.rejection ?? Rejection(.malformed, "unreadable"))
         case .retryLater: return .retryLater(decision.retryReason ?? "")
         case .alreadyRecorded: return .duplicate
-        case .applied, .stale:
-            guard let uuid = decision.notificationUUID.flatMap(UUID.init(uuidString:)), outcome.insertedNotifications.contains(uuid) else {
-                return .duplicate
-            }
-            let changed = decision.originalTransactionId.map { outcome.changedSubscriptions.contains($0) } ?? true
-            return .recorded(stale: decision.action == .stale || (!changed && !plan.batch.subscriptions.isEmpty))
+        case .applied: return .recorded(stale: false)
+        case .stale: return .recorded(stale: true)
         }
     }
 }

@@ -9,21 +9,21 @@ import SignedData
 /// applies only what was missed, one database transaction per page. A dry run computes the same
 /// plan and writes nothing. Later pages are fetched and verified while one is applied
 /// (`PagePipeline`).
-public struct NotificationRecovery: Sendable {
-    public struct Options: Sendable {
-        public var window: OutageWindow
-        public var dryRun: Bool
-        public var onlyFailures: Bool
-        /// The `app_store.runs` row this pass belongs to, when the caller records the run itself
-        /// (both passes under one row); nil: the pass records its own row.
-        public var runId: UUID?
+package struct NotificationRecovery: Sendable {
+    package struct Options: Sendable {
+        package var window: OutageWindow
+        package var dryRun: Bool
+        package var onlyFailures: Bool
+        /// The `app_store.runs` row this pass belongs to (`ReconciliationRun` records it, both
+        /// passes under one row). Required unless `dryRun`: a pass that writes belongs to a run.
+        package var runId: UUID?
         /// This worker's part of a sharded run: pass 1 pages only its sub-window.
-        public var shard: Shard
+        package var shard: Shard
         /// Resume from the checkpoints an unfinished run of the same window left, and record this
         /// run's (never in a dry run).
-        public var checkpoints: Bool
+        package var checkpoints: Bool
 
-        public init(
+        package init(
             window: OutageWindow, dryRun: Bool = false, onlyFailures: Bool = false, runId: UUID? = nil, shard: Shard = .whole,
             checkpoints: Bool = true
         ) {
@@ -36,7 +36,7 @@ public struct NotificationRecovery: Sendable {
         }
 
         /// Where this run's checkpoints live.
-        public func checkpointScope(_ environment: AppStoreEnvironment) -> CheckpointScope {
+        package func checkpointScope(_ environment: AppStoreEnvironment) -> CheckpointScope {
             CheckpointScope(
                 environment: environment.rawValue, windowStart: window.start, windowEnd: window.end, onlyFailures: onlyFailures,
                 shard: shard.description
@@ -44,14 +44,14 @@ public struct NotificationRecovery: Sendable {
         }
     }
 
-    public let client: AppStoreServerAPIClient
-    public let verifier: SignedDataVerifier
-    public let store: LedgerStore
-    public let logger: Logger
-    public let progress: ProgressLine
-    public let stop: StopRequest
+    package let client: AppStoreServerAPIClient
+    package let verifier: SignedDataVerifier
+    package let store: LedgerStore
+    package let logger: Logger
+    package let progress: ProgressLine
+    package let stop: StopRequest
 
-    public init(
+    package init(
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, logger: Logger,
         progress: ProgressLine = ProgressLine(enabled: false), stop: StopRequest = StopRequest()
     ) {
@@ -88,18 +88,19 @@ public struct NotificationRecovery: Sendable {
         var queriesFinishedBefore = 0
     }
 
-    public func run(_ options: Options) async throws -> RecoveryReport {
+    /// What pass 1 found and did: the report, and what pass 2 needs from it.
+    package struct Result: Sendable {
+        package var report: RecoveryReport
+        package var handoff: PassOneHandoff
+    }
+
+    /// Pass 1 over `options.window`. The caller owns the run: its row, its lock, its outcome
+    /// (`ReconciliationRun`).
+    package func run(_ options: Options) async throws -> Result {
+        precondition(options.dryRun || options.runId != nil, "a pass 1 that writes belongs to a recorded run")
         let startedAt = Date()
         let environment = verifier.configuration.environment
-        let ownsRunRow = !options.dryRun && options.runId == nil
-        let runId: UUID
-        if let given = options.runId {
-            runId = given
-        } else if ownsRunRow {
-            runId = try await store.startRun(kind: "run", environment: environment.rawValue, windowStart: options.window.start, windowEnd: options.window.end)
-        } else {
-            runId = UUID()
-        }
+        let runId = options.runId ?? UUID()
         let plan = QueryPlan(window: options.shard.subWindow(of: options.window), onlyFailures: options.onlyFailures)
         let scope = options.checkpointScope(environment)
         let checkpointing = !options.dryRun && options.checkpoints
@@ -149,21 +150,11 @@ public struct NotificationRecovery: Sendable {
                     queriesFinishedBefore: tally.queriesFinishedBefore, passOneDoneBefore: passOneDone
                 )
             }
-            if ownsRunRow {
-                try await store.finishRun(runId, outcome: report.outcome, countsJSON: report.countsJSON)
-                try await store.clearCheckpoints(in: scope, keepingPassOne: true)
-            }
-            return report
+            return Result(report: report, handoff: try PassOneHandoff(report, dryRun: options.dryRun))
         } catch {
             progress.finish()
             tally.counts.apiRequests = (client.counts.requests[.notificationHistory] ?? 0) - requestsBefore
-            let error: any Error = error is RunStopped ? RunStopped(counts: tally.counts) : error
-            if ownsRunRow {
-                try? await store.finishRun(
-                    runId, outcome: error is CancellationError || error is RunStopped ? "interrupted" : "failed", countsJSON: Self.json(tally.counts)
-                )
-            }
-            throw error
+            throw error is RunStopped ? RunStopped(counts: tally.counts) : error
         }
     }
 
@@ -364,18 +355,7 @@ public struct NotificationRecovery: Sendable {
     /// already recorded; a subscription change a newer live write overtook counts as stale.
     private func record(_ plan: RecoveryPlanner.PagePlan, outcome: LedgerBatchOutcome?, options: Options, tally: inout Tally) {
         for decision in plan.decisions {
-            var action = decision.action
-            if let outcome, action == .applied || action == .stale, let uuid = decision.notificationUUID.flatMap(UUID.init(uuidString:)),
-                !outcome.insertedNotifications.contains(uuid)
-            {
-                action = .alreadyRecorded
-            }
-            if let outcome, action == .applied, let customer = decision.originalTransactionId,
-                plan.batch.subscriptions.contains(where: { $0.originalTransactionId == customer }),
-                !outcome.changedSubscriptions.contains(customer)
-            {
-                action = .stale
-            }
+            let action = RecoveryPlanner.settle(decision, batch: plan.batch, written: outcome)
             switch action {
             case .rejected:
                 tally.counts.fetched += 1
@@ -443,7 +423,7 @@ public struct NotificationRecovery: Sendable {
         }
         var report = RecoveryReport(
             run: .init(
-                id: runId.uuidString.lowercased(), mode: options.dryRun ? "dry-run" : "apply",
+                id: runId.uuidString.lowercased(), mode: options.dryRun ? .dryRun : .apply,
                 environment: verifier.configuration.environment.rawValue,
                 window: .init(start: Self.iso(options.window.start), end: Self.iso(options.window.end)),
                 startedAt: Self.iso(startedAt), finishedAt: Self.iso(Date()),
@@ -469,12 +449,6 @@ public struct NotificationRecovery: Sendable {
         calendar.timeZone = TimeZone(identifier: "UTC")!
         let start = calendar.dateInterval(of: .hour, for: date)?.start ?? date
         return iso(start)
-    }
-
-    static func json(_ counts: RecoveryReport.Counts) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        return (try? String(decoding: encoder.encode(counts), as: UTF8.self)) ?? "{}"
     }
 }
 

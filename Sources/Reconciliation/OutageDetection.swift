@@ -3,36 +3,36 @@ import Foundation
 
 /// Finds when a server was not receiving notifications, from the first delivery attempts Apple
 /// records. Pure: a list of failed first attempts in, windows out.
-public enum OutageDetection {
+package enum OutageDetection {
     /// A notification's first delivery attempt that failed.
-    public struct FailedAttempt: Hashable, Sendable {
-        public var date: Date
-        public var result: String
-        public init(date: Date, result: String) {
+    package struct FailedAttempt: Hashable, Sendable {
+        package var date: Date
+        package var result: String
+        package init(date: Date, result: String) {
             self.date = date
             self.result = result
         }
     }
 
     /// A stretch of time whose failed first attempts lie closer together than the gap.
-    public struct DetectedOutage: Hashable, Sendable, Codable {
+    package struct DetectedOutage: Hashable, Sendable, Codable {
         /// The first and the last failed first attempt.
-        public var firstFailure: Date
-        public var lastFailure: Date
-        public var notifications: Int
+        package var firstFailure: Date
+        package var lastFailure: Date
+        package var notifications: Int
         /// How many of them failed with each `sendAttemptResult`.
-        public var byResult: [String: Int]
+        package var byResult: [String: Int]
         /// The window to recover: a margin either side, to the minute.
-        public var recoveryStart: Date
-        public var recoveryEnd: Date
+        package var recoveryStart: Date
+        package var recoveryEnd: Date
     }
 
     /// Apple signs a notification and tries to send it at once; the margin covers the signing
     /// before the first attempt and clock differences.
-    public static let margin: TimeInterval = 10 * 60
+    package static let margin: TimeInterval = 10 * 60
 
     /// Groups failed first attempts into outages: a new one starts after `gap` without a failure.
-    public static func clusters(_ attempts: [FailedAttempt], gap: TimeInterval) -> [DetectedOutage] {
+    package static func clusters(_ attempts: [FailedAttempt], gap: TimeInterval) -> [DetectedOutage] {
         var outages: [DetectedOutage] = []
         for attempt in attempts.sorted(by: { $0.date < $1.date }) {
             if var current = outages.last, attempt.date.timeIntervalSince(current.lastFailure) <= gap {
@@ -54,7 +54,7 @@ public enum OutageDetection {
     }
 
     /// The failed first attempt of a history item, if its first attempt failed.
-    public static func failedFirstAttempt(_ item: NotificationHistoryItem) -> FailedAttempt? {
+    package static func failedFirstAttempt(_ item: NotificationHistoryItem) -> FailedAttempt? {
         if let first = item.sendAttempts?.min(by: { $0.attemptDate < $1.attemptDate }) {
             guard first.sendAttemptResult != .success else { return nil }
             return FailedAttempt(date: Date(timeIntervalSince1970: Double(first.attemptDate) / 1000), result: first.sendAttemptResult.rawValue)
@@ -63,7 +63,7 @@ public enum OutageDetection {
     }
 
     /// Parses a duration like `7d`, `36h`, `90m` (days at most the retention of history).
-    public static func parseDuration(_ text: String) -> TimeInterval? {
+    package static func parseDuration(_ text: String) -> TimeInterval? {
         guard let unit = text.last, let value = Double(text.dropLast()), value > 0 else { return nil }
         switch unit {
         case "d": return value * 86_400

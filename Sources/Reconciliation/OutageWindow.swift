@@ -3,21 +3,21 @@ import SignedData
 
 /// The stretch of time to recover: notifications signed in [start, end). Checked against what
 /// Apple's history keeps before any request is made.
-public struct OutageWindow: Hashable, Sendable {
-    public var start: Date
-    public var end: Date
+package struct OutageWindow: Hashable, Sendable {
+    package var start: Date
+    package var end: Date
 
-    public var startMilliseconds: UnixMilliseconds { Int64((start.timeIntervalSince1970 * 1000).rounded()) }
-    public var endMilliseconds: UnixMilliseconds { Int64((end.timeIntervalSince1970 * 1000).rounded()) }
+    package var startMilliseconds: UnixMilliseconds { Int64((start.timeIntervalSince1970 * 1000).rounded()) }
+    package var endMilliseconds: UnixMilliseconds { Int64((end.timeIntervalSince1970 * 1000).rounded()) }
 
     /// How long Get Notification History keeps notifications: about six months in Production,
     /// 30 days in Sandbox.
-    public static func retentionDays(_ environment: AppStoreEnvironment) -> Int {
+    package static func retentionDays(_ environment: AppStoreEnvironment) -> Int {
         environment == .production ? 180 : 30
     }
 
     /// Checks a window an operator asked for; the error says what is allowed.
-    public init(start: Date, end: Date, environment: AppStoreEnvironment, now: Date = Date()) throws {
+    package init(start: Date, end: Date, environment: AppStoreEnvironment, now: Date = Date()) throws {
         let days = Self.retentionDays(environment)
         guard start < end else {
             throw WindowError(
@@ -40,7 +40,7 @@ public struct OutageWindow: Hashable, Sendable {
 
     /// Parses a time as ISO 8601 with an offset (`2026-11-18T02:00:00Z`, `…+01:00`, fractional
     /// seconds allowed) or as UNIX milliseconds.
-    public static func parseTime(_ text: String) throws -> Date {
+    package static func parseTime(_ text: String) throws -> Date {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         if !trimmed.isEmpty, trimmed.allSatisfy(\.isNumber), let milliseconds = Int64(trimmed) {
             return Date(timeIntervalSince1970: Double(milliseconds) / 1000)
@@ -54,7 +54,7 @@ public struct OutageWindow: Hashable, Sendable {
     static func format(_ date: Date) -> String { date.formatted(.iso8601) }
 }
 
-public struct WindowError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var description: String
+package struct WindowError: Error, Hashable, Sendable, CustomStringConvertible {
+    package var description: String
     init(_ description: String) { self.description = description }
 }

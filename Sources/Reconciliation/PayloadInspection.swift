@@ -4,22 +4,22 @@ import SignedData
 /// What `appstore-reconcile verify` does, as a library call: accept what an operator has at
 /// hand (a bare JWS, Apple's webhook body `{"signedPayload": …}`, or a Get Notification History
 /// item), verify it, and describe the result as JSON with nested signed payloads decoded in place.
-public struct PayloadInspection: Sendable {
-    public enum Verdict: String, Sendable, Codable {
+package struct PayloadInspection: Sendable {
+    package enum Verdict: String, Sendable, Codable {
         case verified
         case rejected
         case retryLater = "retry-later"
     }
 
-    public var kind: SignedPayloadKind
-    public var verdict: Verdict
-    public var rejection: Rejection?
-    public var retryReason: String?
+    package var kind: SignedPayloadKind
+    package var verdict: Verdict
+    package var rejection: Rejection?
+    package var retryReason: String?
     /// The decoded payload: verified when the verdict is `verified`, for information only otherwise.
-    public var payload: JSONValue?
+    package var payload: JSONValue?
 
     /// Extracts the JWS from any of the accepted input forms.
-    public static func signedPayload(fromInput text: String) throws -> String {
+    package static func signedPayload(fromInput text: String) throws -> String {
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         guard trimmed.hasPrefix("{") else { return trimmed }
         guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(trimmed.utf8)) else {
@@ -32,7 +32,7 @@ public struct PayloadInspection: Sendable {
     }
 
     /// Verifies `jws` as `kind` (judged from its fields when nil).
-    public static func inspect(_ jws: String, kind: SignedPayloadKind?, verifier: SignedDataVerifier) async -> PayloadInspection {
+    package static func inspect(_ jws: String, kind: SignedPayloadKind?, verifier: SignedDataVerifier) async -> PayloadInspection {
         let kind = kind ?? UnverifiedPayload.kind(of: jws) ?? .notification
         let unverified = UnverifiedPayload.fields(of: jws).map { JSONValue.object($0) }
         switch kind {
@@ -85,7 +85,7 @@ public struct PayloadInspection: Sendable {
     }
 
     /// The whole result as pretty JSON for people and scripts.
-    public func renderedJSON() -> String {
+    package func renderedJSON() -> String {
         var object: [String: JSONValue] = ["kind": .string(kind.rawValue), "verdict": .string(verdict.rawValue)]
         if let rejection {
             object["reason"] = .string(rejection.reason.rawValue)
@@ -99,7 +99,7 @@ public struct PayloadInspection: Sendable {
     }
 
     /// One line a person understands.
-    public var summaryLine: String {
+    package var summaryLine: String {
         switch verdict {
         case .verified: "verified: the \(kind.rawValue) is signed through a configured root certificate and is for this app and environment"
         case .rejected:
@@ -109,6 +109,6 @@ public struct PayloadInspection: Sendable {
     }
 }
 
-public struct InspectionInputError: Error, CustomStringConvertible, Sendable {
-    public var description: String
+package struct InspectionInputError: Error, CustomStringConvertible, Sendable {
+    package var description: String
 }

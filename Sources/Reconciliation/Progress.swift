@@ -6,7 +6,7 @@ import Glibc
 
 /// Progress of a long run on standard error: one live line on a terminal, a plain line every
 /// few pages otherwise (cron logs, CI).
-public final class ProgressLine: @unchecked Sendable {
+package final class ProgressLine: @unchecked Sendable {
     private let isTerminal: Bool
     private let enabled: Bool
     private let lock = NSLock()
@@ -17,14 +17,14 @@ public final class ProgressLine: @unchecked Sendable {
 
     /// - Parameter writeLine: how a plain line (not a terminal) is written: the command line
     ///   tool passes its operator-message writer, which emits JSON when logs are JSON.
-    public init(enabled: Bool = true, writeLine: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }) {
+    package init(enabled: Bool = true, writeLine: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }) {
         self.enabled = enabled
         self.isTerminal = isatty(STDERR_FILENO) == 1
         self.writeLine = writeLine
     }
 
     /// Shows the current state; `requests` drives the rate.
-    public func update(_ text: String, requests: Int) {
+    package func update(_ text: String, requests: Int) {
         guard enabled else { return }
         lock.lock()
         defer { lock.unlock() }
@@ -38,7 +38,7 @@ public final class ProgressLine: @unchecked Sendable {
         }
     }
 
-    public func finish() {
+    package func finish() {
         guard enabled, isTerminal else { return }
         FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
     }

@@ -19,70 +19,70 @@ import SignedData
 /// The unfiltered pass is cheaper unless the priority queries brought more than 20 × (number of
 /// remaining pairs) notifications, and only it is complete; `remainderStrategy(afterPriority:)`
 /// picks per-type only in that case and says so in the report.
-public struct QueryPlan: Hashable, Sendable {
-    public struct Query: Hashable, Sendable, CustomStringConvertible {
-        public var type: NotificationType?
-        public var subtype: NotificationSubtype?
+package struct QueryPlan: Hashable, Sendable {
+    package struct Query: Hashable, Sendable, CustomStringConvertible {
+        package var type: NotificationType?
+        package var subtype: NotificationSubtype?
         /// In the unfiltered pass: the pairs to skip because a priority query brought them.
-        public var skipping: Set<TypeAndSubtype>
+        package var skipping: Set<TypeAndSubtype>
 
         /// A stable name for checkpoints: TYPE/SUBTYPE, TYPE/- without a subtype, * unfiltered.
-        public var key: String {
+        package var key: String {
             guard let type else { return "*" }
             return "\(type.rawValue)/\(subtype?.rawValue ?? "-")"
         }
 
-        public var description: String {
+        package var description: String {
             guard let type else { return skipping.isEmpty ? "all notifications" : "all other notifications (unfiltered)" }
             return subtype.map { "\(type)/\($0)" } ?? "\(type) (no subtype)"
         }
     }
 
-    public struct TypeAndSubtype: Hashable, Sendable {
-        public var type: NotificationType
-        public var subtype: NotificationSubtype?
-        public init(_ type: NotificationType, _ subtype: NotificationSubtype?) {
+    package struct TypeAndSubtype: Hashable, Sendable {
+        package var type: NotificationType
+        package var subtype: NotificationSubtype?
+        package init(_ type: NotificationType, _ subtype: NotificationSubtype?) {
             self.type = type
             self.subtype = subtype
         }
     }
 
-    public enum RemainderStrategy: String, Hashable, Sendable, Codable {
+    package enum RemainderStrategy: String, Hashable, Sendable, Codable {
         case unfiltered
         case perType = "per-type"
     }
 
-    public static let priorityTypes: [NotificationType] = [.didRenew, .expired]
+    package static let priorityTypes: [NotificationType] = [.didRenew, .expired]
 
-    public let window: OutageWindow
-    public let onlyFailures: Bool
+    package let window: OutageWindow
+    package let onlyFailures: Bool
 
-    public init(window: OutageWindow, onlyFailures: Bool) {
+    package init(window: OutageWindow, onlyFailures: Bool) {
         self.window = window
         self.onlyFailures = onlyFailures
     }
 
-    public var priorityPairs: [TypeAndSubtype] {
+    package var priorityPairs: [TypeAndSubtype] {
         Self.priorityTypes.flatMap { type in type.documentedSubtypes.map { TypeAndSubtype(type, $0) } }
     }
 
-    public var priorityQueries: [Query] {
+    package var priorityQueries: [Query] {
         priorityPairs.map { Query(type: $0.type, subtype: $0.subtype, skipping: []) }
     }
 
     /// Every documented pair other than the priority ones.
-    public var remainingPairs: [TypeAndSubtype] {
+    package var remainingPairs: [TypeAndSubtype] {
         NotificationType.documented.filter { !Self.priorityTypes.contains($0) }
             .flatMap { type in type.documentedSubtypes.map { TypeAndSubtype(type, $0) } }
     }
 
     /// The cheaper complete way to fetch the rest, given how many notifications the priority
     /// queries found (see the type's documentation).
-    public func remainderStrategy(afterPriority priorityCount: Int) -> RemainderStrategy {
+    package func remainderStrategy(afterPriority priorityCount: Int) -> RemainderStrategy {
         priorityCount > 20 * remainingPairs.count ? .perType : .unfiltered
     }
 
-    public func remainderQueries(_ strategy: RemainderStrategy) -> [Query] {
+    package func remainderQueries(_ strategy: RemainderStrategy) -> [Query] {
         switch strategy {
         case .unfiltered: [Query(type: nil, subtype: nil, skipping: Set(priorityPairs))]
         case .perType: remainingPairs.map { Query(type: $0.type, subtype: $0.subtype, skipping: []) }
@@ -90,7 +90,7 @@ public struct QueryPlan: Hashable, Sendable {
     }
 
     /// The request body of a query; the same body goes with every page.
-    public func request(for query: Query) -> NotificationHistoryRequest {
+    package func request(for query: Query) -> NotificationHistoryRequest {
         NotificationHistoryRequest(
             startDate: window.startMilliseconds, endDate: window.endMilliseconds, notificationType: query.type,
             notificationSubtype: query.subtype, onlyFailures: onlyFailures ? true : nil

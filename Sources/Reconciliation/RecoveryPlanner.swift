@@ -6,27 +6,27 @@ import SignedData
 /// Decides, for one page of notification history, what happens to each notification: a pure
 /// value computed from the verification outcomes, the rows the ledger holds, and what this run
 /// has already decided. The same plan is printed by a dry run and written by a real one.
-public struct RecoveryPlanner: Sendable {
+package struct RecoveryPlanner: Sendable {
     /// One history item and its verification outcome.
-    public struct Input: Sendable {
-        public var item: NotificationHistoryItem
-        public var outcome: VerificationOutcome<VerifiedNotification>
+    package struct Input: Sendable {
+        package var item: NotificationHistoryItem
+        package var outcome: VerificationOutcome<VerifiedNotification>
 
-        public init(item: NotificationHistoryItem, outcome: VerificationOutcome<VerifiedNotification>) {
+        package init(item: NotificationHistoryItem, outcome: VerificationOutcome<VerifiedNotification>) {
             self.item = item
             self.outcome = outcome
         }
     }
 
     /// What the ledger held for the page's notifications, read in one round of queries.
-    public struct LedgerSnapshot: Sendable {
-        public var existingNotifications: Set<UUID> = []
-        public var subscriptions: [String: SubscriptionRecord] = [:]
-        public var transactionSignedDates: [String: Date] = [:]
-        public init() {}
+    package struct LedgerSnapshot: Sendable {
+        package var existingNotifications: Set<UUID> = []
+        package var subscriptions: [String: SubscriptionRecord] = [:]
+        package var transactionSignedDates: [String: Date] = [:]
+        package init() {}
     }
 
-    public enum Action: String, Sendable, Hashable, Codable {
+    package enum Action: String, Sendable, Hashable, Codable {
         /// Already in the ledger (by notificationUUID): skipped.
         case alreadyRecorded = "already-recorded"
         /// Missed, and applied: recorded, its transaction and subscription updated.
@@ -39,35 +39,35 @@ public struct RecoveryPlanner: Sendable {
         case retryLater = "retry-later"
     }
 
-    public struct Decision: Sendable, Hashable {
-        public var notificationUUID: String?
-        public var notificationType: String?
-        public var subtype: String?
-        public var signedDate: Date?
-        public var originalTransactionId: String?
-        public var firstAttemptResult: String?
-        public var firstAttemptDate: Date?
-        public var action: Action
-        public var rejection: Rejection?
-        public var retryReason: String?
+    package struct Decision: Sendable, Hashable {
+        package var notificationUUID: String?
+        package var notificationType: String?
+        package var subtype: String?
+        package var signedDate: Date?
+        package var originalTransactionId: String?
+        package var firstAttemptResult: String?
+        package var firstAttemptDate: Date?
+        package var action: Action
+        package var rejection: Rejection?
+        package var retryReason: String?
         /// For a rejected payload, the customer its unverified content names (to repair them).
-        public var unverifiedCustomer: String?
+        package var unverifiedCustomer: String?
     }
 
     /// What the run has decided so far, so later pages (and a dry run, which writes nothing) see
     /// the ledger as the earlier pages left it.
-    public struct RunMemory: Sendable {
-        public var appliedNotifications: Set<UUID> = []
-        public var subscriptions: [String: SubscriptionRecord] = [:]
+    package struct RunMemory: Sendable {
+        package var appliedNotifications: Set<UUID> = []
+        package var subscriptions: [String: SubscriptionRecord] = [:]
         /// The subscription row before the run first changed it (nil: there was none).
-        public var subscriptionsBefore: [String: SubscriptionRecord?] = [:]
+        package var subscriptionsBefore: [String: SubscriptionRecord?] = [:]
         /// The transaction rows this run wrote (or, dry, would write), newest version each.
-        public var transactions: [String: TransactionRecord] = [:]
-        public init() {}
+        package var transactions: [String: TransactionRecord] = [:]
+        package init() {}
 
         /// Only what `batch` writes. A real run carries the memory of one page into the next,
         /// whose ledger read may have started before that page was committed.
-        public func keeping(only batch: LedgerBatch) -> RunMemory {
+        package func keeping(only batch: LedgerBatch) -> RunMemory {
             var kept = RunMemory()
             for notification in batch.notifications where appliedNotifications.contains(notification.notificationUUID) {
                 kept.appliedNotifications.insert(notification.notificationUUID)
@@ -84,14 +84,14 @@ public struct RecoveryPlanner: Sendable {
         }
     }
 
-    public struct PagePlan: Sendable {
-        public var decisions: [Decision] = []
-        public var batch = LedgerBatch()
+    package struct PagePlan: Sendable {
+        package var decisions: [Decision] = []
+        package var batch = LedgerBatch()
     }
 
     /// Plans a page. Notifications are taken in `signedDate` order, so that within the page too
     /// a notification signed earlier never overwrites state from one signed later.
-    public static func plan(
+    package static func plan(
         _ inputs: [Input], ledger: LedgerSnapshot, memory: inout RunMemory, source: NotificationRecord.Source = .history
     ) -> PagePlan {
         var plan = PagePlan()

@@ -4,87 +4,89 @@ import Ledger
 
 /// What a recovery run found and did, for people (`report.md`) and machines (`report.json`).
 /// The JSON's shape is documented in the README and is a contract.
-public struct RecoveryReport: Sendable, Codable {
-    public struct Run: Sendable, Codable {
-        public var id: String
-        /// `dry-run` or `apply`.
-        public var mode: String
-        public var environment: String
+package struct RecoveryReport: Sendable, Codable {
+    package struct Run: Sendable, Codable {
+        package var id: String
+        package var mode: RunMode
+        package var environment: String
         /// Absent for a `repair` run, which has no window.
-        public var window: Window?
-        public var startedAt: String
-        public var finishedAt: String
+        package var window: Window?
+        package var startedAt: String
+        package var finishedAt: String
         /// Absent for a `repair` run.
-        public var plan: Plan?
+        package var plan: Plan?
         /// "INDEX/COUNT" for one shard of a sharded run (its part of the window in `plan`).
-        public var shard: String?
+        package var shard: String?
         /// Set when the run took over from an earlier run of the same window that did not finish.
-        public var resumed: Resumed?
+        package var resumed: Resumed?
         /// How long each pass took, in seconds (pass 2 absent when skipped).
-        public var passOneSeconds: Double?
-        public var passTwoSeconds: Double?
+        package var passOneSeconds: Double?
+        package var passTwoSeconds: Double?
     }
 
     /// What a run took over from an earlier one that died or was stopped.
-    public struct Resumed: Sendable, Codable {
+    package struct Resumed: Sendable, Codable {
         /// The earlier runs whose checkpoints it started from.
-        public var fromRuns: [String]
+        package var fromRuns: [String]
         /// Notifications they had handled and committed, which this run did not fetch again.
-        public var notificationsHandledBefore: Int
+        package var notificationsHandledBefore: Int
         /// Queries of the plan they had finished.
-        public var queriesFinishedBefore: Int
+        package var queriesFinishedBefore: Int
         /// Pass 1 was already complete: this run did pass 2 only.
-        public var passOneDoneBefore: Bool
+        package var passOneDoneBefore: Bool
     }
 
-    public struct Window: Sendable, Codable {
-        public var start: String
-        public var end: String
+    package struct Window: Sendable, Codable {
+        package var start: String
+        package var end: String
     }
 
-    public struct Plan: Sendable, Codable {
-        public var priorityQueries: [String]
+    package struct Plan: Sendable, Codable {
+        package var priorityQueries: [String]
         /// `unfiltered` or `per-type`.
-        public var remainder: String
-        public var remainderQueries: Int
-        public var onlyFailures: Bool
+        package var remainder: String
+        package var remainderQueries: Int
+        package var onlyFailures: Bool
     }
 
     /// Pass 2: one repaired (or checked) Apple account.
-    public struct Repair: Sendable, Codable {
-        public static let repaired = "repaired"
-        public static let unchanged = "unchanged"
-        public static let failed = "failed"
+    package struct Repair: Sendable, Codable {
+        /// What pass 2 did to the account; the raw values are report.json's.
+        package enum Outcome: String, Sendable, Codable {
+            /// Rows were written (in a dry run: would be).
+            case repaired
+            /// Every row already equals Apple's answer: nothing written.
+            case unchanged
+            /// Apple could not answer for the account: see `failure`.
+            case failed
+        }
 
         /// The originalTransactionId that selected the account.
-        public var originalTransactionId: String
+        package var originalTransactionId: String
         /// The rules that selected the customer (`GapReason` raw values).
-        public var reasons: [String]
+        package var reasons: [String]
         /// The first of `reasons`, for readers that want one.
-        public var reason: String { reasons.first ?? "" }
-        public var transactionsAdded: [String] = []
-        public var transactionsChanged: [String] = []
+        package var reason: String { reasons.first ?? "" }
+        package var transactionsAdded: [String] = []
+        package var transactionsChanged: [String] = []
         /// Refunds (revocations) that only this repair found.
-        public var refundsFound: [String] = []
+        package var refundsFound: [String] = []
         /// Each changed field of the subscription, before → after.
-        public var changes: [RepairPlanner.Change] = []
-        /// `repaired` (rows were written; in a dry run: would be), `unchanged` (every row already
-        /// equals Apple's answer: nothing written), `failed` (Apple could not answer for the
-        /// account: see `failure`).
-        public var outcome = "unchanged"
+        package var changes: [RepairPlanner.Change] = []
+        package var outcome = Outcome.unchanged
         /// Why the account could not be checked (Apple's error code and message, or retries exhausted).
-        public var failure: String?
+        package var failure: String?
         /// The account's key (`app_store.accounts.account_id`), and every originalTransactionId
         /// Apple's answers showed in it.
-        public var account: String?
-        public var members: [String] = []
-        public var transactionHistoryRequests = 0
+        package var account: String?
+        package var members: [String] = []
+        package var transactionHistoryRequests = 0
         /// Whether the transaction history started from the account's stored revision.
-        public var fromStoredRevision = false
-        public var subscriptionStatusesRequests = 0
-        public var rejected = 0
+        package var fromStoredRevision = false
+        package var subscriptionStatusesRequests = 0
+        package var rejected = 0
 
-        public init(originalTransactionId: String, reasons: [String]) {
+        package init(originalTransactionId: String, reasons: [String]) {
             self.originalTransactionId = originalTransactionId
             self.reasons = reasons
         }
@@ -94,7 +96,7 @@ public struct RecoveryReport: Sendable, Codable {
             case transactionHistoryRequests, rejected, failure, account, members, fromStoredRevision, subscriptionStatusesRequests
         }
 
-        public func encode(to encoder: any Encoder) throws {
+        package func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(originalTransactionId, forKey: .originalTransactionId)
             try container.encode(reasons, forKey: .reasons)
@@ -113,7 +115,7 @@ public struct RecoveryReport: Sendable, Codable {
             try container.encode(subscriptionStatusesRequests, forKey: .subscriptionStatusesRequests)
         }
 
-        public init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             originalTransactionId = try container.decode(String.self, forKey: .originalTransactionId)
             reasons = try container.decode([String].self, forKey: .reasons)
@@ -121,7 +123,7 @@ public struct RecoveryReport: Sendable, Codable {
             transactionsChanged = try container.decode([String].self, forKey: .transactionsChanged)
             refundsFound = try container.decode([String].self, forKey: .refundsFound)
             changes = try container.decode([RepairPlanner.Change].self, forKey: .changes)
-            outcome = try container.decode(String.self, forKey: .outcome)
+            outcome = try container.decode(Outcome.self, forKey: .outcome)
             transactionHistoryRequests = try container.decode(Int.self, forKey: .transactionHistoryRequests)
             rejected = try container.decode(Int.self, forKey: .rejected)
             failure = try container.decodeIfPresent(String.self, forKey: .failure)
@@ -132,79 +134,79 @@ public struct RecoveryReport: Sendable, Codable {
         }
     }
 
-    public struct Counts: Sendable, Codable, Hashable {
-        public var fetched = 0
-        public var alreadyRecorded = 0
-        public var missed = 0
-        public var applied = 0
-        public var stale = 0
-        public var rejected = 0
-        public var retryLater = 0
-        public var apiRequests = 0
+    package struct Counts: Sendable, Codable, Hashable {
+        package var fetched = 0
+        package var alreadyRecorded = 0
+        package var missed = 0
+        package var applied = 0
+        package var stale = 0
+        package var rejected = 0
+        package var retryLater = 0
+        package var apiRequests = 0
         /// Pass 2: accounts checked against Apple, those whose rows changed (were written), and
         /// those Apple could not answer for.
-        public var customersChecked = 0
-        public var customersRepaired = 0
-        public var customersFailed = 0
-        public var transactionHistoryRequests = 0
-        public var subscriptionStatusesRequests = 0
+        package var customersChecked = 0
+        package var customersRepaired = 0
+        package var customersFailed = 0
+        package var transactionHistoryRequests = 0
+        package var subscriptionStatusesRequests = 0
         /// 429s Apple answered during the run (every endpoint, both passes), and by endpoint.
         /// Each was waited out until its `Retry-After` by every request to that endpoint.
-        public var rateLimited = 0
-        public var rateLimitedByEndpoint: [String: Int] = [:]
+        package var rateLimited = 0
+        package var rateLimitedByEndpoint: [String: Int] = [:]
     }
 
-    public struct Missed: Sendable, Codable {
-        public var notificationUUID: String
-        public var notificationType: String
-        public var subtype: String?
-        public var signedDate: String
-        public var originalTransactionId: String?
-        public var firstAttemptResult: String?
+    package struct Missed: Sendable, Codable {
+        package var notificationUUID: String
+        package var notificationType: String
+        package var subtype: String?
+        package var signedDate: String
+        package var originalTransactionId: String?
+        package var firstAttemptResult: String?
         /// `applied`, `stale`, `would-apply` or `would-apply-stale`.
-        public var action: String
+        package var action: String
     }
 
-    public struct Rejected: Sendable, Codable {
-        public var notificationUUID: String?
+    package struct Rejected: Sendable, Codable {
+        package var notificationUUID: String?
         /// Read from the unverified payload: whom pass 2 asks Apple about, nothing more.
-        public var originalTransactionId: String?
-        public var reason: String
-        public var detail: String
+        package var originalTransactionId: String?
+        package var reason: String
+        package var detail: String
     }
 
-    public struct CustomerChange: Sendable, Codable {
-        public var originalTransactionId: String
-        public var before: SubscriptionRecord?
-        public var after: SubscriptionRecord
+    package struct CustomerChange: Sendable, Codable {
+        package var originalTransactionId: String
+        package var before: SubscriptionRecord?
+        package var after: SubscriptionRecord
     }
 
-    public struct DeliveryFailures: Sendable, Codable {
+    package struct DeliveryFailures: Sendable, Codable {
         /// Missed notifications by the result of Apple's first delivery attempt.
-        public var byFirstAttemptResult: [String: Int]
+        package var byFirstAttemptResult: [String: Int]
         /// Missed notifications by the hour (UTC) of the first delivery attempt.
-        public var byHourOfFirstAttempt: [String: Int]
+        package var byHourOfFirstAttempt: [String: Int]
     }
 
-    public var run: Run
-    public var counts: Counts
+    package var run: Run
+    package var counts: Counts
     /// The lists grow with the outage: during a run they live in spool files (`ReportList`) and
     /// the report files are written from them a line at a time.
-    public var missed: ReportList<Missed>
-    public var rejected: ReportList<Rejected>
-    public var customers: ReportList<CustomerChange>
-    public var deliveryFailures: DeliveryFailures
+    package var missed: ReportList<Missed>
+    package var rejected: ReportList<Rejected>
+    package var customers: ReportList<CustomerChange>
+    package var deliveryFailures: DeliveryFailures
     /// Pass 2; empty when it did not run.
-    public var repairs = ReportList<Repair>([])
+    package var repairs = ReportList<Repair>([])
     /// What pass 1 wrote, or in a dry run would have written: pass 2 compares Apple's truth with
     /// the ledger as pass 1 left it, so that a dry run reports what the real run would change.
     /// Not part of the JSON.
-    public var pass1: LedgerOverlay = LedgerOverlay()
+    package var pass1: LedgerOverlay = LedgerOverlay()
 
-    public struct LedgerOverlay: Sendable {
-        public var subscriptions: [String: SubscriptionRecord] = [:]
-        public var transactions: [String: TransactionRecord] = [:]
-        public init() {}
+    package struct LedgerOverlay: Sendable {
+        package var subscriptions: [String: SubscriptionRecord] = [:]
+        package var transactions: [String: TransactionRecord] = [:]
+        package init() {}
     }
 
     enum CodingKeys: String, CodingKey {
@@ -212,7 +214,7 @@ public struct RecoveryReport: Sendable, Codable {
     }
 
     /// Adds pass 2's results.
-    public mutating func add(repairs: ReportList<Repair>, seconds: Double? = nil, finishedAt: String? = nil) {
+    package mutating func add(repairs: ReportList<Repair>, seconds: Double? = nil, finishedAt: String? = nil) {
         self.repairs = repairs
         if let seconds { run.passTwoSeconds = (seconds * 1000).rounded() / 1000 }
         if let finishedAt { run.finishedAt = finishedAt }
@@ -223,22 +225,22 @@ public struct RecoveryReport: Sendable, Codable {
         counts.subscriptionStatusesRequests = 0
         for repair in repairs {
             counts.customersChecked += 1
-            if repair.outcome == Repair.repaired { counts.customersRepaired += 1 }
-            if repair.outcome == Repair.failed { counts.customersFailed += 1 }
+            if repair.outcome == .repaired { counts.customersRepaired += 1 }
+            if repair.outcome == .failed { counts.customersFailed += 1 }
             counts.transactionHistoryRequests += repair.transactionHistoryRequests
             counts.subscriptionStatusesRequests += repair.subscriptionStatusesRequests
             counts.rejected += repair.rejected
         }
     }
 
-    public mutating func add(repairs: [Repair], seconds: Double? = nil, finishedAt: String? = nil) {
+    package mutating func add(repairs: [Repair], seconds: Double? = nil, finishedAt: String? = nil) {
         add(repairs: ReportList(repairs), seconds: seconds, finishedAt: finishedAt)
     }
 
-    public var isDryRun: Bool { run.mode == "dry-run" }
+    package var isDryRun: Bool { run.mode == .dryRun }
 
     /// Takes the client's 429 counts (the whole run's: call it when the run's requests are done).
-    public mutating func noteRateLimits(_ api: APIRequestCounts) {
+    package mutating func noteRateLimits(_ api: APIRequestCounts) {
         counts.rateLimited = api.rateLimited
         counts.rateLimitedByEndpoint = Dictionary(uniqueKeysWithValues: api.rateLimitedByEndpoint.map { ($0.key.rawValue, $0.value) })
     }
@@ -246,26 +248,26 @@ public struct RecoveryReport: Sendable, Codable {
     /// How the run ended, as `app_store.runs.outcome` records it: `succeeded_with_rejections`
     /// when it finished with problems (payloads rejected or left for retry, accounts Apple could
     /// not answer for).
-    public var outcome: String { hasProblems ? "succeeded_with_rejections" : "succeeded" }
+    package var outcome: RunOutcome { hasProblems ? .succeededWithRejections : .succeeded }
 
     /// Finished, but something needs a person: exit code 3.
-    public var hasProblems: Bool { counts.rejected + counts.retryLater + counts.customersFailed > 0 }
+    package var hasProblems: Bool { counts.rejected + counts.retryLater + counts.customersFailed > 0 }
 
     /// The counts as the JSON object `app_store.runs.counts` holds.
-    public var countsJSON: String { Self.countsJSON(counts) }
+    package var countsJSON: String { Self.countsJSON(counts) }
 
     /// Counts as the JSON object `app_store.runs.counts` holds.
-    public static func countsJSON(_ counts: Counts) -> String {
+    package static func countsJSON(_ counts: Counts) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return (try? String(decoding: encoder.encode(counts), as: UTF8.self)) ?? "{}"
     }
 
     /// The report of a `repair` run: no window, no recovery, only repairs.
-    public static func repairOnly(environment: String, dryRun: Bool, startedAt: Date, repairs: ReportList<Repair>) -> RecoveryReport {
+    package static func repairOnly(environment: String, dryRun: Bool, startedAt: Date, repairs: ReportList<Repair>) -> RecoveryReport {
         var report = RecoveryReport(
             run: Run(
-                id: UUID().uuidString.lowercased(), mode: dryRun ? "dry-run" : "apply", environment: environment, window: nil,
+                id: UUID().uuidString.lowercased(), mode: dryRun ? .dryRun : .apply, environment: environment, window: nil,
                 startedAt: startedAt.formatted(.iso8601), finishedAt: Date().formatted(.iso8601), plan: nil
             ),
             counts: Counts(), missed: ReportList([]), rejected: ReportList([]), customers: ReportList([]),
@@ -275,8 +277,16 @@ public struct RecoveryReport: Sendable, Codable {
         return report
     }
 
+    /// The one line printed at the end of a `repair` run.
+    package var repairSummaryLine: String {
+        "\(counts.customersChecked) accounts checked, \(counts.customersRepaired) \(isDryRun ? "would change" : "changed")"
+            + (counts.customersFailed > 0 ? ", \(counts.customersFailed) failed" : "")
+            + ", \(counts.subscriptionStatusesRequests) statuses and \(counts.transactionHistoryRequests) transaction history requests"
+            + (counts.rateLimited > 0 ? ", \(counts.rateLimited) rate-limited (429) and retried after Retry-After" : "")
+    }
+
     /// The one line printed at the end of every run.
-    public var summaryLine: String {
+    package var summaryLine: String {
         let verb = isDryRun ? "would apply" : "applied"
         var line = "fetched \(counts.fetched), already recorded \(counts.alreadyRecorded), missed \(counts.missed), "
             + "\(verb) \(counts.applied), stale \(counts.stale), rejected \(counts.rejected), retry later \(counts.retryLater), "
@@ -293,7 +303,7 @@ public struct RecoveryReport: Sendable, Codable {
         return line
     }
 
-    public func json() throws -> Data {
+    package func json() throws -> Data {
         var data = Data()
         try writeJSON { data.append(contentsOf: Array($0.utf8)) }
         return data
@@ -302,7 +312,7 @@ public struct RecoveryReport: Sendable, Codable {
     /// `report.json`, written a piece at a time: the lists are read from their spools entry by
     /// entry, so a report of a million notifications never sits in memory whole. Keys sorted,
     /// indented, as `JSONEncoder` with `.prettyPrinted` and `.sortedKeys` writes them.
-    public func writeJSON(_ write: (String) throws -> Void) throws {
+    package func writeJSON(_ write: (String) throws -> Void) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
@@ -330,14 +340,14 @@ public struct RecoveryReport: Sendable, Codable {
     }
 
     /// `report.md` as one string (small reports, tests); `writeMarkdown` streams it.
-    public func markdown() -> String {
+    package func markdown() -> String {
         var lines: [String] = []
         writeMarkdown { lines.append($0) }
         return lines.joined(separator: "\n")
     }
 
     /// `report.md`: what happened, what was missed, who changed, and why Apple's deliveries failed.
-    public func writeMarkdown(_ line: (String) -> Void) {
+    package func writeMarkdown(_ line: (String) -> Void) {
         let title = isDryRun ? "Dry run: what recovering this window would change" : "Recovery of missed App Store notifications"
         line("# \(title)")
         line("")
@@ -439,14 +449,14 @@ public struct RecoveryReport: Sendable, Codable {
                 line("")
                 line("| originalTransactionId | selected because | why it failed |")
                 line("| --- | --- | --- |")
-                for repair in repairs where repair.outcome == Repair.failed {
+                for repair in repairs where repair.outcome == .failed {
                     line("| \(repair.originalTransactionId) | \(repair.reasons.joined(separator: ", ")) | \((repair.failure ?? "").replacingOccurrences(of: "|", with: "/")) |")
                 }
                 line("")
             }
             line("| account | selected because | transactions added | changed | changes |")
             line("| --- | --- | --- | --- | --- |")
-            for repair in repairs where repair.outcome == Repair.repaired {
+            for repair in repairs where repair.outcome == .repaired {
                 let refunds = repair.refundsFound.isEmpty ? "" : " ⚠ refund found only here: \(repair.refundsFound.joined(separator: ", "))"
                 let changes = repair.changes.map { change in
                     let whose = change.originalTransactionId.map { "\($0) " } ?? ""
@@ -457,7 +467,7 @@ public struct RecoveryReport: Sendable, Codable {
                         + "\(repair.transactionsChanged.count)\(refunds) | \(changes) |"
                 )
             }
-            let unchanged = repairs.reduce(0) { $0 + ($1.outcome == Repair.unchanged ? 1 : 0) }
+            let unchanged = repairs.reduce(0) { $0 + ($1.outcome == .unchanged ? 1 : 0) }
             if unchanged > 0 { line(""); line("\(unchanged) account(s) checked and already right: nothing written.") }
             line("")
         }
@@ -506,4 +516,12 @@ public struct RecoveryReport: Sendable, Codable {
         guard let date else { return "none" }
         return date.formatted(Date.ISO8601FormatStyle().year().month().day().time(includingFractionalSeconds: false).timeSeparator(.colon))
     }
+}
+
+/// Whether a run writes: report.json's `run.mode`.
+package enum RunMode: String, Sendable, Codable {
+    /// Fetches, verifies and compares; writes nothing to the ledger and reports what would change.
+    case dryRun = "dry-run"
+    /// Applies what was missed.
+    case apply
 }

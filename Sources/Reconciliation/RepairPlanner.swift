@@ -7,39 +7,39 @@ import SignedData
 /// written by a real one. Apple signs its answers when it answers, so an unchanged purchase comes
 /// back with a newer `signedDate` every time: only content is compared, never signatures, and a
 /// row whose content equals Apple's is neither written nor counted.
-public enum RepairPlanner {
+package enum RepairPlanner {
     /// Apple's truth for one account.
-    public struct Truth: Sendable {
+    package struct Truth: Sendable {
         /// Each transaction's newest verified version, with its JWS (empty when transaction
         /// history was not asked).
-        public var transactions: [(payload: TransactionPayload, signed: String)]
+        package var transactions: [(payload: TransactionPayload, signed: String)]
         /// Each auto-renewable subscription's state from Get All Subscription Statuses.
-        public var subscriptions: [SubscriptionRecord]
+        package var subscriptions: [SubscriptionRecord]
 
-        public init(transactions: [(payload: TransactionPayload, signed: String)], subscriptions: [SubscriptionRecord]) {
+        package init(transactions: [(payload: TransactionPayload, signed: String)], subscriptions: [SubscriptionRecord]) {
             self.transactions = transactions
             self.subscriptions = subscriptions
         }
     }
 
-    public struct Change: Sendable, Hashable, Codable {
+    package struct Change: Sendable, Hashable, Codable {
         /// The subscription the field belongs to (an account may have several).
-        public var originalTransactionId: String?
-        public var field: String
-        public var before: String?
-        public var after: String?
+        package var originalTransactionId: String?
+        package var field: String
+        package var before: String?
+        package var after: String?
     }
 
-    public struct Plan: Sendable {
-        public var batch = LedgerBatch()
-        public var transactionsAdded: [String] = []
-        public var transactionsChanged: [String] = []
+    package struct Plan: Sendable {
+        package var batch = LedgerBatch()
+        package var transactionsAdded: [String] = []
+        package var transactionsChanged: [String] = []
         /// Transactions whose revocation (a refund) only this repair found.
-        public var refundsFound: [String] = []
-        public var changes: [Change] = []
+        package var refundsFound: [String] = []
+        package var changes: [Change] = []
     }
 
-    public static func plan(
+    package static func plan(
         truth: Truth, storedTransactions: [TransactionRecord], storedSubscriptions: [String: SubscriptionRecord]
     ) -> Plan {
         var plan = Plan()

@@ -6,11 +6,28 @@ import Glibc
 import Darwin
 #endif
 
+/// Where a run's report files go.
+package enum ReportFiles {
+    /// `PREFIX-YYYYMMDDTHHMMSSZ` (with `-dry-run` for a dry run), in the working directory.
+    package static func defaultDirectory(prefix: String, dryRun: Bool, now: Date = Date()) -> String {
+        let stamp = now.formatted(Date.ISO8601FormatStyle().year().month().day().dateSeparator(.omitted).time(includingFractionalSeconds: false).timeSeparator(.omitted))
+        return "\(prefix)-\(stamp)\(dryRun ? "-dry-run" : "")"
+    }
+
+    /// Writes the report's files to `directory` (default: `appstore-reconcile-report-…`) and
+    /// returns where.
+    package static func write(_ report: RecoveryReport, to directory: String?) throws -> String {
+        let path = directory ?? defaultDirectory(prefix: "appstore-reconcile-report", dryRun: report.isDryRun)
+        try report.writeFiles(to: path)
+        return path
+    }
+}
+
 extension RecoveryReport {
     /// Writes `report.md` and `report.json` into `directory` (created if needed), each streamed
     /// from the report's lists through a buffered file and renamed into place when complete: a
     /// reader never sees half a report, and writing one does not need the whole of it in memory.
-    public func writeFiles(to directory: String) throws {
+    package func writeFiles(to directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         for list in [missed.checkWritten, rejected.checkWritten, customers.checkWritten, repairs.checkWritten] { try list() }
         try BufferedTextFile.write(directory + "/report.md") { file in

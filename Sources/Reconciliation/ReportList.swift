@@ -12,7 +12,7 @@ import Darwin
 /// by streaming: a run's memory does not grow with the size of the outage. A report decoded from
 /// JSON keeps its lists in memory. The spool file is unlinked as soon as it is created and used
 /// through its descriptor: nothing is left behind however the process ends (even SIGKILL).
-public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
+package final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
     private struct Spool {
         var descriptor: Int32
         /// Encoded lines not yet written.
@@ -38,7 +38,7 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
     static var flushThreshold: Int { 64 * 1024 }
 
     /// An empty list backed by a new spool file in the temporary directory ($TMPDIR).
-    public init() throws {
+    package init() throws {
         let directory = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
         var template = Array("\(directory)/appstore-reconcile-report-XXXXXX".utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
@@ -50,7 +50,7 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
     }
 
     /// A list held in memory (a decoded report, a small `repair`).
-    public init(_ elements: [Element]) {
+    package init(_ elements: [Element]) {
         state = Mutex(State(storage: .memory(elements), count: elements.count))
     }
 
@@ -60,15 +60,15 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
         }
     }
 
-    public var count: Int { state.withLock { $0.count } }
-    public var isEmpty: Bool { count == 0 }
-    public var first: Element? {
+    package var count: Int { state.withLock { $0.count } }
+    package var isEmpty: Bool { count == 0 }
+    package var first: Element? {
         var iterator = makeIterator()
         return iterator.next()
     }
 
     /// Adds an entry at the end.
-    public func append(_ element: Element) {
+    package func append(_ element: Element) {
         state.withLock { state in
             switch state.storage {
             case .memory(var elements):
@@ -121,11 +121,11 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
 
     /// Checks that every entry reached the spool: a disk that filled up during the run is a
     /// clear error at the end, not a silently short report.
-    public func checkWritten() throws {
+    package func checkWritten() throws {
         if let failure = source().failure { throw ReportListError(description: failure) }
     }
 
-    public func makeIterator() -> Iterator {
+    package func makeIterator() -> Iterator {
         let (elements, descriptor, _) = source()
         if let elements { return Iterator(memory: elements) }
         // The list keeps the descriptor open while an iterator of it exists.
@@ -133,7 +133,7 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
     }
 
     /// Reads entries one at a time: from memory, or a line at a time from the spool file.
-    public struct Iterator: IteratorProtocol {
+    package struct Iterator: IteratorProtocol {
         private var memory: IndexingIterator<[Element]>?
         private let reader: LineReader?
         private let decoder = JSONDecoder()
@@ -148,7 +148,7 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
             self.reader = reader
         }
 
-        public mutating func next() -> Element? {
+        package mutating func next() -> Element? {
             if memory != nil { return memory!.next() }
             guard let reader, let line = reader.nextLine() else { return nil }
             // The file holds only what `append` encoded; a line that does not decode means the
@@ -159,18 +159,18 @@ public final class ReportList<Element: Codable & Sendable>: Sendable, Sequence {
 }
 
 extension ReportList: Codable {
-    public convenience init(from decoder: any Decoder) throws {
+    package convenience init(from decoder: any Decoder) throws {
         self.init(try [Element](from: decoder))
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.unkeyedContainer()
         for element in self { try container.encode(element) }
     }
 }
 
-public struct ReportListError: Error, CustomStringConvertible {
-    public var description: String
+package struct ReportListError: Error, CustomStringConvertible {
+    package var description: String
 }
 
 /// Reads a file a line at a time through a fixed buffer, with `pread` from its own offset: the

@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import Foundation
+import Ledger
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,23 +9,22 @@ import Glibc
 /// exporter's textfile collector or any scraper that reads a file. Every label takes values from
 /// a fixed set (outcomes, endpoints, HTTP statuses Apple documents, result names), never from
 /// data such as customer IDs, so the series stay few.
-public struct RunMetrics: Sendable {
-    public var kind: String
-    /// `succeeded`, `succeeded_with_rejections`, `interrupted`, `failed`.
-    public var outcome: String
-    public var dryRun: Bool
-    public var shard: String?
-    public var startedAt: Date
-    public var finishedAt: Date
+package struct RunMetrics: Sendable {
+    package var kind: RunKind
+    package var outcome: RunOutcome
+    package var dryRun: Bool
+    package var shard: String?
+    package var startedAt: Date
+    package var finishedAt: Date
     /// Nil when the run ended before it had counts (failed early).
-    public var counts: RecoveryReport.Counts?
-    public var api: APIRequestCounts
+    package var counts: RecoveryReport.Counts?
+    package var api: APIRequestCounts
     /// Runs recorded in the ledger, by outcome (nil: the ledger could not be read).
-    public var runsByOutcome: [String: Int]?
-    public var lastSuccess: Date?
+    package var runsByOutcome: [String: Int]?
+    package var lastSuccess: Date?
 
-    public init(
-        kind: String, outcome: String, dryRun: Bool, shard: String?, startedAt: Date, finishedAt: Date, counts: RecoveryReport.Counts?,
+    package init(
+        kind: RunKind, outcome: RunOutcome, dryRun: Bool, shard: String?, startedAt: Date, finishedAt: Date, counts: RecoveryReport.Counts?,
         api: APIRequestCounts, runsByOutcome: [String: Int]?, lastSuccess: Date?
     ) {
         self.kind = kind
@@ -39,15 +39,16 @@ public struct RunMetrics: Sendable {
         self.lastSuccess = lastSuccess
     }
 
-    public static let outcomes = ["succeeded", "succeeded_with_rejections", "interrupted", "failed", "abandoned", "running"]
+    /// Every outcome, in the order the series are written.
+    package static let outcomes: [RunOutcome] = [.succeeded, .succeededWithRejections, .interrupted, .failed, .abandoned, .running]
 
     /// The exposition text.
-    public func text() -> String {
+    package func text() -> String {
         var out = Exposition()
-        let common = [("kind", kind)] + (shard.map { [("shard", $0)] } ?? [])
+        let common = [("kind", kind.rawValue)] + (shard.map { [("shard", $0)] } ?? [])
         out.family("appstore_reconcile_run_outcome", .gauge, "How this run ended: 1 on its outcome, 0 on the others.")
-        for candidate in Self.outcomes where candidate != "running" && candidate != "abandoned" {
-            out.sample("appstore_reconcile_run_outcome", common + [("outcome", candidate)], candidate == outcome ? 1 : 0)
+        for candidate in Self.outcomes where candidate != .running && candidate != .abandoned {
+            out.sample("appstore_reconcile_run_outcome", common + [("outcome", candidate.rawValue)], candidate == outcome ? 1 : 0)
         }
         out.family("appstore_reconcile_run_dry", .gauge, "1 when this run was a dry run (it wrote nothing).")
         out.sample("appstore_reconcile_run_dry", common, dryRun ? 1 : 0)
@@ -57,12 +58,12 @@ public struct RunMetrics: Sendable {
         out.sample("appstore_reconcile_run_duration_seconds", common, finishedAt.timeIntervalSince(startedAt))
         if let lastSuccess {
             out.family("appstore_reconcile_last_success_timestamp_seconds", .gauge, "When the newest successful run of this kind finished, UNIX seconds. Alert on its age.")
-            out.sample("appstore_reconcile_last_success_timestamp_seconds", [("kind", kind)], lastSuccess.timeIntervalSince1970)
+            out.sample("appstore_reconcile_last_success_timestamp_seconds", [("kind", kind.rawValue)], lastSuccess.timeIntervalSince1970)
         }
         if let runsByOutcome {
             out.family("appstore_reconcile_runs", .gauge, "Runs recorded in the ledger, by outcome.")
             for candidate in Self.outcomes {
-                out.sample("appstore_reconcile_runs", [("outcome", candidate)], Double(runsByOutcome[candidate] ?? 0))
+                out.sample("appstore_reconcile_runs", [("outcome", candidate.rawValue)], Double(runsByOutcome[candidate.rawValue] ?? 0))
             }
         }
         if let counts {
@@ -95,7 +96,7 @@ public struct RunMetrics: Sendable {
 
     /// Writes the text to `path` atomically (a temporary file in the same directory, renamed), so
     /// that a scraper never reads half a file.
-    public func write(to path: String) throws {
+    package func write(to path: String) throws {
         let url = URL(fileURLWithPath: path)
         let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(ProcessInfo.processInfo.processIdentifier).tmp")
         try Data(text().utf8).write(to: temporary)

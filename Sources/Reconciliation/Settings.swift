@@ -7,11 +7,11 @@ import SignedData
 /// from its environment variable; a missing or malformed one is a `ConfigurationError` that
 /// names it (exit code 78). Secrets (the private key, the database password) are read but
 /// never echoed: messages name the setting or the file, not its content.
-public struct Settings: Sendable {
+package struct Settings: Sendable {
     /// The raw values, flags already merged over the environment.
-    public var values: [Name: String]
+    package var values: [Name: String]
 
-    public enum Name: String, CaseIterable, Sendable {
+    package enum Name: String, CaseIterable, Sendable {
         case issuerId = "APPSTORE_ISSUER_ID"
         case keyId = "APPSTORE_KEY_ID"
         case privateKey = "APPSTORE_PRIVATE_KEY"
@@ -23,7 +23,7 @@ public struct Settings: Sendable {
         case databaseURL = "DATABASE_URL"
 
         /// The command-line flag that overrides the variable.
-        public var flag: String {
+        package var flag: String {
             switch self {
             case .issuerId: "--issuer-id"
             case .keyId: "--key-id"
@@ -41,7 +41,7 @@ public struct Settings: Sendable {
     }
 
     /// Merges flags (non-nil values) over the process environment.
-    public init(flags: [Name: String?], environment: [String: String] = ProcessInfo.processInfo.environment) {
+    package init(flags: [Name: String?], environment: [String: String] = ProcessInfo.processInfo.environment) {
         var values: [Name: String] = [:]
         for name in Name.allCases {
             if let value = environment[name.rawValue], !value.isEmpty { values[name] = value }
@@ -50,9 +50,9 @@ public struct Settings: Sendable {
         self.values = values
     }
 
-    public func isSet(_ name: Name) -> Bool { values[name] != nil }
+    package func isSet(_ name: Name) -> Bool { values[name] != nil }
 
-    public func require(_ name: Name) throws -> String {
+    package func require(_ name: Name) throws -> String {
         guard let value = values[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else {
             throw ConfigurationError(name, "is not set")
         }
@@ -61,7 +61,7 @@ public struct Settings: Sendable {
 
     // MARK: - Typed settings
 
-    public func environment() throws -> AppStoreEnvironment {
+    package func environment() throws -> AppStoreEnvironment {
         let text = try require(.environment)
         guard let environment = AppStoreEnvironment(configurationValue: text) else {
             throw ConfigurationError(.environment, "must be Production or Sandbox, not '\(text.prefix(40))'")
@@ -70,7 +70,7 @@ public struct Settings: Sendable {
     }
 
     /// Required in Production, optional in Sandbox (sandbox payloads carry none).
-    public func appAppleId(for environment: AppStoreEnvironment) throws -> Int64? {
+    package func appAppleId(for environment: AppStoreEnvironment) throws -> Int64? {
         guard let text = values[.appAppleId] else {
             if environment == .production {
                 throw ConfigurationError(.appAppleId, "is required in Production (the app's numeric App Store ID)")
@@ -83,7 +83,7 @@ public struct Settings: Sendable {
         return value
     }
 
-    public func bundleId() throws -> String {
+    package func bundleId() throws -> String {
         let value = try require(.bundleId)
         guard !value.contains(where: \.isWhitespace) else {
             throw ConfigurationError(.bundleId, "must be a bundle ID such as com.example.app")
@@ -91,14 +91,14 @@ public struct Settings: Sendable {
         return value
     }
 
-    public func rootCertificatePaths() throws -> [String] {
+    package func rootCertificatePaths() throws -> [String] {
         let paths = try require(.rootCertificates).split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         guard !paths.isEmpty else { throw ConfigurationError(.rootCertificates, "names no file") }
         return paths
     }
 
-    public func databaseURL() throws -> DatabaseURL {
+    package func databaseURL() throws -> DatabaseURL {
         do {
             return try DatabaseURL(try require(.databaseURL))
         } catch let error as DatabaseURLError {
@@ -107,7 +107,7 @@ public struct Settings: Sendable {
     }
 
     /// The verifier's configuration: roots, bundle, app and environment.
-    public func verifierConfiguration() throws -> VerifierConfiguration {
+    package func verifierConfiguration() throws -> VerifierConfiguration {
         let environment = try environment()
         let roots: [X509Certificate]
         do {
@@ -123,27 +123,27 @@ public struct Settings: Sendable {
 }
 
 /// A setting that is missing or malformed. The message names the setting; exit code 78.
-public struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var setting: String
-    public var problem: String
+package struct ConfigurationError: Error, Hashable, Sendable, CustomStringConvertible {
+    package var setting: String
+    package var problem: String
 
-    public init(_ name: Settings.Name, _ problem: String) {
+    package init(_ name: Settings.Name, _ problem: String) {
         self.setting = name.label
         self.problem = problem
     }
 
-    public init(setting: String, problem: String) {
+    package init(setting: String, problem: String) {
         self.setting = setting
         self.problem = problem
     }
 
-    public var description: String { "\(setting) \(problem)" }
+    package var description: String { "\(setting) \(problem)" }
 }
 
 extension Settings {
     /// The API client's configuration: the key file read and checked, the host validated.
     /// `warn` hears about a private key file that others can read.
-    public func apiConfiguration(warn: (String) -> Void = { _ in }) throws -> AppStoreServerAPIConfiguration {
+    package func apiConfiguration(warn: (String) -> Void = { _ in }) throws -> AppStoreServerAPIConfiguration {
         let environment = try environment()
         let issuerId = try require(.issuerId)
         let keyId = try require(.keyId)

@@ -7,26 +7,26 @@ import Foundation
 /// - pass 2: the customers whose `originalTransactionId` hashes (SHA-256, first 8 bytes, big
 ///   endian) to INDEX modulo COUNT;
 /// - Apple's per-endpoint rate budget: divided by COUNT, so that all shards together stay in it.
-public struct Shard: Hashable, Sendable, CustomStringConvertible {
-    public let index: Int
-    public let count: Int
+package struct Shard: Hashable, Sendable, CustomStringConvertible {
+    package let index: Int
+    package let count: Int
 
     /// The whole run, unsharded.
-    public static let whole = Shard(uncheckedIndex: 0, count: 1)
+    package static let whole = Shard(uncheckedIndex: 0, count: 1)
 
     private init(uncheckedIndex index: Int, count: Int) {
         self.index = index
         self.count = count
     }
 
-    public init(index: Int, count: Int) throws {
+    package init(index: Int, count: Int) throws {
         guard count >= 1, count <= 255 else { throw ShardError("the shard count must be 1 to 255, not \(count)") }
         guard index >= 0, index < count else { throw ShardError("the shard index must be 0 to \(count - 1) for \(count) shards, not \(index)") }
         self.init(uncheckedIndex: index, count: count)
     }
 
     /// Parses "INDEX/COUNT", e.g. "2/4".
-    public init(parsing text: String) throws {
+    package init(parsing text: String) throws {
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2, let index = Int(parts[0]), let count = Int(parts[1]) else {
             throw ShardError("'\(text.prefix(20))' is not a shard: use INDEX/COUNT with INDEX from 0, e.g. 0/4 (Kubernetes: $(JOB_COMPLETION_INDEX)/4)")
@@ -34,11 +34,11 @@ public struct Shard: Hashable, Sendable, CustomStringConvertible {
         try self.init(index: index, count: count)
     }
 
-    public var description: String { "\(index)/\(count)" }
-    public var isWhole: Bool { count == 1 }
+    package var description: String { "\(index)/\(count)" }
+    package var isWhole: Bool { count == 1 }
 
     /// This shard's part of the window, in whole milliseconds; the parts cover it without overlap.
-    public func subWindow(of window: OutageWindow) -> OutageWindow {
+    package func subWindow(of window: OutageWindow) -> OutageWindow {
         guard count > 1 else { return window }
         let start = window.startMilliseconds
         let length = window.endMilliseconds - start
@@ -53,7 +53,7 @@ public struct Shard: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Whether this shard repairs the customer in pass 2.
-    public func owns(customer originalTransactionId: String) -> Bool {
+    package func owns(customer originalTransactionId: String) -> Bool {
         guard count > 1 else { return true }
         return Self.bucket(originalTransactionId, count: count) == index
     }
@@ -65,10 +65,10 @@ public struct Shard: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Each shard's share of a rate limit.
-    public func share(of requestsPerSecond: Double) -> Double { requestsPerSecond / Double(count) }
+    package func share(of requestsPerSecond: Double) -> Double { requestsPerSecond / Double(count) }
 }
 
-public struct ShardError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var description: String
+package struct ShardError: Error, Hashable, Sendable, CustomStringConvertible {
+    package var description: String
     init(_ description: String) { self.description = description }
 }

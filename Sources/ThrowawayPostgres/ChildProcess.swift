@@ -11,19 +11,19 @@ import Synchronization
 /// Starting and waiting for child processes with posix_spawn and waitpid, which behave the
 /// same on every thread; Foundation's `Process.waitUntilExit` can miss a quick child's exit
 /// when called from a task.
-public struct ChildProcess: Sendable {
-    public let pid: pid_t
+package struct ChildProcess: Sendable {
+    package let pid: pid_t
 
     /// What a finished child printed and how it ended.
-    public struct Completion: Sendable {
-        public var status: Int32
-        public var standardOutput: String
-        public var standardError: String
+    package struct Completion: Sendable {
+        package var status: Int32
+        package var standardOutput: String
+        package var standardError: String
     }
 
     /// Starts `executable` with its standard output and error going to the given descriptors
     /// (or /dev/null), standard input from `standardInput` (or /dev/null).
-    public static func spawn(
+    package static func spawn(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil, directory: String? = nil,
         standardInput: Int32? = nil, standardOutput: Int32? = nil, standardError: Int32? = nil,
         closingInChild: [Int32] = []
@@ -65,7 +65,7 @@ public struct ChildProcess: Sendable {
     }
 
     /// Runs a child to its end, collecting what it prints.
-    public static func run(
+    package static func run(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil, directory: String? = nil,
         input: String? = nil
     ) throws -> Completion {
@@ -97,7 +97,7 @@ public struct ChildProcess: Sendable {
 
     /// Waits for the child to end; its exit code, or 128 + the signal that ended it.
     @discardableResult
-    public func wait() -> Int32 {
+    package func wait() -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         let signal = status & 0x7F
@@ -106,7 +106,7 @@ public struct ChildProcess: Sendable {
 
     /// Waits for the child to end; its exit code (as `wait()`), the CPU seconds it used (user and
     /// system) and its peak resident memory in bytes, as the kernel accounted them.
-    public func waitWithUsage() -> (status: Int32, cpuSeconds: Double, peakResidentBytes: Int) {
+    package func waitWithUsage() -> (status: Int32, cpuSeconds: Double, peakResidentBytes: Int) {
         var status: Int32 = 0
         var usage = rusage()
         while wait4(pid, &status, 0, &usage) == -1 && errno == EINTR {}
@@ -115,7 +115,7 @@ public struct ChildProcess: Sendable {
         return (signal == 0 ? (status >> 8) & 0xFF : 128 + signal, cpu, Int(usage.ru_maxrss) * 1024)
     }
 
-    public func send(_ signal: Int32) {
+    package func send(_ signal: Int32) {
         kill(pid, signal)
     }
 
@@ -171,7 +171,7 @@ struct Pipe2 {
     }
 }
 
-public struct ChildProcessError: Error, CustomStringConvertible, Sendable {
-    public var description: String
+package struct ChildProcessError: Error, CustomStringConvertible, Sendable {
+    package var description: String
     init(_ description: String) { self.description = description }
 }

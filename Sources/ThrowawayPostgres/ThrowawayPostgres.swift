@@ -17,29 +17,29 @@ import Synchronization
 /// system user (or `nobody`). A watchdog process stops the server and deletes the directory if
 /// the process that started it dies without calling `stop()` (a crash, SIGKILL), so nothing is
 /// left behind either way.
-public final class ThrowawayPostgres: Sendable {
+package final class ThrowawayPostgres: Sendable {
     /// The temporary directory holding the data directory, the socket and the log.
-    public let directory: String
+    package let directory: String
     /// A role that authenticates with a password (SCRAM) when created; every other role is trusted.
-    public static let passwordRole = "password_auth"
+    package static let passwordRole = "password_auth"
 
     /// The database superuser (trust authentication on the private socket).
-    public let user: String
-    public let port: Int
+    package let user: String
+    package let port: Int
     private let binaries: String
     private let runAs: String?
     private let stopped = Mutex(false)
     private let logger: Logger
 
-    public var dataDirectory: String { directory + "/data" }
-    public var socketPath: String { "\(directory)/.s.PGSQL.\(port)" }
+    package var dataDirectory: String { directory + "/data" }
+    package var socketPath: String { "\(directory)/.s.PGSQL.\(port)" }
     /// A libpq-style URL: `postgresql://postgres@localhost:5432/postgres?host=/tmp/...`.
-    public func url(database: String = "postgres") -> String {
+    package func url(database: String = "postgres") -> String {
         "postgresql://\(user)@localhost:\(port)/\(database)?host=\(directory)"
     }
 
     /// Creates and starts a cluster. Takes a second or two.
-    public static func start(logger: Logger = Logger(label: "throwaway-postgres")) throws -> ThrowawayPostgres {
+    package static func start(logger: Logger = Logger(label: "throwaway-postgres")) throws -> ThrowawayPostgres {
         let binaries = try findServerBinaries()
         let runAs: String? = geteuid() == 0 ? try unprivilegedUser() : nil
         let temporary = NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()
@@ -106,17 +106,17 @@ public final class ThrowawayPostgres: Sendable {
 
     /// Stops the server as a crash would (`pg_ctl stop -m immediate`: no checkpoint, clients cut
     /// off), keeping its data, for tests of what survives. `restart()` brings it back.
-    public func crash() throws {
+    package func crash() throws {
         try run("pg_ctl", ["-D", dataDirectory, "-m", "immediate", "-w", "-t", "30", "stop"], what: "stop the server immediately")
     }
 
     /// Starts the server again on the same data directory, after `crash()`; it recovers from its WAL.
-    public func restart() throws {
+    package func restart() throws {
         try startServer()
     }
 
     /// Stops the server and deletes its directory. Safe to call more than once.
-    public func stop() {
+    package func stop() {
         let alreadyStopped = stopped.withLock { value in
             defer { value = true }
             return value
@@ -206,7 +206,7 @@ public final class ThrowawayPostgres: Sendable {
     }
 }
 
-public struct ThrowawayPostgresError: Error, CustomStringConvertible, Sendable {
-    public var description: String
+package struct ThrowawayPostgresError: Error, CustomStringConvertible, Sendable {
+    package var description: String
     init(_ description: String) { self.description = description }
 }

@@ -59,7 +59,7 @@ struct LedgerStoreTests {
             var live = LedgerBatch()
             live.subscriptions = [Self.subscription(signedAt: 1_000, status: 1)]
             _ = try await store.apply(live, runId: nil)
-            let runId = try await store.startRun(kind: "run", environment: "Sandbox", windowStart: nil, windowEnd: nil)
+            let runId = try await store.startRun(kind: .run, environment: "Sandbox", windowStart: nil, windowEnd: nil)
             // Two pages of one run change the same subscription; a third page's older row changes nothing.
             var first = LedgerBatch()
             first.subscriptions = [Self.subscription(signedAt: 2_000, status: 2)]

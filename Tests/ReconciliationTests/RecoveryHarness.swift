@@ -120,8 +120,27 @@ struct RecoveryHarness: Sendable {
         return problems
     }
 
-    func recovery(_ baseURL: String, _ store: LedgerStore) throws -> NotificationRecovery {
-        NotificationRecovery(client: try client(baseURL), verifier: try verifier(), store: store, logger: logger)
+    /// A run as the commands run one, wired to the simulator and this ledger.
+    func reconciliation(_ store: LedgerStore, _ url: DatabaseURL, client: AppStoreServerAPIClient) throws -> ReconciliationRun {
+        ReconciliationRun(client: client, verifier: try verifier(), store: store, databaseURL: url, logger: logger)
+    }
+
+    /// Pass 1 alone, as `run --skip-repair` runs it.
+    func recovery(_ baseURL: String, _ store: LedgerStore, _ url: DatabaseURL) throws -> PassOneRun {
+        PassOneRun(reconciliation: try reconciliation(store, url, client: try client(baseURL)))
+    }
+
+    struct PassOneRun: Sendable {
+        let reconciliation: ReconciliationRun
+
+        func run(_ options: NotificationRecovery.Options) async throws -> RecoveryReport {
+            try await reconciliation.execute(
+                .init(
+                    kind: .run, window: .fixed(start: options.window.start, end: options.window.end), mode: options.dryRun ? .dryRun : .apply,
+                    onlyFailures: options.onlyFailures, repair: false
+                )
+            )
+        }
     }
 
     /// Every row of the ledger's tables, as text, ordered, without the times of recording: two

@@ -15,10 +15,10 @@ struct RecoveryTests {
         let missed = Set(harness.scenario.missedNotifications.map(\.uuid))
         #expect(missed.count > 50, "the scenario misses enough to mean something")
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 try await harness.seedDeliveredNotifications(store)
-                let recovery = try harness.recovery(baseURL, store)
+                let recovery = try harness.recovery(baseURL, store, url)
                 let report = try await recovery.run(.init(window: try harness.window()))
 
                 #expect(try await RecoveryHarness.historyUUIDs(client) == missed, "applied = missed, exactly")
@@ -43,10 +43,10 @@ struct RecoveryTests {
             #expect(missedPairs.contains(pair), "the scenario misses a \(pair)")
         }
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 try await harness.seedDeliveredNotifications(store)
-                _ = try await harness.recovery(baseURL, store).run(.init(window: try harness.window()))
+                _ = try await harness.recovery(baseURL, store, url).run(.init(window: try harness.window()))
                 var recovered: Set<String> = []
                 let rows = try await client.query("SELECT notification_type || '/' || coalesce(subtype, '-') FROM app_store.notifications WHERE source = 'history'")
                 for try await pair in rows.decode(String.self) { recovered.insert(pair) }
@@ -58,10 +58,10 @@ struct RecoveryTests {
     @Test func aStaleNotificationNeverRegressesASubscription() async throws {
         let harness = try RecoveryHarness()
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 try await harness.seedDeliveredNotifications(store)
-                let report = try await harness.recovery(baseURL, store).run(.init(window: try harness.window()))
+                let report = try await harness.recovery(baseURL, store, url).run(.init(window: try harness.window()))
                 #expect(report.counts.stale > 0, "some missed notifications are older than what the server received later")
                 // Each subscription holds the state of its newest notification, whatever arrived when.
                 var newest: [String: Scenario.Notification] = [:]
@@ -84,14 +84,14 @@ struct RecoveryTests {
     @Test func aDryRunWritesNothingAndListsExactlyWhatTheRealRunApplies() async throws {
         let harness = try RecoveryHarness(customers: 120, seed: 8)
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 try await harness.seedDeliveredNotifications(store)
                 let before = try await RecoveryHarness.dump(client)
-                let recovery = try harness.recovery(baseURL, store)
+                let recovery = try harness.recovery(baseURL, store, url)
                 let dry = try await recovery.run(.init(window: try harness.window(), dryRun: true))
                 #expect(try await RecoveryHarness.dump(client) == before, "no row anywhere")
-                #expect(dry.run.mode == "dry-run")
+                #expect(dry.run.mode == .dryRun)
                 let real = try await recovery.run(.init(window: try harness.window()))
                 #expect(dry.missed.map(\.notificationUUID) == real.missed.map(\.notificationUUID))
                 #expect(dry.missed.map(\.action) == real.missed.map { $0.action == "applied" ? "would-apply" : "would-apply-stale" })
@@ -108,10 +108,10 @@ struct RecoveryTests {
         options.tamperedNotifications = tampered
         let harness = try RecoveryHarness(options: options)
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 try await harness.seedDeliveredNotifications(store)
-                let report = try await harness.recovery(baseURL, store).run(.init(window: try harness.window()))
+                let report = try await harness.recovery(baseURL, store, url).run(.init(window: try harness.window()))
                 #expect(report.counts.rejected == 3)
                 #expect(Set(report.rejected.compactMap(\.notificationUUID)) == tampered)
                 #expect(report.rejected.allSatisfy { $0.reason == "bad_signature" })
@@ -127,9 +127,9 @@ struct RecoveryTests {
     func historyRequestsStayWithinFivePercentOfTheLowerBound(customers: Int) async throws {
         let harness = try RecoveryHarness(customers: customers, seed: 2)
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
-                let report = try await harness.recovery(baseURL, store).run(.init(window: try harness.window(), dryRun: true))
+                let report = try await harness.recovery(baseURL, store, url).run(.init(window: try harness.window(), dryRun: true))
                 let notifications = harness.scenario.notifications
                 let plan = QueryPlan(window: try harness.window(), onlyFailures: false)
                 let priorityPages = plan.priorityPairs.map { pair in
@@ -155,10 +155,10 @@ struct ExpiredTokenTests {
         let harness = try RecoveryHarness(customers: 150, seed: 21, options: options)
         let missed = Set(harness.scenario.missedNotifications.map(\.uuid))
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 try await harness.seedDeliveredNotifications(store)
-                let report = try await harness.recovery(baseURL, store).run(.init(window: try harness.window()))
+                let report = try await harness.recovery(baseURL, store, url).run(.init(window: try harness.window()))
                 #expect(try await RecoveryHarness.historyUUIDs(client) == missed)
                 #expect(report.counts.missed == missed.count)
                 #expect(report.counts.fetched == harness.scenario.notifications.count, "restarted pages are not counted twice")

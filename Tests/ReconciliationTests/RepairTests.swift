@@ -23,14 +23,9 @@ struct RepairTests {
     }
 
     /// Pass 1 and pass 2 of a run, as `run` does them.
-    static func bothPasses(_ harness: RecoveryHarness, _ store: LedgerStore, _ apiClient: AppStoreServerAPIClient) async throws -> RecoveryReport {
+    static func bothPasses(_ harness: RecoveryHarness, _ store: LedgerStore, _ url: DatabaseURL, _ apiClient: AppStoreServerAPIClient) async throws -> RecoveryReport {
         let window = try harness.window()
-        let verifier = try harness.verifier()
-        let runId = try await store.startRun(kind: "run", environment: harness.scenario.configuration.environment.rawValue, windowStart: window.start, windowEnd: window.end)
-        var report = try await NotificationRecovery(client: apiClient, verifier: verifier, store: store, logger: harness.logger)
-            .run(.init(window: window, runId: runId))
-        report.add(repairs: try await CustomerRepair(client: apiClient, verifier: verifier, store: store, logger: harness.logger).afterRecovery(report, window: window, dryRun: false))
-        return report
+        return try await harness.reconciliation(store, url, client: apiClient).execute(.init(kind: .run, window: .fixed(start: window.start, end: window.end), mode: .apply))
     }
 
     @Test func afterBothPassesEveryRowOfEveryAccountEqualsApplesTruthAndAccountsWithoutAGapCostNoRequest() async throws {
@@ -38,15 +33,18 @@ struct RepairTests {
         #expect(harness.scenario.customers.contains { $0.subscriptions.count == 2 }, "accounts with two subscription groups")
         #expect(harness.scenario.customers.contains { $0.purchases.contains { $0.latestTransaction.type == .consumable } }, "and one-time purchases")
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 try await harness.seedDeliveredNotifications(store)
                 let window = try harness.window()
                 let apiClient = try harness.client(baseURL)
-                var report = try await NotificationRecovery(client: apiClient, verifier: try harness.verifier(), store: store, logger: harness.logger).run(.init(window: window))
+                // The passes one at a time, as ReconciliationRun composes them, to look between them.
+                let runId = try await store.startRun(kind: .run, environment: harness.scenario.configuration.environment.rawValue, windowStart: window.start, windowEnd: window.end)
+                let passOne = try await NotificationRecovery(client: apiClient, verifier: try harness.verifier(), store: store, logger: harness.logger).run(.init(window: window, runId: runId))
+                var report = passOne.report
                 let before = try await harness.mismatches(store)
                 #expect(!before.isEmpty, "pass 1 alone cannot set these customers right")
-                report.add(repairs: try await harness.repair(baseURL, store, client: apiClient).afterRecovery(report, window: window, dryRun: false))
+                report.add(repairs: try await harness.repair(baseURL, store, client: apiClient).afterRecovery(passOne.handoff, window: window, dryRun: false))
 
                 let problems = try await harness.mismatches(store)
                 #expect(problems.isEmpty, "\(problems.prefix(10))")
@@ -82,19 +80,19 @@ struct RepairTests {
     @Test func aSecondRunOfTheWindowOverAnUnchangedWorldWritesNothingAndAsksAlmostNothing() async throws {
         let (harness, _, _, _) = try Self.silencedHarness()
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 try await harness.seedDeliveredNotifications(store)
                 let apiClient = try harness.client(baseURL)
                 func passTwoRequests() -> Int { harness.api.transactionHistoryRequests.count + harness.api.subscriptionStatusesRequests.count }
-                let first = try await Self.bothPasses(harness, store, apiClient)
+                let first = try await Self.bothPasses(harness, store, url, apiClient)
                 let firstRequests = passTwoRequests()
                 #expect(first.counts.customersRepaired > 0)
                 let dumpAfterFirst = try await RecoveryHarness.dump(client)
 
-                let second = try await Self.bothPasses(harness, store, apiClient)
+                let second = try await Self.bothPasses(harness, store, url, apiClient)
                 let secondRequests = passTwoRequests() - firstRequests
-                #expect(second.counts.customersRepaired == 0, "0 repaired: \(second.repairs.filter { $0.outcome != "unchanged" }.map(\.originalTransactionId))")
+                #expect(second.counts.customersRepaired == 0, "0 repaired: \(second.repairs.filter { $0.outcome != .unchanged }.map(\.originalTransactionId))")
                 #expect(second.counts.applied == 0)
                 #expect(Double(secondRequests) <= 0.1 * Double(firstRequests), "pass 2 asked \(secondRequests) times, the first run \(firstRequests)")
                 let dumpAfterSecond = try await RecoveryHarness.dump(client)
@@ -111,13 +109,13 @@ struct RepairTests {
             }
         )
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 let repair = try harness.repair(baseURL, store)
                 // Asked with the second group's subscription: the answer covers the whole account.
                 let asked = account.subscriptions[1].originalTransactionId
                 let first = try await repair.repair([.init(customer: asked, reasons: [.named])], dryRun: false)
-                #expect(first.first?.outcome == "repaired")
+                #expect(first.first?.outcome == .repaired)
                 #expect(Set(first.first?.members ?? []) == Set(account.purchases.map(\.originalTransactionId)))
                 let problems = try await harness.mismatches(store, accounts: [account])
                 #expect(problems.isEmpty, "\(problems)")
@@ -128,7 +126,7 @@ struct RepairTests {
                 let again = CustomerRepair(client: try harness.client(baseURL), verifier: try harness.verifier(), store: store, logger: harness.logger)
                 let second = try await again.repair([.init(customer: account.originalTransactionId, reasons: [.named])], dryRun: false)
                 let history = Array(harness.api.transactionHistoryRequests.dropFirst(historyBefore))
-                #expect(second.first?.outcome == "unchanged")
+                #expect(second.first?.outcome == .unchanged)
                 #expect(second.first?.account == first.first?.account)
                 #expect(history.count == 1 && history.first?.revision != nil, "one transaction-history request, from the stored revision")
                 #expect(second.first?.subscriptionStatusesRequests == 1)
@@ -142,7 +140,7 @@ struct RepairTests {
         let production = try RecoveryHarness(customers: 40, seed: 45, environment: .production, outageHours: 30, now: now)
         let sandbox = try RecoveryHarness(customers: 40, seed: 45, environment: .sandbox, outageHours: 30, now: now)
         try await SimulatorServer.withRunning(production.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: production.logger)
                 try await production.seedDeliveredNotifications(store)
                 try await sandbox.seedDeliveredNotifications(store)
@@ -152,7 +150,7 @@ struct RepairTests {
                 let sandboxRows = try await Self.rows(of: "Sandbox", client)
                 #expect(!sandboxRows.isEmpty)
 
-                let report = try await Self.bothPasses(production, store, try production.client(baseURL))
+                let report = try await Self.bothPasses(production, store, url, try production.client(baseURL))
                 #expect(report.counts.customersChecked > 0)
                 let asked = production.api.transactionHistoryRequests.map(\.id) + production.api.subscriptionStatusesRequests
                 #expect(asked.allSatisfy { !sandboxIds.contains($0) }, "no request names a Sandbox customer")
@@ -185,11 +183,11 @@ struct RepairTests {
         options.failingAccounts = [notFound: .accountNotFound, invalid: .invalidTransactionId]
         let harness = try RecoveryHarness(customers: 60, seed: 46, outageHours: 30, options: options)
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 try await harness.seedDeliveredNotifications(store)
-                let report = try await Self.bothPasses(harness, store, try harness.client(baseURL))
-                let failed = report.repairs.filter { $0.outcome == "failed" }
+                let report = try await Self.bothPasses(harness, store, url, try harness.client(baseURL))
+                let failed = report.repairs.filter { $0.outcome == .failed }
                 let failedAccounts = Set(failed.compactMap { entry in harness.scenario.customer(forTransactionId: entry.originalTransactionId)?.index })
                 #expect(failedAccounts == [notFound, invalid])
                 #expect(failed.contains { $0.failure?.contains("4040001") == true })
@@ -197,7 +195,7 @@ struct RepairTests {
                 // Two originalTransactionIds of one account the ledger cannot yet tell apart are asked
                 // about separately, so an account may fail twice.
                 #expect(report.counts.customersFailed == failed.count && failed.count >= 2, "\(report.counts)")
-                #expect(report.hasProblems && report.outcome == "succeeded_with_rejections")
+                #expect(report.hasProblems && report.outcome == .succeededWithRejections)
                 #expect(report.markdown().contains("could not be checked"))
                 let others = harness.scenario.customers.filter { ![notFound, invalid].contains($0.index) }
                 let problems = try await harness.mismatches(store, accounts: others)
@@ -209,18 +207,18 @@ struct RepairTests {
     @Test func aDryRepairFetchesAndReportsButWritesNothingAndStoresNoRevision() async throws {
         let (harness, refund, _, _) = try Self.silencedHarness()
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 try await harness.seedDeliveredNotifications(store)
                 let window = try harness.window()
                 let apiClient = try harness.client(baseURL)
                 let before = try await RecoveryHarness.dump(client)
                 let dry = try await NotificationRecovery(client: apiClient, verifier: try harness.verifier(), store: store, logger: harness.logger).run(.init(window: window, dryRun: true))
-                let repairs = try await harness.repair(baseURL, store, client: apiClient).afterRecovery(dry, window: window, dryRun: true)
+                let repairs = try await harness.repair(baseURL, store, client: apiClient).afterRecovery(dry.handoff, window: window, dryRun: true)
                 #expect(try await RecoveryHarness.dump(client) == before, "no row anywhere, no revision")
                 #expect(!harness.api.subscriptionStatusesRequests.isEmpty, "it did ask")
                 #expect(repairs.contains { $0.originalTransactionId == refund && !$0.refundsFound.isEmpty })
-                #expect(repairs.contains { $0.outcome == "repaired" })
+                #expect(repairs.contains { $0.outcome == .repaired })
             }
         }
     }
@@ -230,7 +228,7 @@ struct RepairTests {
         let customer = harness.scenario.customers[0]
         let environment = harness.scenario.configuration.environment.rawValue
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 var batch = LedgerBatch()
                 batch.accounts = [
@@ -249,7 +247,7 @@ struct RepairTests {
     @Test func aTransactionIdAppleDoesNotKnowIsReportedNotFatal() async throws {
         let harness = try RecoveryHarness(customers: 5, seed: 43, outageHours: 10)
         try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await TestDatabase.withFreshLedger { client, _ in
+            try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 let repairs = try await harness.repair(baseURL, store).repair(
                     [
@@ -258,7 +256,7 @@ struct RepairTests {
                     ],
                     dryRun: false
                 )
-                #expect(repairs.map(\.outcome) == ["failed", "repaired", "failed"])
+                #expect(repairs.map(\.outcome) == [.failed, .repaired, .failed])
                 #expect(repairs.first?.failure?.contains("4040010") == true)
                 #expect(Array(repairs).last?.failure?.contains("not sent to Apple") == true)
                 #expect(!harness.api.transactionHistoryRequests.contains { $0.id == "12ab" })

@@ -52,12 +52,12 @@ struct ReportListTests {
         let rejected = try ReportList<RecoveryReport.Rejected>()
         rejected.append(.init(notificationUUID: nil, originalTransactionId: "7", reason: "bad_signature", detail: "a \"quoted\" | detail\nwith a newline"))
         var report = RecoveryReport(
-            run: .init(id: "r", mode: "apply", environment: "Sandbox", window: .init(start: "a", end: "b"), startedAt: "s", finishedAt: "f"),
+            run: .init(id: "r", mode: .apply, environment: "Sandbox", window: .init(start: "a", end: "b"), startedAt: "s", finishedAt: "f"),
             counts: .init(), missed: missed, rejected: rejected, customers: ReportList([]),
             deliveryFailures: .init(byFirstAttemptResult: ["TIMED_OUT": 50], byHourOfFirstAttempt: [:])
         )
         var repair = RecoveryReport.Repair(originalTransactionId: "7", reasons: ["payload-rejected"])
-        repair.outcome = "repaired"
+        repair.outcome = .repaired
         repair.changes = [.init(field: "status", before: "1", after: "5")]
         report.add(repairs: [repair])
 
@@ -80,7 +80,7 @@ struct ReportListTests {
         let missed = try ReportList<RecoveryReport.Missed>()
         for index in 0..<3 { missed.append(Self.missed(index)) }
         let report = RecoveryReport(
-            run: .init(id: "r", mode: "dry-run", environment: "Sandbox", window: .init(start: "a", end: "b"), startedAt: "s", finishedAt: "f"),
+            run: .init(id: "r", mode: .dryRun, environment: "Sandbox", window: .init(start: "a", end: "b"), startedAt: "s", finishedAt: "f"),
             counts: .init(), missed: missed, rejected: ReportList([]), customers: ReportList([]),
             deliveryFailures: .init(byFirstAttemptResult: [:], byHourOfFirstAttempt: [:])
         )

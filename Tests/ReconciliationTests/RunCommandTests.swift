@@ -206,7 +206,7 @@ struct RunLockTests {
         let harness = try RecoveryHarness(customers: 5, seed: 61, outageHours: 10)
         try await RunCommandTests.withSetup(harness, seed: false) { environment, client, scratch in
             let store = LedgerStore(client: client, logger: harness.logger)
-            let holder = try await store.startRun(kind: "run", environment: "Sandbox", windowStart: nil, windowEnd: nil)
+            let holder = try await store.startRun(kind: .run, environment: "Sandbox", windowStart: nil, windowEnd: nil)
             let url = try DatabaseURL(try #require(environment["DATABASE_URL"]))
             let released = try await RunLock.withLock(url, store: store, logger: harness.logger) {
                 let started = ContinuousClock.now
@@ -217,7 +217,7 @@ struct RunLockTests {
                 return ContinuousClock.now - started
             }
             #expect(released < .seconds(30))
-            try await store.finishRun(holder, outcome: "succeeded", countsJSON: "{}")
+            try await store.finishRun(holder, outcome: .succeeded, countsJSON: "{}")
             let after = try await BuiltBinary.run(["run"] + RunCommandTests.window(harness) + ["--report-dir", scratch.path + "/s"], environment: environment)
             #expect(after.exitCode == 0, "the lock died with its holder: \(after.combined)")
         }
@@ -294,9 +294,9 @@ struct NightlyCommandTests {
 
             // A failed nightly run after it does not move the start.
             let store = LedgerStore(client: client, logger: harness.logger)
-            let failed = try await store.startRun(kind: "nightly", environment: "Sandbox", windowStart: Date(), windowEnd: Date())
-            try await store.finishRun(failed, outcome: "failed", countsJSON: "{}")
-            let lastSuccess = try #require(try await store.lastSuccessfulRun(kind: "nightly"))
+            let failed = try await store.startRun(kind: .nightly, environment: "Sandbox", windowStart: Date(), windowEnd: Date())
+            try await store.finishRun(failed, outcome: .failed, countsJSON: "{}")
+            let lastSuccess = try #require(try await store.lastSuccessfulRun(kind: .nightly))
             let second = try await BuiltBinary.run(["nightly", "--report-dir", scratch.path + "/c"], environment: environment)
             #expect(second.exitCode == 0, "\(second.combined)")
             let expectedStart = try #require(lastSuccess.windowEnd).addingTimeInterval(-7200).formatted(.iso8601)

@@ -2,11 +2,11 @@ import Foundation
 import ThrowawayPostgres
 
 /// Runs the built `appstore-reconcile` executable, as a user would, and captures what it says.
-public enum BuiltBinary {
-    public typealias Result = ChildProcess.Completion
+package enum BuiltBinary {
+    package typealias Result = ChildProcess.Completion
 
     /// The executable beside the test bundle in the build directory.
-    public static var path: String {
+    package static var path: String {
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
         var directory = URL(fileURLWithPath: executable).deletingLastPathComponent()
@@ -20,7 +20,7 @@ public enum BuiltBinary {
 
     /// The environment the binary runs with: this process's, without any configuration
     /// variable (APPSTORE_*, DATABASE_URL), plus `overrides`.
-    public static func environment(_ overrides: [String: String]) -> [String: String] {
+    package static func environment(_ overrides: [String: String]) -> [String: String] {
         var merged = ProcessInfo.processInfo.environment.filter { key, _ in
             !key.hasPrefix("APPSTORE_") && key != "DATABASE_URL"
         }
@@ -31,7 +31,7 @@ public enum BuiltBinary {
     /// Runs the binary to its end, waiting on a thread of its own: a test that serves the
     /// simulator in-process must not block the concurrency pool the simulator answers from.
     /// - Parameter user: when running as root, run as this user instead (through runuser).
-    public static func run(
+    package static func run(
         _ arguments: [String], environment overrides: [String: String] = [:], standardInput: String? = nil,
         user: String? = nil
     ) async throws -> Result {
@@ -57,20 +57,20 @@ public enum BuiltBinary {
 }
 
 extension ChildProcess.Completion {
-    public var exitCode: Int32 { status }
-    public var combined: String { standardOutput + standardError }
+    package var exitCode: Int32 { status }
+    package var combined: String { standardOutput + standardError }
 }
 
 extension BuiltBinary {
     /// Starts the binary without waiting for it (output discarded), for tests that signal it.
-    public static func start(_ arguments: [String], environment overrides: [String: String] = [:]) throws -> ChildProcess {
+    package static func start(_ arguments: [String], environment overrides: [String: String] = [:]) throws -> ChildProcess {
         try ChildProcess.spawn(path, arguments, environment: environment(overrides))
     }
 }
 
 extension ChildProcess {
     /// Waits for the child on a thread of its own, off the concurrency pool.
-    public func waitAsync() async -> Int32 {
+    package func waitAsync() async -> Int32 {
         await withCheckedContinuation { continuation in
             Thread { continuation.resume(returning: self.wait()) }.start()
         }

@@ -8,16 +8,16 @@ import ThrowawayPostgres
 /// Databases for tests. With `DATABASE_URL` set, each test gets a fresh database on that
 /// server; otherwise on one throwaway cluster per test process, started on first use and
 /// stopped at exit (its watchdog removes it even if the process is killed).
-public enum TestDatabase {
+package enum TestDatabase {
     private static let cluster = Mutex<ThrowawayPostgres?>(nil)
-    public static let logger: Logger = {
+    package static let logger: Logger = {
         var logger = Logger(label: "tests")
         logger.logLevel = .error
         return logger
     }()
 
     /// The server's URL (its `postgres` database).
-    public static func serverURL() throws -> DatabaseURL {
+    package static func serverURL() throws -> DatabaseURL {
         if let configured = ProcessInfo.processInfo.environment["DATABASE_URL"], !configured.isEmpty {
             return try DatabaseURL(configured)
         }
@@ -35,7 +35,7 @@ public enum TestDatabase {
     }
 
     /// Creates an empty database and returns its URL.
-    public static func freshDatabase() async throws -> DatabaseURL {
+    package static func freshDatabase() async throws -> DatabaseURL {
         let server = try serverURL()
         let name = "test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
         try await LedgerDatabase.withClient(server, logger: logger) { client in
@@ -46,7 +46,7 @@ public enum TestDatabase {
     }
 
     /// Runs `body` with a client on a fresh database, migrated when `migrated` is true.
-    public static func withFreshLedger<Result: Sendable>(
+    package static func withFreshLedger<Result: Sendable>(
         migrated: Bool = true,
         _ body: @Sendable (PostgresClient, DatabaseURL) async throws -> Result
     ) async throws -> Result {
@@ -60,7 +60,7 @@ public enum TestDatabase {
 
 extension DatabaseURL {
     /// The URL as text for DATABASE_URL, password included (tests only).
-    public var connectionString: String {
+    package var connectionString: String {
         let credentials = password.map { "\(user):\($0)" } ?? user
         var text = "postgresql://\(credentials)@\(host):\(port)/\(database)"
         if let socketDirectory { text += "?host=\(socketDirectory)" }

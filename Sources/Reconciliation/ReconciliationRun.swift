@@ -1,0 +1,336 @@
+import AppStoreServerAPI
+import Foundation
+import Ledger
+import Logging
+import SignedData
+import Synchronization
+
+/// One reconciliation run, from the run lock to its outcome: the service `run`, `nightly`,
+/// `repair` and `demo` all call, and the library's tests too, so that what is tested is what runs.
+///
+/// A run that writes takes the run lock (per shard), marks runs that died while holding it
+/// abandoned, records itself in `app_store.runs`, starts afresh or resumes from the checkpoints
+/// an unfinished run of the same window left, recovers the window (pass 1), waits for the other
+/// shards' pass 1, repairs the accounts that may still be wrong (pass 2), and records how it
+/// ended, however it ended. A dry run does the same reading and writes nothing, and takes no lock.
+/// The metrics file, when asked for, is written at the end whatever the end.
+///
+/// What a person should hear about on the way is told to `events` as values; the caller decides
+/// how to say it.
+package struct ReconciliationRun: Sendable {
+    /// What to run.
+    package struct Request: Sendable {
+        package var kind: RunKind
+        package var window: WindowChoice
+        package var mode: RunMode
+        /// Ask Apple only for notifications it never delivered.
+        package var onlyFailures: Bool
+        /// Pass 2 after pass 1.
+        package var repair: Bool
+        /// Accounts repaired at once in pass 2.
+        package var repairConcurrency: Int
+        package var shard: Shard
+        /// How long a shard waits for the other shards' pass 1 before its pass 2.
+        package var shardWait: Duration
+        /// Ignore an unfinished earlier run's checkpoints and start over.
+        package var fresh: Bool
+        /// Write the run's metrics here (Prometheus text) when it ends, however it ends.
+        package var metricsFile: String?
+
+        package init(
+            kind: RunKind, window: WindowChoice, mode: RunMode, onlyFailures: Bool = false, repair: Bool = true, repairConcurrency: Int = 8,
+            shard: Shard = .whole, shardWait: Duration = .seconds(1800), fresh: Bool = false, metricsFile: String? = nil
+        ) {
+            self.kind = kind
+            self.window = window
+            self.mode = mode
+            self.onlyFailures = onlyFailures
+            self.repair = repair
+            self.repairConcurrency = repairConcurrency
+            self.shard = shard
+            self.shardWait = shardWait
+            self.fresh = fresh
+            self.metricsFile = metricsFile
+        }
+
+        package var dryRun: Bool { mode == .dryRun }
+    }
+
+    /// Which window a run recovers.
+    package enum WindowChoice: Sendable {
+        /// The window given: [start, end), an end in the future meaning now.
+        case fixed(start: Date, end: Date)
+        /// From the end of the last successful nightly run's window less `overlap` (or
+        /// `firstStart` when there is none; `.distantPast` for Apple's retention limit) to
+        /// `settle` before now; the window of an unfinished nightly run first, unless fresh.
+        case nightly(firstStart: Date?, overlap: TimeInterval, settle: TimeInterval)
+    }
+
+    /// What the run tells the person running it, as it goes.
+    package enum Event: Sendable {
+        /// The window is chosen; `passOne` is this shard's part of it when sharded.
+        case recovering(window: OutageWindow, environment: AppStoreEnvironment, passOne: OutageWindow?, shard: Shard, dryRun: Bool)
+        /// A nightly run found an unfinished nightly run's window and finishes it first.
+        case resumingUnfinishedNightlyWindow
+        /// Runs recorded as running whose process had died, now marked abandoned.
+        case abandonedDeadRuns(Int)
+        /// Pass 1 took over from an unfinished run of the same window.
+        case resumed(RecoveryReport.Resumed)
+        /// Pass 2 waits for these shards' pass 1.
+        case waitingForShards([String])
+        /// These shards had not finished pass 1 when the wait ran out; pass 2 goes on without them.
+        case shardWaitExpired([String], waited: Duration)
+        /// The metrics file could not be written (never the run's fate).
+        case metricsNotWritten(path: String, error: String)
+    }
+
+    package let client: AppStoreServerAPIClient
+    package let verifier: SignedDataVerifier
+    package let store: LedgerStore
+    /// For the run lock's own connection.
+    package let databaseURL: DatabaseURL
+    package let logger: Logger
+    package let progress: ProgressLine
+    package let stop: StopRequest
+    package let events: @Sendable (Event) -> Void
+    /// The present, injected for tests.
+    package let now: @Sendable () -> Date
+
+    package init(
+        client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, databaseURL: DatabaseURL, logger: Logger,
+        progress: ProgressLine = ProgressLine(enabled: false), stop: StopRequest = StopRequest(),
+        events: @escaping @Sendable (Event) -> Void = { _ in }, now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.client = client
+        self.verifier = verifier
+        self.store = store
+        self.databaseURL = databaseURL
+        self.logger = logger
+        self.progress = progress
+        self.stop = stop
+        self.events = events
+        self.now = now
+    }
+
+    var environment: AppStoreEnvironment { verifier.configuration.environment }
+
+    // MARK: A window
+
+    /// Runs the request: returns the report of a finished run (its outcome in `report.outcome`),
+    /// throws why it did not finish (`RunStopped` when stopped on request: nothing committed is
+    /// lost, and running it again finishes it).
+    package func execute(_ request: Request) async throws -> RecoveryReport {
+        let startedAt = now()
+        let figures = LedgerFigures()
+        do {
+            let report: RecoveryReport
+            do {
+                report = try await lockedRun(request)
+            } catch {
+                if request.metricsFile != nil { await figures.read(from: store, kind: request.kind) }
+                throw error
+            }
+            if request.metricsFile != nil { await figures.read(from: store, kind: request.kind) }
+            writeMetrics(request, outcome: report.outcome, startedAt: startedAt, counts: report.counts, figures: figures)
+            return report
+        } catch {
+            writeMetrics(request, outcome: RunOutcome(endingWith: error), startedAt: startedAt, counts: (error as? RunStopped)?.counts, figures: figures)
+            throw error
+        }
+    }
+
+    /// Chooses the window and recovers it: under the run lock unless dry.
+    func lockedRun(_ request: Request) async throws -> RecoveryReport {
+        let window = try await choose(request)
+        let shard = request.shard
+        events(.recovering(window: window, environment: environment, passOne: shard.isWhole ? nil : shard.subWindow(of: window), shard: shard, dryRun: request.dryRun))
+        if request.dryRun { return try await recordedRun(request, window: window) }
+        return try await RunLock.withLock(databaseURL, store: store, logger: logger, shardIndex: shard.isWhole ? nil : shard.index) {
+            // Runs of this shard still recorded as running died: the lock is ours.
+            let abandoned = try await store.abandonDeadRuns(shard: shard.isWhole ? nil : shard.description)
+            if abandoned > 0 { events(.abandonedDeadRuns(abandoned)) }
+            return try await recordedRun(request, window: window)
+        }
+    }
+
+    /// The window the request asks for.
+    func choose(_ request: Request) async throws -> OutageWindow {
+        let present = now()
+        switch request.window {
+        case .fixed(let start, let end):
+            return try OutageWindow(start: start, end: end, environment: environment, now: present)
+        case .nightly(let firstStart, let overlap, let settle):
+            // Only nightly runs move the start: a manual run of some other window says nothing
+            // about the time since the last nightly one.
+            let window = try NightlyWindow.choose(
+                lastSuccessfulWindowEnd: try await store.lastSuccessfulRun(kind: .nightly)?.windowEnd, firstStart: firstStart, now: present,
+                overlap: overlap, settle: settle, environment: environment
+            )
+            // A nightly run that died left checkpoints for its window: finish that window (same
+            // start, its end) rather than start over; the next night continues from it.
+            if !request.fresh,
+                let unfinished = try await store.unfinishedWindow(kind: .nightly, environment: environment.rawValue, shard: request.shard.description),
+                unfinished.start.unixMilliseconds == window.start.unixMilliseconds, unfinished.end <= window.end
+            {
+                events(.resumingUnfinishedNightlyWindow)
+                return try OutageWindow(start: unfinished.start, end: unfinished.end, environment: environment, now: present)
+            }
+            return window
+        }
+    }
+
+    /// Both passes under one row of `app_store.runs` (none in a dry run), finished with the
+    /// run's outcome however the passes end.
+    func recordedRun(_ request: Request, window: OutageWindow) async throws -> RecoveryReport {
+        let shard = request.shard
+        let runId = request.dryRun
+            ? nil
+            : try await store.startRun(
+                kind: request.kind, environment: environment.rawValue, windowStart: window.start, windowEnd: window.end,
+                shard: shard.isWhole ? nil : shard.description
+            )
+        let options = NotificationRecovery.Options(
+            window: window, dryRun: request.dryRun, onlyFailures: request.onlyFailures, runId: runId, shard: shard
+        )
+        do {
+            if request.fresh, !request.dryRun {
+                try await store.clearCheckpoints(in: options.checkpointScope(environment), keepingPassOne: false)
+            }
+            let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress, stop: stop)
+            let passOne = try await recovery.run(options)
+            var report = passOne.report
+            if let resumed = report.run.resumed { events(.resumed(resumed)) }
+            if request.repair {
+                if !shard.isWhole, !request.dryRun { try await waitForOtherShards(request, window: window) }
+                let repair = CustomerRepair(
+                    client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: request.repairConcurrency,
+                    stop: stop
+                )
+                let passTwoStarted = now()
+                let repairs = try await repair.afterRecovery(passOne.handoff, window: window, dryRun: request.dryRun, shard: shard, now: passTwoStarted)
+                report.add(repairs: repairs, seconds: now().timeIntervalSince(passTwoStarted), finishedAt: now().formatted(.iso8601))
+                progress.finish()
+            }
+            report.noteRateLimits(client.counts)
+            if let runId {
+                try await store.finishRun(runId, outcome: report.outcome, countsJSON: report.countsJSON)
+                try await store.clearCheckpoints(in: options.checkpointScope(environment), keepingPassOne: true)
+            }
+            return report
+        } catch {
+            progress.finish()
+            if let runId {
+                let counts = (error as? RunStopped)?.counts.map(RecoveryReport.countsJSON) ?? "{}"
+                try? await store.finishRun(runId, outcome: RunOutcome(endingWith: error), countsJSON: counts)
+            }
+            throw error
+        }
+    }
+
+    /// Pass 2 of a shard repairs customers that any shard's pass 1 may have recovered: it waits
+    /// until every shard of the window has recorded its pass 1 done (or `shardWait` passes).
+    func waitForOtherShards(_ request: Request, window: OutageWindow) async throws {
+        let shard = request.shard
+        let all = Set((0..<shard.count).map { "\($0)/\(shard.count)" })
+        let deadline = ContinuousClock.now + request.shardWait
+        var announced = false
+        while true {
+            let done = try await store.shardsWithPassOneDone(
+                environment: environment.rawValue, windowStart: window.start, windowEnd: window.end, onlyFailures: request.onlyFailures
+            )
+            let waiting = all.subtracting(done).sorted()
+            if waiting.isEmpty { return }
+            if ContinuousClock.now >= deadline {
+                events(.shardWaitExpired(waiting, waited: request.shardWait))
+                return
+            }
+            if !announced {
+                events(.waitingForShards(waiting))
+                announced = true
+            }
+            try stop.check()
+            try await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    /// Writes the metrics file, if asked for; a failure to write is told, never the run's fate.
+    func writeMetrics(_ request: Request, outcome: RunOutcome, startedAt: Date, counts: RecoveryReport.Counts?, figures: LedgerFigures) {
+        guard let path = request.metricsFile else { return }
+        let ledger = figures.value
+        let metrics = RunMetrics(
+            kind: request.kind, outcome: outcome, dryRun: request.dryRun, shard: request.shard.isWhole ? nil : request.shard.description,
+            startedAt: startedAt, finishedAt: now(), counts: counts, api: client.counts, runsByOutcome: ledger.runs, lastSuccess: ledger.lastSuccess
+        )
+        do {
+            try metrics.write(to: path)
+        } catch {
+            events(.metricsNotWritten(path: path, error: "\(error)"))
+        }
+    }
+
+    // MARK: Accounts
+
+    /// Which accounts a `repair` run repairs.
+    package enum AccountChoice: Sendable {
+        /// The accounts of these transaction IDs (any of each account's): support cases.
+        case named(transactionIds: [String])
+        /// Every account of this environment whose stored state contradicts itself.
+        case ledgerScan
+    }
+
+    /// Repairs accounts from Apple's present state, without recovering a window first: under the
+    /// run lock unless dry. Returns the report (no window, only repairs).
+    package func repairAccounts(_ choice: AccountChoice, mode: RunMode, concurrency: Int) async throws -> RecoveryReport {
+        let startedAt = now()
+        let dryRun = mode == .dryRun
+        let repair = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: concurrency, stop: stop)
+        var targets: [CustomerRepair.Target] = []
+        switch choice {
+        case .ledgerScan:
+            try await repair.scanLedger(now: startedAt) { targets.append($0) }
+        case .named(let transactionIds):
+            for id in transactionIds {
+                guard CustomerRepair.isWellFormedTransactionId(id) else { throw NotATransactionId(text: id) }
+                let customer = try await store.customer(ofTransaction: id) ?? id
+                targets.append(CustomerRepair.Target(customer: customer, transactionId: id, reasons: [.named]))
+            }
+        }
+        let chosen = targets
+        let repairs = dryRun
+            ? try await repair.repair(chosen, dryRun: true)
+            : try await RunLock.withLock(databaseURL, store: store, logger: logger) { try await repair.repair(chosen, dryRun: false) }
+        progress.finish()
+        var report = RecoveryReport.repairOnly(environment: environment.rawValue, dryRun: dryRun, startedAt: startedAt, repairs: repairs)
+        report.counts.apiRequests = 0
+        report.noteRateLimits(client.counts)
+        return report
+    }
+}
+
+/// A transaction ID that is not one: Apple's are digits only.
+package struct NotATransactionId: Error, CustomStringConvertible, Sendable {
+    package var text: String
+    package init(text: String) { self.text = text }
+    package var description: String { "'\(text.prefix(40))' is not a transaction ID: Apple's are digits only" }
+}
+
+extension RunOutcome {
+    /// How a run that threw `error` ended: stopped on request or cancelled is `interrupted`.
+    package init(endingWith error: any Error) {
+        self = error is RunStopped || error is CancellationError ? .interrupted : .failed
+    }
+}
+
+/// The ledger's side of the metrics, read once as a run ends.
+final class LedgerFigures: Sendable {
+    private let state = Mutex<(runs: [String: Int]?, lastSuccess: Date?)>((nil, nil))
+
+    var value: (runs: [String: Int]?, lastSuccess: Date?) { state.withLock { $0 } }
+
+    /// Reads without throwing: the database may be why the run ended.
+    func read(from store: LedgerStore, kind: RunKind) async {
+        let runs = try? await store.runsByOutcome()
+        let last = try? await store.lastSuccessfulRun(kind: kind)?.finishedAt
+        state.withLock { $0 = (runs, last) }
+    }
+}
