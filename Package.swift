@@ -149,12 +149,21 @@ let package = Package(
         .testTarget(name: "AppStoreServerAPITests", dependencies: ["AppStoreServerAPI", "AppStoreSimulator", "SignedData", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
         .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
-        .testTarget(name: "AppStoreReconcileTests", dependencies: ["TestSupport", "AppStoreSimulator", "SignedData", "ThrowawayPostgres", "Ledger"], swiftSettings: strictSettings),
-        // Shared by the test targets: a database per test, running the built binary.
+        // The built binary end to end: run, nightly, repair, ingest, detect-outage, reliability, jobs/.
+        .testTarget(
+            name: "AppStoreReconcileTests",
+            dependencies: [
+                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Reconciliation",
+                .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Shared by the test targets: a database per test, running the built binary, the recovery
+        // harness (a simulated App Store and a seeded ledger).
         .target(
             name: "TestSupport",
             dependencies: [
-                "Ledger", "ThrowawayPostgres",
+                "Ledger", "ThrowawayPostgres", "Reconciliation", "AppStoreSimulator", "AppStoreServerAPI", "SignedData",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

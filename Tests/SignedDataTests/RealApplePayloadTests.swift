@@ -50,7 +50,8 @@ struct RealApplePayloadTests {
         let verifier = try SignedDataVerifier(
             VerifierConfiguration(
                 rootCertificates: [root], bundleId: "com.goodheartapp", appAppleId: nil, environment: .sandbox,
-                onlineChecks: OnlineChecks(transport: HTTPOCSPTransport(timeout: .seconds(2)))
+                // A fixed present, after the leaf's expiry, not the wall clock.
+                onlineChecks: OnlineChecks(transport: HTTPOCSPTransport(timeout: .seconds(2)), now: { Date(timeIntervalSince1970: 1_795_392_000) })
             )
         )
         #expect(await verifier.verifyTransaction(jws).rejection?.reason == .certificateNotValidAtTime)

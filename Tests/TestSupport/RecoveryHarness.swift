@@ -10,14 +10,14 @@ import TestSupport
 
 /// A simulated App Store, a ledger in a fresh database filled with what a live server received,
 /// and the pieces of a recovery run wired to both.
-struct RecoveryHarness: Sendable {
-    let api: SimulatedAPI
-    let logger: Logger
+package struct RecoveryHarness: Sendable {
+    package let api: SimulatedAPI
+    package let logger: Logger
 
     /// A sandbox world (Apple never retries there) whose outage covers most of its history, so
     /// that every kind of notification is missed somewhere.
     /// - Parameter now: the world's present; harnesses built with the same one (and seed) hold the same world.
-    init(customers: Int = 150, seed: UInt64 = 21, environment: AppStoreEnvironment = .sandbox, outageHours: Double = 96, options: SimulatorOptions = SimulatorOptions(), silenced: Set<String> = [], now: Date = Date()) throws {
+    package init(customers: Int = 150, seed: UInt64 = 21, environment: AppStoreEnvironment = .sandbox, outageHours: Double = 96, options: SimulatorOptions = SimulatorOptions(), silenced: Set<String> = [], now: Date = Date()) throws {
         var configuration = Scenario.Configuration()
         configuration.now = now
         configuration.seed = seed
@@ -32,9 +32,9 @@ struct RecoveryHarness: Sendable {
         self.logger = logger
     }
 
-    var scenario: Scenario { api.scenario }
+    package var scenario: Scenario { api.scenario }
 
-    func verifier() throws -> SignedDataVerifier {
+    package func verifier() throws -> SignedDataVerifier {
         let configuration = scenario.configuration
         return try SignedDataVerifier(
             VerifierConfiguration(
@@ -44,7 +44,7 @@ struct RecoveryHarness: Sendable {
         )
     }
 
-    func client(_ baseURL: String) throws -> AppStoreServerAPIClient {
+    package func client(_ baseURL: String) throws -> AppStoreServerAPIClient {
         AppStoreServerAPIClient(
             configuration: AppStoreServerAPIConfiguration(
                 credentials: APICredentials(
@@ -59,7 +59,7 @@ struct RecoveryHarness: Sendable {
     }
 
     /// The whole scenario as the window: everything Apple's history holds for it.
-    func window() throws -> OutageWindow {
+    package func window() throws -> OutageWindow {
         let configuration = scenario.configuration
         return try OutageWindow(
             start: configuration.now.addingTimeInterval(-configuration.history - 3600), end: Date(), environment: configuration.environment
@@ -67,7 +67,7 @@ struct RecoveryHarness: Sendable {
     }
 
     /// Records what a live server received, as its webhook would have, in batches.
-    func seedDeliveredNotifications(_ store: LedgerStore) async throws {
+    package func seedDeliveredNotifications(_ store: LedgerStore) async throws {
         let ingest = NotificationIngest(verifier: try verifier(), store: store)
         let delivered = scenario.deliveredNotifications
         for start in stride(from: 0, to: delivered.count, by: 200) {
@@ -75,13 +75,13 @@ struct RecoveryHarness: Sendable {
         }
     }
 
-    func repair(_ baseURL: String, _ store: LedgerStore, client: AppStoreServerAPIClient? = nil) throws -> CustomerRepair {
+    package func repair(_ baseURL: String, _ store: LedgerStore, client: AppStoreServerAPIClient? = nil) throws -> CustomerRepair {
         CustomerRepair(client: try client ?? self.client(baseURL), verifier: try verifier(), store: store, logger: logger)
     }
 
     /// Every account's subscription rows (each subscription of the account) and transactions (of
     /// every purchase), compared field by field with the simulator's truth; the mismatches, described.
-    func mismatches(_ store: LedgerStore, accounts: [Scenario.Customer]? = nil) async throws -> [String] {
+    package func mismatches(_ store: LedgerStore, accounts: [Scenario.Customer]? = nil) async throws -> [String] {
         var problems: [String] = []
         let accounts = accounts ?? scenario.customers
         let rows = try await store.subscriptions(accounts.flatMap { $0.subscriptions.map(\.originalTransactionId) })
@@ -121,19 +121,19 @@ struct RecoveryHarness: Sendable {
     }
 
     /// A run as the commands run one, wired to the simulator and this ledger.
-    func reconciliation(_ store: LedgerStore, _ url: DatabaseURL, client: AppStoreServerAPIClient) throws -> ReconciliationRun {
+    package func reconciliation(_ store: LedgerStore, _ url: DatabaseURL, client: AppStoreServerAPIClient) throws -> ReconciliationRun {
         ReconciliationRun(client: client, verifier: try verifier(), store: store, databaseURL: url, logger: logger)
     }
 
     /// Pass 1 alone, as `run --skip-repair` runs it.
-    func recovery(_ baseURL: String, _ store: LedgerStore, _ url: DatabaseURL) throws -> PassOneRun {
+    package func recovery(_ baseURL: String, _ store: LedgerStore, _ url: DatabaseURL) throws -> PassOneRun {
         PassOneRun(reconciliation: try reconciliation(store, url, client: try client(baseURL)))
     }
 
-    struct PassOneRun: Sendable {
-        let reconciliation: ReconciliationRun
+    package struct PassOneRun: Sendable {
+        package let reconciliation: ReconciliationRun
 
-        func run(_ options: NotificationRecovery.Options) async throws -> RecoveryReport {
+        package func run(_ options: NotificationRecovery.Options) async throws -> RecoveryReport {
             try await reconciliation.execute(
                 .init(
                     kind: .run, window: .fixed(start: options.window.start, end: options.window.end), mode: options.dryRun ? .dryRun : .apply,
@@ -145,7 +145,7 @@ struct RecoveryHarness: Sendable {
 
     /// Every row of the ledger's tables, as text, ordered, without the times of recording: two
     /// ledgers with the same content dump the same.
-    static func dump(_ client: PostgresClient) async throws -> [String] {
+    package static func dump(_ client: PostgresClient) async throws -> [String] {
         var lines: [String] = []
         let queries: [PostgresQuery] = [
             "SELECT notification_uuid::text || '|' || notification_type || '|' || coalesce(subtype, '') || '|' || signed_date::text || '|' || source FROM app_store.notifications ORDER BY 1",
@@ -161,7 +161,7 @@ struct RecoveryHarness: Sendable {
         return lines
     }
 
-    static func historyUUIDs(_ client: PostgresClient) async throws -> Set<String> {
+    package static func historyUUIDs(_ client: PostgresClient) async throws -> Set<String> {
         var found: Set<String> = []
         for try await uuid in try await client.query("SELECT notification_uuid::text FROM app_store.notifications WHERE source = 'history'").decode(String.self) {
             found.insert(uuid)
