@@ -136,4 +136,33 @@ if !arguments.contains("--skip-end-to-end") {
     }
 }
 
+// Before/after: the same worlds through another build of `appstore-reconcile` (say, the commit
+// before a refactoring) and this one, alternately, twice each, in this one run.
+if let other = option("--compare-with") {
+    guard FileManager.default.isExecutableFile(atPath: other), FileManager.default.isExecutableFile(atPath: binary) else {
+        say("error: --compare-with \(other) or \(binary) is not an executable")
+        exit(1)
+    }
+    for size in sizes {
+        var byBinary: [String: [EndToEnd.Result]] = [:]
+        for round in 0..<4 {
+            let (name, path) = round.isMultiple(of: 2) ? ("compared", other) : ("this build", binary)
+            say("6. Before/after, about \(size) notifications, \(name) (round \(round / 2 + 1) of 2)…")
+            await attempt("before/after") {
+                byBinary[name, default: []].append(try await EndToEnd(binary: path, logger: logger).run(EndToEnd.scenario(notifications: size)))
+            }
+        }
+        for name in ["compared", "this build"] {
+            for result in byBinary[name] ?? [] {
+                rows.append(
+                    Row(
+                        section: "before/after", figure: "\(result.notifications) notifications, \(name): pass 1/s, pass 2 accounts/s, CPU-s per 1,000, peak MiB, missed/applied, requests",
+                        value: "\(number(result.passOnePerSecond)), \(number(result.passTwoPerSecond)), \(number(result.cpuPerThousand, 3)), \(number(Double(result.peakResidentBytes) / 1_048_576, 1)), \(result.missed)/\(result.applied), \(result.historyRequests)+\(result.statusesRequests)+\(result.transactionHistoryRequests)"
+                    )
+                )
+            }
+        }
+    }
+}
+
 printTable(rows)
