@@ -55,8 +55,17 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
     } catch let error as AppStoreTransportError {
         printError("error: \(error)")
         throw ExitCode(error.isRetryable ? ExitStatus.temporaryFailure : ExitStatus.failure)
-    } catch let error where LedgerFailure(error) != nil {
-        let failure = LedgerFailure(error)!
+    } catch let error as ThrowawayPostgresError {
+        printError("error: \(error)")
+        throw ExitCode(ExitStatus.failure)
+    } catch is CancellationError {
+        printError("interrupted")
+        throw ExitCode(ExitStatus.temporaryFailure)
+    } catch let error {
+        guard let failure = LedgerFailure(error) else {
+            printError("error: \(error)")
+            throw ExitCode(ExitStatus.failure)
+        }
         switch failure.kind {
         case .schemaMissing:
             printError("configuration error: the ledger schema is missing in this database: run `appstore-reconcile migrate` first (\(failure))")
@@ -68,14 +77,5 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
             printError("database error: \(failure). Everything committed stays; run again when the database is back.")
             throw ExitCode(failure.kind == .temporary ? ExitStatus.temporaryFailure : ExitStatus.failure)
         }
-    } catch let error as ThrowawayPostgresError {
-        printError("error: \(error)")
-        throw ExitCode(ExitStatus.failure)
-    } catch is CancellationError {
-        printError("interrupted")
-        throw ExitCode(ExitStatus.temporaryFailure)
-    } catch {
-        printError("error: \(error)")
-        throw ExitCode(ExitStatus.failure)
     }
 }

@@ -14,7 +14,7 @@ import UnixSignals
 func withGracefulShutdown<Result: Sendable>(
     databaseURL: DatabaseURL, logger: Logger, _ job: @escaping @Sendable (LedgerStore, StopRequest) async throws -> Result
 ) async throws -> Result {
-    let database = try await LedgerDatabase.client(databaseURL, logger: logger)
+    let database = LedgerDatabase.client(databaseURL, logger: logger)
     let store = LedgerStore(client: database, logger: logger)
     let stop = StopRequest()
     let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)

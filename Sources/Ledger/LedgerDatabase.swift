@@ -12,12 +12,12 @@ package enum LedgerDatabase {
         try await connection.close()
     }
 
-    /// A client for a swift-service-lifecycle `ServiceGroup` (`PostgresClient` is a `Service`),
-    /// the server checked reachable: the group runs it, and on a graceful shutdown stops it only
-    /// after the services listed after it, which use it, have finished (the batch in hand
-    /// committed, the run's outcome recorded).
-    package static func client(_ url: DatabaseURL, logger: Logger) async throws -> PostgresClient {
-        try await checkReachable(url, logger: logger)
+    /// A client for a swift-service-lifecycle `ServiceGroup` (`PostgresClient` is a `Service`):
+    /// the group runs it, and on a graceful shutdown stops it only after the services listed
+    /// after it, which use it, have finished (the batch in hand committed, the run's outcome
+    /// recorded). Not connected yet: the service that uses it checks the server first
+    /// (`checkReachable`), so that a failure to connect is that service's, and reported as such.
+    package static func client(_ url: DatabaseURL, logger: Logger) -> PostgresClient {
         var background = logger
         if background.logLevel > .info { background.logLevel = .error }
         return PostgresClient(configuration: url.clientConfiguration, backgroundLogger: background)

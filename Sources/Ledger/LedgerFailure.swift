@@ -20,9 +20,19 @@ package struct LedgerFailure: Error, CustomStringConvertible, Sendable {
     /// The server's own message and SQLSTATE when there is one; never the URL or its password.
     package var description: String
 
-    /// The classification of `error`, or nil when it is not a database error.
+    /// The classification of `error`, or nil when it is not a database error. A write in a
+    /// transaction fails with PostgresNIO's `PostgresTransactionError` around the database's
+    /// error (of BEGIN, of a statement, of COMMIT): that error is the one classified.
     package init?(_ error: any Error) {
-        guard let error = error as? PSQLError else { return nil }
+        let found: PSQLError?
+        if let error = error as? PSQLError {
+            found = error
+        } else if let transaction = error as? PostgresTransactionError {
+            found = [transaction.beginError, transaction.closureError, transaction.commitError].lazy.compactMap { $0 as? PSQLError }.first
+        } else {
+            found = nil
+        }
+        guard let error = found else { return nil }
         let state = error.serverInfo?[.sqlState]
         if state == "42P01" || state == "3F000" {
             kind = .schemaMissing

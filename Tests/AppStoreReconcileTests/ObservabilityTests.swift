@@ -63,11 +63,15 @@ struct ObservabilityTests {
             if ours {
                 var refused = withPassword
                 refused["DATABASE_URL"] = url.replacingOccurrences(of: "postgresql://postgres@", with: "postgresql://\(role):\(wrongPassword)@")
+                // A run the database refuses still writes its metrics, saying it failed.
+                try FileManager.default.removeItem(atPath: metrics)
                 let wrong = try await BuiltBinary.run(["run"] + RunCommandTests.window(harness) + ["--log-format", "text", "--metrics-file", metrics], environment: refused)
                 #expect(wrong.exitCode == 78, "\(wrong.combined)")
                 #expect(wrong.standardError.contains("refused the credentials"), "\(wrong.standardError)")
                 outputs.append(wrong.combined)
-                outputs.append(try String(contentsOfFile: metrics, encoding: .utf8))
+                let failed = try String(contentsOfFile: metrics, encoding: .utf8)
+                #expect(failed.contains("appstore_reconcile_run_outcome{kind=\"run\",outcome=\"failed\"} 1"), "\(failed)")
+                outputs.append(failed)
             }
             var unreachable = withPassword
             unreachable["DATABASE_URL"] = "postgresql://\(role):\(password)@127.0.0.1:1/ledger"

@@ -123,6 +123,9 @@ package struct ReconciliationRun: Sendable {
         let startedAt = now()
         let figures = LedgerFigures()
         do {
+            // A server that cannot be reached (or refuses the credentials) fails the run here,
+            // where the metrics still say so, and before the pool is asked for anything.
+            try await LedgerDatabase.checkReachable(databaseURL, logger: logger)
             let report: RecoveryReport
             do {
                 report = try await lockedRun(request)
@@ -282,6 +285,7 @@ package struct ReconciliationRun: Sendable {
     /// run lock unless dry. Returns the report (no window, only repairs).
     package func repairAccounts(_ choice: AccountChoice, mode: RunMode, concurrency: Int) async throws -> RecoveryReport {
         let startedAt = now()
+        try await LedgerDatabase.checkReachable(databaseURL, logger: logger)
         let dryRun = mode == .dryRun
         let repair = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: concurrency, stop: stop)
         var targets: [CustomerRepair.Target] = []
