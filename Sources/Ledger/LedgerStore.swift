@@ -16,23 +16,6 @@ package struct LedgerStore: Sendable {
 
     // MARK: Reads for the comparison (one query per batch)
 
-    /// The columns of `app_store.subscriptions` in the order every query selects them.
-    typealias SubscriptionRow = (String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date, String?)
-
-    /// The SELECT list that `SubscriptionRow` decodes.
-    static let subscriptionColumns = """
-        original_transaction_id, product_id, status, expires_date, auto_renew_status, auto_renew_product_id,
-        is_in_billing_retry, grace_period_expires_date, last_signed_date, environment
-        """
-
-    static func subscription(_ row: SubscriptionRow) -> SubscriptionRecord {
-        SubscriptionRecord(
-            originalTransactionId: row.0, productId: row.1, status: row.2.map(Int.init), expiresDate: row.3,
-            autoRenewStatus: row.4.map(Int.init), autoRenewProductId: row.5, isInBillingRetry: row.6,
-            gracePeriodExpiresDate: row.7, lastSignedDate: row.8, environment: row.9
-        )
-    }
-
     /// The stored subscription rows for these customers.
     package func subscriptions(_ originalTransactionIds: [String]) async throws -> [String: SubscriptionRecord] {
         try await Self.subscriptions(originalTransactionIds, on: client, logger: logger)
@@ -41,11 +24,17 @@ package struct LedgerStore: Sendable {
     static func subscriptions(_ originalTransactionIds: [String], on database: some LedgerQuerying, logger: Logger) async throws -> [String: SubscriptionRecord] {
         guard !originalTransactionIds.isEmpty else { return [:] }
         let rows = try await database.ledgerQuery(
-            "SELECT \(unescaped: subscriptionColumns) FROM app_store.subscriptions WHERE original_transaction_id = ANY(\(originalTransactionIds))",
+            """
+            SELECT \(unescaped: SubscriptionRecord.selectList()) FROM app_store.subscriptions
+            WHERE original_transaction_id = ANY(\(originalTransactionIds))
+            """,
             logger: logger
         )
         var found: [String: SubscriptionRecord] = [:]
-        for try await row in rows.decode(SubscriptionRow.self) { found[row.0] = Self.subscription(row) }
+        for try await row in rows {
+            let subscription = try SubscriptionRecord.read(row)
+            found[subscription.originalTransactionId] = subscription
+        }
         return found
     }
 
@@ -59,33 +48,39 @@ package struct LedgerStore: Sendable {
             PageStateRead(customers: customers, transactions: transactions, notifications: notifications), logger: logger
         )
         for try await row in rows {
-            switch row.0 {
-            case 1:
-                guard let lastSigned = row.9 else { continue }
-                state.subscriptions[row.1] = Self.subscription((row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, lastSigned, row.10))
-            case 2:
-                if let signed = row.9 { state.transactionSignedDates[row.1] = signed }
-            default:
-                if let uuid = UUID(uuidString: row.1) { state.existingNotifications.insert(uuid) }
+            switch row {
+            case .subscription(let subscription): state.subscriptions[subscription.originalTransactionId] = subscription
+            case .transaction(let id, let signed): state.transactionSignedDates[id] = signed
+            case .notification(let uuid): state.existingNotifications.insert(uuid)
             }
         }
         return state
     }
 
-    /// Kind 1 rows are subscriptions, kind 2 a transaction's ID and `signed_date`, kind 3 a
-    /// notification's UUID.
+    /// One statement: the subscription rows of the page's customers, the signing time of its
+    /// transactions the ledger holds, and which of its notifications are recorded.
     struct PageStateRead: PostgresPreparedStatement {
-        typealias Row = (Int16, String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date?, String?)
+        enum Row {
+            case subscription(SubscriptionRecord)
+            case transaction(String, signed: Date)
+            case notification(UUID)
+        }
 
+        /// The first column of each row says which of the three it is.
+        enum Kind: Int16 {
+            case subscription = 1, transaction, notification
+        }
+
+        /// (kind, a transaction's signed_date, the subscription's columns); the other kinds put
+        /// their key in the first subscription column.
         static let sql = """
-            SELECT 1::smallint, original_transaction_id, product_id, status, expires_date, auto_renew_status, auto_renew_product_id,
-                   is_in_billing_retry, grace_period_expires_date, last_signed_date, environment
+            SELECT \(Kind.subscription.rawValue)::smallint, NULL::timestamptz, \(SubscriptionRecord.selectList())
             FROM app_store.subscriptions WHERE original_transaction_id = ANY($1::text[])
             UNION ALL
-            SELECT 2::smallint, transaction_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, signed_date, NULL
+            SELECT \(Kind.transaction.rawValue)::smallint, signed_date, transaction_id, \(SubscriptionRecord.nullsAfterKey)
             FROM app_store.transactions WHERE transaction_id = ANY($2::text[])
             UNION ALL
-            SELECT 3::smallint, notification_uuid::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+            SELECT \(Kind.notification.rawValue)::smallint, NULL, notification_uuid::text, \(SubscriptionRecord.nullsAfterKey)
             FROM app_store.notifications WHERE notification_uuid = ANY($3::uuid[])
             """
 
@@ -104,7 +99,16 @@ package struct LedgerStore: Sendable {
         }
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
-            try row.decode(Row.self)
+            let cells = Array(row)
+            let key = try cells[2].decode(String.self)
+            switch Kind(rawValue: try cells[0].decode(Int16.self)) {
+            case .subscription: return .subscription(try SubscriptionRecord.read(cells, from: 2))
+            case .transaction: return .transaction(key, signed: try cells[1].decode(Date.self))
+            case .notification:
+                guard let uuid = UUID(uuidString: key) else { throw LedgerColumnMismatch(column: "notification_uuid") }
+                return .notification(uuid)
+            case nil: throw LedgerColumnMismatch(column: "kind")
+            }
         }
     }
 
@@ -148,10 +152,11 @@ package struct LedgerStore: Sendable {
     private static func outcome(of statement: RowsWrite, on connection: PostgresConnection, logger: Logger) async throws -> LedgerBatchOutcome {
         var outcome = LedgerBatchOutcome()
         for try await (kind, key) in try await connection.execute(statement, logger: logger) {
-            switch kind {
-            case "n": if let uuid = UUID(uuidString: key) { outcome.insertedNotifications.insert(uuid) }
-            case "t": outcome.changedTransactions.insert(key)
-            default: outcome.changedSubscriptions.insert(key)
+            switch RowsWrite.Written(rawValue: kind) {
+            case .notification: if let uuid = UUID(uuidString: key) { outcome.insertedNotifications.insert(uuid) }
+            case .transaction: outcome.changedTransactions.insert(key)
+            case .subscription: outcome.changedSubscriptions.insert(key)
+            case nil: throw LedgerColumnMismatch(column: "kind")
             }
         }
         return outcome
@@ -160,12 +165,19 @@ package struct LedgerStore: Sendable {
     /// The statement that writes a batch's notifications (new ones only), transactions and
     /// subscriptions (newer signed versions only), the checkpoint, and, for a run, the before →
     /// after of the subscriptions it did change; it returns what each write changed, as
-    /// (kind, key) rows: "n" notification UUID, "t" transaction ID, "s" customer. Data-modifying
+    /// (kind, key) rows (`Written`). The column lists come from the records' tables
+    /// (`NotificationRecord.columns` …). Data-modifying
     /// CTEs see the same snapshot and reach each other only through RETURNING, which is how the
     /// record of changes keeps to the subscriptions the upsert changed. Prepared once per
     /// connection: parsing and planning it for every page was on the critical path of pass 1.
     struct RowsWrite: PostgresPreparedStatement {
-        typealias Row = (String, String)
+        typealias Row = (Int16, String)
+
+        /// What a returned row reports: its key is a notification inserted, a transaction or a
+        /// subscription changed.
+        enum Written: Int16 {
+            case notification = 1, transaction, subscription
+        }
 
         static let sql = """
             WITH checkpoint AS (
@@ -179,57 +191,28 @@ package struct LedgerStore: Sendable {
                     position = EXCLUDED.position, pagination_token = EXCLUDED.pagination_token, completed = EXCLUDED.completed,
                     run_id = EXCLUDED.run_id, updated_at = now()
             ), inserted_notifications AS (
-                INSERT INTO app_store.notifications (notification_uuid, notification_type, subtype, signed_date, environment,
-                    original_transaction_id, transaction_id, signed_payload, source)
-                SELECT notification_uuid, r.notification_type, r.subtype, timestamptz 'epoch' + r.signed_ms * interval '1 millisecond',
-                    r.environment, r.original_transaction_id, r.transaction_id, p.payload, r.source
-                FROM jsonb_to_recordset($12::text::jsonb) AS r(
-                    notification_uuid uuid, notification_type text, subtype text, signed_ms bigint, environment text,
-                    original_transaction_id text, transaction_id text, source text)
-                JOIN unnest($13::uuid[], $14::text[])
-                    AS p(notification_uuid, payload) USING (notification_uuid)
+                INSERT INTO app_store.notifications (\(NotificationRecord.selectList()), signed_payload)
+                SELECT \(NotificationRecord.values(from: "r")), p.payload
+                FROM jsonb_to_recordset($12::text::jsonb) AS r(\(NotificationRecord.recordsetTypes))
+                JOIN unnest($13::uuid[], $14::text[]) AS p(notification_uuid, payload) USING (notification_uuid)
                 ON CONFLICT (notification_uuid) DO NOTHING
                 RETURNING notification_uuid
             ), changed_transactions AS (
-                INSERT INTO app_store.transactions (transaction_id, original_transaction_id, product_id, product_type, purchase_date,
-                    expires_date, revocation_date, revocation_reason, is_upgraded, signed_date, environment, signed_transaction)
-                SELECT r.transaction_id, r.original_transaction_id, r.product_id, r.product_type,
-                    timestamptz 'epoch' + r.purchase_ms * interval '1 millisecond', timestamptz 'epoch' + r.expires_ms * interval '1 millisecond',
-                    timestamptz 'epoch' + r.revocation_ms * interval '1 millisecond', r.revocation_reason, r.is_upgraded,
-                    timestamptz 'epoch' + r.signed_ms * interval '1 millisecond', r.environment, p.payload
-                FROM jsonb_to_recordset($15::text::jsonb) AS r(
-                    transaction_id text, original_transaction_id text, product_id text, product_type text, purchase_ms bigint,
-                    expires_ms bigint, revocation_ms bigint, revocation_reason integer, is_upgraded boolean, signed_ms bigint,
-                    environment text)
-                JOIN unnest($16::text[], $17::text[])
-                    AS p(transaction_id, payload) USING (transaction_id)
+                INSERT INTO app_store.transactions (\(TransactionRecord.selectList()), signed_transaction)
+                SELECT \(TransactionRecord.values(from: "r")), p.payload
+                FROM jsonb_to_recordset($15::text::jsonb) AS r(\(TransactionRecord.recordsetTypes))
+                JOIN unnest($16::text[], $17::text[]) AS p(transaction_id, payload) USING (transaction_id)
                 ON CONFLICT (transaction_id) DO UPDATE SET
-                    original_transaction_id = EXCLUDED.original_transaction_id, product_id = EXCLUDED.product_id,
-                    product_type = EXCLUDED.product_type, purchase_date = EXCLUDED.purchase_date,
-                    expires_date = EXCLUDED.expires_date, revocation_date = EXCLUDED.revocation_date,
-                    revocation_reason = EXCLUDED.revocation_reason, is_upgraded = EXCLUDED.is_upgraded,
-                    signed_date = EXCLUDED.signed_date, environment = EXCLUDED.environment,
+                    \(TransactionRecord.updateList(table: "app_store.transactions")),
                     signed_transaction = EXCLUDED.signed_transaction, updated_at = now()
                 WHERE app_store.transactions.signed_date < EXCLUDED.signed_date
                 RETURNING transaction_id
             ), changed_subscriptions AS (
-                INSERT INTO app_store.subscriptions (original_transaction_id, product_id, status, expires_date, auto_renew_status,
-                    auto_renew_product_id, is_in_billing_retry, grace_period_expires_date, last_signed_date, environment)
-                SELECT r.original_transaction_id, r.product_id, r.status, timestamptz 'epoch' + r.expires_ms * interval '1 millisecond',
-                    r.auto_renew_status, r.auto_renew_product_id, r.is_in_billing_retry,
-                    timestamptz 'epoch' + r.grace_period_expires_ms * interval '1 millisecond',
-                    timestamptz 'epoch' + r.last_signed_ms * interval '1 millisecond', r.environment
-                FROM jsonb_to_recordset($18::text::jsonb) AS r(
-                    original_transaction_id text, product_id text, status smallint, expires_ms bigint, auto_renew_status smallint,
-                    auto_renew_product_id text, is_in_billing_retry boolean, grace_period_expires_ms bigint, last_signed_ms bigint,
-                    environment text)
+                INSERT INTO app_store.subscriptions (\(SubscriptionRecord.selectList()))
+                SELECT \(SubscriptionRecord.values(from: "r"))
+                FROM jsonb_to_recordset($18::text::jsonb) AS r(\(SubscriptionRecord.recordsetTypes))
                 ON CONFLICT (original_transaction_id) DO UPDATE SET
-                    product_id = EXCLUDED.product_id, status = EXCLUDED.status, expires_date = EXCLUDED.expires_date,
-                    auto_renew_status = EXCLUDED.auto_renew_status, auto_renew_product_id = EXCLUDED.auto_renew_product_id,
-                    is_in_billing_retry = EXCLUDED.is_in_billing_retry,
-                    grace_period_expires_date = EXCLUDED.grace_period_expires_date,
-                    last_signed_date = EXCLUDED.last_signed_date,
-                    environment = coalesce(EXCLUDED.environment, app_store.subscriptions.environment), updated_at = now()
+                    \(SubscriptionRecord.updateList(table: "app_store.subscriptions")), updated_at = now()
                 WHERE app_store.subscriptions.last_signed_date < EXCLUDED.last_signed_date
                 RETURNING original_transaction_id
             ), recorded_changes AS (
@@ -239,9 +222,9 @@ package struct LedgerStore: Sendable {
                 JOIN changed_subscriptions USING (original_transaction_id)
                 ON CONFLICT (run_id, original_transaction_id) DO UPDATE SET after = EXCLUDED.after
             )
-            SELECT 'n', notification_uuid::text FROM inserted_notifications
-            UNION ALL SELECT 't', transaction_id FROM changed_transactions
-            UNION ALL SELECT 's', original_transaction_id FROM changed_subscriptions
+            SELECT \(Written.notification.rawValue)::smallint, notification_uuid::text FROM inserted_notifications
+            UNION ALL SELECT \(Written.transaction.rawValue)::smallint, transaction_id FROM changed_transactions
+            UNION ALL SELECT \(Written.subscription.rawValue)::smallint, original_transaction_id FROM changed_subscriptions
             """
 
         static let bindingDataTypes: [PostgresDataType] = [
@@ -259,10 +242,7 @@ package struct LedgerStore: Sendable {
             let subscriptions = LedgerBatchRows.subscriptions(batch.subscriptions)
             // Every subscription's candidate record; the statement keeps those the upsert changed.
             let changes = runId == nil ? [] : subscriptions.map { after in
-                LedgerBatchRows.SubscriptionChange(
-                    original_transaction_id: after.original_transaction_id,
-                    before: batch.subscriptionsBefore[after.original_transaction_id]?.map(LedgerBatchRows.subscription), after: after
-                )
+                LedgerBatchRows.SubscriptionChange(before: batch.subscriptionsBefore[after.originalTransactionId] ?? nil, after: after)
             }
             let scope = checkpoint?.1
             let point = checkpoint?.0
@@ -282,7 +262,7 @@ package struct LedgerStore: Sendable {
             bindings.append(batch.notifications.map(\.notificationUUID))
             bindings.append(notifications.payloads)
             bindings.append(RowJSON.array(transactions.rows))
-            bindings.append(transactions.rows.map(\.transaction_id))
+            bindings.append(transactions.rows.map(\.transactionId))
             bindings.append(transactions.payloads)
             bindings.append(RowJSON.array(subscriptions))
             bindings.append(RowJSON.array(changes))
@@ -301,17 +281,21 @@ package struct LedgerStore: Sendable {
     {
         let rows = try await client.query(
             """
-            SELECT original_transaction_id, before::text, after::text FROM app_store.run_subscription_changes
-            WHERE run_id = \(runId) AND original_transaction_id > \(cursor ?? "") ORDER BY original_transaction_id LIMIT \(limit)
+            SELECT c.original_transaction_id, b.original_transaction_id IS NOT NULL,
+                \(unescaped: SubscriptionRecord.values(from: "b")), \(unescaped: SubscriptionRecord.values(from: "a"))
+            FROM app_store.run_subscription_changes c
+            LEFT JOIN LATERAL jsonb_to_record(c.before) AS b(\(unescaped: SubscriptionRecord.recordsetTypes)) ON true
+            CROSS JOIN LATERAL jsonb_to_record(c.after) AS a(\(unescaped: SubscriptionRecord.recordsetTypes))
+            WHERE c.run_id = \(runId) AND c.original_transaction_id > \(cursor ?? "") ORDER BY c.original_transaction_id LIMIT \(limit)
             """,
             logger: logger
         )
-        let decoder = JSONDecoder()
+        let width = SubscriptionRecord.columns.count
         var found: [(customer: String, before: SubscriptionRecord?, after: SubscriptionRecord)] = []
-        for try await (customer, before, after) in rows.decode((String, String?, String).self) {
-            let beforeRow = try before.map { try decoder.decode(LedgerBatchRows.Subscription.self, from: Data($0.utf8)) }
-            let afterRow = try decoder.decode(LedgerBatchRows.Subscription.self, from: Data(after.utf8))
-            found.append((customer, beforeRow.map(LedgerBatchRows.record), LedgerBatchRows.record(afterRow)))
+        for try await row in rows {
+            let cells = Array(row)
+            let before = try cells[1].decode(Bool.self) ? try SubscriptionRecord.read(cells, from: 2) : nil
+            found.append((try cells[0].decode(String.self), before, try SubscriptionRecord.read(cells, from: 2 + width)))
         }
         return found
     }
@@ -409,21 +393,18 @@ package struct LedgerStore: Sendable {
         guard !customers.isEmpty else { return [] }
         let rows = try await database.ledgerQuery(
             """
-            SELECT transaction_id, original_transaction_id, product_id, product_type, purchase_date, expires_date, revocation_date,
-                   revocation_reason, is_upgraded, signed_date, environment, signed_transaction
+            SELECT \(unescaped: TransactionRecord.selectList()), signed_transaction
             FROM app_store.transactions WHERE original_transaction_id = ANY(\(customers)) ORDER BY purchase_date, transaction_id
             """,
             logger: logger
         )
         var found: [TransactionRecord] = []
-        for try await row in rows.decode((String, String, String?, String?, Date?, Date?, Date?, Int?, Bool?, Date, String?, String).self) {
-            found.append(
-                TransactionRecord(
-                    transactionId: row.0, originalTransactionId: row.1, productId: row.2, productType: row.3, purchaseDate: row.4,
-                    expiresDate: row.5, revocationDate: row.6, revocationReason: row.7, isUpgraded: row.8, signedDate: row.9,
-                    environment: row.10, signedTransaction: row.11
-                )
-            )
+        let width = TransactionRecord.columns.count
+        for try await row in rows {
+            let cells = Array(row)
+            var transaction = try TransactionRecord.read(cells)
+            transaction.signedTransaction = try cells[width].decode(String.self)
+            found.append(transaction)
         }
         return found
     }
@@ -570,9 +551,7 @@ package struct LedgerStore: Sendable {
         var views: [CustomerLedgerView] = []
         let rows = try await client.query(
             """
-            SELECT s.original_transaction_id, s.product_id, s.status, s.expires_date, s.auto_renew_status, s.auto_renew_product_id,
-                   s.is_in_billing_retry, s.grace_period_expires_date, s.last_signed_date, s.environment,
-                   m.account_id, a.verified_at, a.transactions_verified_at
+            SELECT m.account_id, a.verified_at, a.transactions_verified_at, \(unescaped: SubscriptionRecord.selectList(prefix: "s"))
             FROM app_store.subscriptions s
             LEFT JOIN app_store.account_members m ON m.environment = s.environment AND m.original_transaction_id = s.original_transaction_id
             LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
@@ -581,13 +560,14 @@ package struct LedgerStore: Sendable {
             """,
             logger: logger
         )
-        typealias Row = (String, String?, Int16?, Date?, Int16?, String?, Bool?, Date?, Date, String?, String?, Date?, Date?)
-        for try await row in rows.decode(Row.self) {
-            let subscription = Self.subscription((row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7, row.8, row.9))
+        for try await row in rows {
+            let cells = Array(row)
+            let subscription = try SubscriptionRecord.read(cells, from: 3)
             views.append(
                 CustomerLedgerView(
-                    originalTransactionId: row.0, subscription: subscription, transactions: [], notifications: [], accountId: row.10,
-                    verifiedAt: row.11, transactionsVerifiedAt: row.12
+                    originalTransactionId: subscription.originalTransactionId, subscription: subscription, transactions: [], notifications: [],
+                    accountId: try cells[0].decode(String?.self), verifiedAt: try cells[1].decode(Date?.self),
+                    transactionsVerifiedAt: try cells[2].decode(Date?.self)
                 )
             )
         }

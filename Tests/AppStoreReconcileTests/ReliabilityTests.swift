@@ -175,7 +175,7 @@ struct PostgresFaultTests {
             environment["DATABASE_URL"] = cluster.url()
             // At Sandbox's documented 5 requests a second the run lasts long enough to crash under it.
             let log = scratch + "/stderr.log"
-            FileManager.default.createFile(atPath: log, contents: nil)
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
             let descriptor = open(log, O_WRONLY)
             let child = try ChildProcess.spawn(
                 BuiltBinary.path, Reliability.arguments(harness, scratch + "/a", rateFactor: 1), environment: BuiltBinary.environment(environment),

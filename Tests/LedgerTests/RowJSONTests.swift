@@ -3,54 +3,110 @@ import Testing
 
 @testable import Ledger
 
-/// The hand-written row JSON must be the JSON `JSONEncoder` writes for the same rows.
+/// The hand-written row JSON, parsed back by `JSONSerialization`, must hold every column's value
+/// under its key (times as UNIX milliseconds), leave absent values out, and escape any text.
 @Suite("Batch rows as JSON")
 struct RowJSONTests {
     static let awkward = ["plain", "quote \" backslash \\ slash / tab \t newline \n bell \u{7} nul \u{0}", "ünïcödé ✓ 😀", ""]
 
-    static func parsed(_ text: String) throws -> NSObject {
-        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? NSObject)
+    static func parsed(_ text: String) throws -> [[String: Any]] {
+        try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String: Any]])
     }
 
-    static func encoded(_ rows: some Encodable) throws -> NSObject {
-        try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(rows)) as? NSObject)
+    /// What `JSONSerialization` reads for the column's value (nil: the key must be absent).
+    static func expected(_ value: LedgerValue?) -> NSObject? {
+        switch value {
+        case nil: nil
+        case .text(let text)?: text as NSString
+        case .integer(let number)?: NSNumber(value: number)
+        case .boolean(let flag)?: NSNumber(value: flag)
+        case .time(let date)?: NSNumber(value: date.unixMilliseconds)
+        case .uuid(let uuid)?: uuid.uuidString as NSString
+        }
     }
 
-    static func subscription(_ index: Int, _ text: String, full: Bool) -> LedgerBatchRows.Subscription {
-        LedgerBatchRows.Subscription(
-            original_transaction_id: "customer-\(index)-\(text)", product_id: full ? text : nil, status: full ? index : nil,
-            expires_ms: full ? -1_700_000_000_000 - Int64(index) : nil, auto_renew_status: full ? 0 : nil,
-            auto_renew_product_id: full ? text : nil, is_in_billing_retry: full ? index % 2 == 0 : nil,
-            grace_period_expires_ms: full ? Int64.max : nil, last_signed_ms: Int64.min + 1
+    static func check<Record: LedgerRow>(_ records: [Record]) throws {
+        let objects = try parsed(RowJSON.array(records))
+        #expect(objects.count == records.count)
+        for (object, record) in zip(objects, records) {
+            var keys: Set<String> = []
+            for column in Record.columns {
+                let want = expected(column.get(record))
+                if want != nil { keys.insert(column.jsonKey) }
+                #expect((object[column.jsonKey] as? NSObject) == want, "\(column.name)")
+            }
+            #expect(Set(object.keys) == keys)
+        }
+    }
+
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+
+    static func subscription(_ index: Int, _ text: String, full: Bool) -> SubscriptionRecord {
+        SubscriptionRecord(
+            originalTransactionId: "customer-\(index)-\(text)", productId: full ? text : nil, status: full ? index : nil,
+            expiresDate: full ? date(-1_700_000_000_000 - Int64(index)) : nil, autoRenewStatus: full ? 0 : nil,
+            autoRenewProductId: full ? text : nil, isInBillingRetry: full ? index % 2 == 0 : nil,
+            gracePeriodExpiresDate: full ? date(253_402_300_799_999) : nil, lastSignedDate: date(1_700_000_000_123),
+            environment: full ? text : nil
         )
     }
 
-    @Test func everyRowKindIsTheJSONTheEncoderWritesWithAndWithoutItsOptionalValues() throws {
+    @Test func everyTableWritesEachColumnUnderItsKeyAndLeavesAbsentValuesOut() throws {
         for (index, text) in Self.awkward.enumerated() {
             for full in [true, false] {
-                let notifications = [
-                    LedgerBatchRows.Notification(
-                        notification_uuid: "uuid-\(text)", notification_type: text, subtype: full ? text : nil, signed_ms: Int64(index),
-                        environment: text, original_transaction_id: full ? text : nil, transaction_id: full ? text : nil, source: text
+                try Self.check([
+                    NotificationRecord(
+                        notificationUUID: UUID(), notificationType: text, subtype: full ? text : nil, signedDate: Self.date(Int64(index)),
+                        environment: text, originalTransactionId: full ? text : nil, transactionId: full ? text : nil,
+                        signedPayload: "not in the JSON", source: full ? .history : .webhook
                     )
-                ]
-                #expect(try Self.parsed(RowJSON.array(notifications)) == (try Self.encoded(notifications)))
-                let transactions = [
-                    LedgerBatchRows.Transaction(
-                        transaction_id: text, original_transaction_id: text, product_id: full ? text : nil, product_type: full ? text : nil,
-                        purchase_ms: full ? 1 : nil, expires_ms: full ? -2 : nil, revocation_ms: full ? 3 : nil,
-                        revocation_reason: full ? index : nil, is_upgraded: full ? true : nil, signed_ms: 4, environment: full ? text : nil
+                ])
+                try Self.check([
+                    TransactionRecord(
+                        transactionId: text, originalTransactionId: text, productId: full ? text : nil, productType: full ? text : nil,
+                        purchaseDate: full ? Self.date(1) : nil, expiresDate: full ? Self.date(-2) : nil,
+                        revocationDate: full ? Self.date(3) : nil, revocationReason: full ? index : nil, isUpgraded: full ? true : nil,
+                        signedDate: Self.date(4), environment: full ? text : nil, signedTransaction: "not in the JSON"
                     )
-                ]
-                #expect(try Self.parsed(RowJSON.array(transactions)) == (try Self.encoded(transactions)))
-                let subscriptions = [Self.subscription(index, text, full: full), Self.subscription(index + 1, text, full: !full)]
-                #expect(try Self.parsed(RowJSON.array(subscriptions)) == (try Self.encoded(subscriptions)))
-                let changes = [
-                    LedgerBatchRows.SubscriptionChange(original_transaction_id: text, before: full ? subscriptions[1] : nil, after: subscriptions[0])
-                ]
-                #expect(try Self.parsed(RowJSON.array(changes)) == (try Self.encoded(changes)))
+                ])
+                try Self.check([Self.subscription(index, text, full: full), Self.subscription(index + 1, text, full: !full)])
             }
         }
-        #expect(try Self.parsed(RowJSON.array([LedgerBatchRows.Subscription]())) == (try Self.encoded([LedgerBatchRows.Subscription]())))
+        try Self.check([SubscriptionRecord]())
+    }
+
+    @Test func aChangeHoldsBeforeAndAfterAndLeavesBeforeOutWhenThereWasNoRow() throws {
+        let after = Self.subscription(1, "after \"quoted\"", full: true)
+        let before = Self.subscription(1, "before", full: false)
+        let objects = try Self.parsed(
+            RowJSON.array([LedgerBatchRows.SubscriptionChange(before: before, after: after), .init(before: nil, after: after)])
+        )
+        #expect(objects.count == 2)
+        #expect(objects[0]["original_transaction_id"] as? String == after.originalTransactionId)
+        #expect((objects[0]["before"] as? [String: Any])?["original_transaction_id"] as? String == before.originalTransactionId)
+        #expect((objects[0]["after"] as? [String: Any])?["product_id"] as? String == after.productId)
+        #expect(objects[1]["before"] == nil)
+        #expect(Set(objects[1].keys) == ["original_transaction_id", "after"])
+    }
+
+    /// `app_store.run_subscription_changes` holds before/after records written by earlier
+    /// versions: the JSON keys are a stored format, and must not drift with the columns' names.
+    @Test func subscriptionJSONKeysAreTheStoredFormatOfEarlierVersions() {
+        #expect(
+            SubscriptionRecord.columns.map(\.jsonKey) == [
+                "original_transaction_id", "product_id", "status", "expires_ms", "auto_renew_status", "auto_renew_product_id",
+                "is_in_billing_retry", "grace_period_expires_ms", "last_signed_ms", "environment",
+            ]
+        )
+    }
+
+    /// The repair's field names in reports (`RepairPlanner.differences`) were written by hand
+    /// before the columns listed them; they must stay the same.
+    @Test func comparedSubscriptionFieldsKeepTheirReportNames() {
+        #expect(
+            SubscriptionRecord.columns.filter(\.compared).map(\.fieldName) == [
+                "productId", "status", "expiresDate", "autoRenewStatus", "autoRenewProductId", "isInBillingRetry", "gracePeriodExpiresDate",
+            ]
+        )
     }
 }

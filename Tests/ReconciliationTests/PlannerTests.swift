@@ -61,7 +61,8 @@ struct PlannerTests {
         let refund = Self.notification(Self.uuidA, signedDate: 200_000, status: .active, type: .refund)
         let plan = RecoveryPlanner.plan([refund], ledger: ledger, memory: &memory)
         #expect(plan.decisions.map(\.action) == [.applied])
-        let row = try? #require(plan.batch.subscriptions.first)
+        #expect(plan.batch.subscriptions.count == 1)
+        let row = plan.batch.subscriptions.first
         #expect(row?.expiresDate == storedExpiry, "never backwards")
         #expect(row?.productId == "yearly")
         #expect(row?.lastSignedDate.unixMilliseconds == 200_000, "the notification still applies")

@@ -6,7 +6,6 @@ import Logging
 import PostgresNIO
 import Reconciliation
 import SignedData
-import TestSupport
 
 /// A simulated App Store, a ledger in a fresh database filled with what a live server received,
 /// and the pieces of a recovery run wired to both.

@@ -38,7 +38,7 @@ package enum TestDatabase {
     package static func freshDatabase() async throws -> DatabaseURL {
         let server = try serverURL()
         let name = "test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
-        try await LedgerDatabase.withClient(server, logger: logger) { client in
+        _ = try await LedgerDatabase.withClient(server, logger: logger) { client in
             // Database names cannot be bound parameters; this one is made of hex digits only.
             try await client.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
         }

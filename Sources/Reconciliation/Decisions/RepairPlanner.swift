@@ -74,30 +74,17 @@ package enum RepairPlanner {
         return plan
     }
 
-    /// The same facts, whatever the signing time.
+    /// The same facts, whatever the signing time (the columns `TransactionRecord.columns` compares).
     static func sameContent(_ lhs: TransactionRecord, _ rhs: TransactionRecord) -> Bool {
-        lhs.originalTransactionId == rhs.originalTransactionId && lhs.productId == rhs.productId && lhs.productType == rhs.productType
-            && lhs.purchaseDate?.unixMilliseconds == rhs.purchaseDate?.unixMilliseconds
-            && lhs.expiresDate?.unixMilliseconds == rhs.expiresDate?.unixMilliseconds
-            && lhs.revocationDate?.unixMilliseconds == rhs.revocationDate?.unixMilliseconds
-            && lhs.revocationReason == rhs.revocationReason && lhs.isUpgraded == rhs.isUpgraded
+        TransactionRecord.sameContent(lhs, rhs)
     }
 
-    /// Field by field, what differs between the stored row and the truth (the signing time aside).
+    /// Field by field, what differs between the stored row and the truth (the columns
+    /// `SubscriptionRecord.columns` compares: the signing time and bookkeeping aside).
     static func differences(_ before: SubscriptionRecord?, _ after: SubscriptionRecord) -> [Change] {
-        func text(_ date: Date?) -> String? { date.map { $0.formatted(.iso8601) } }
-        func text(_ value: Int?) -> String? { value.map(String.init) }
-        func text(_ value: Bool?) -> String? { value.map { $0 ? "true" : "false" } }
-        let pairs: [(String, String?, String?)] = [
-            ("status", text(before?.status), text(after.status)),
-            ("productId", before?.productId, after.productId),
-            ("expiresDate", text(before?.expiresDate), text(after.expiresDate)),
-            ("autoRenewStatus", text(before?.autoRenewStatus), text(after.autoRenewStatus)),
-            ("autoRenewProductId", before?.autoRenewProductId, after.autoRenewProductId),
-            ("isInBillingRetry", text(before?.isInBillingRetry), text(after.isInBillingRetry)),
-            ("gracePeriodExpiresDate", text(before?.gracePeriodExpiresDate), text(after.gracePeriodExpiresDate)),
-        ]
-        return pairs.filter { $0.1 != $0.2 }.map { Change(originalTransactionId: nil, field: $0.0, before: $0.1, after: $0.2) }
+        SubscriptionRecord.differences(before, after).map {
+            Change(originalTransactionId: nil, field: $0.field, before: $0.before, after: $0.after)
+        }
     }
 
     /// The subscription row Apple's status answer describes.

@@ -1,0 +1,61 @@
+import Foundation
+
+/// A row of `app_store.transactions`: the newest signed version of a transaction.
+package struct TransactionRecord: Hashable, Sendable, LedgerRow {
+    package var transactionId: String
+    package var originalTransactionId: String
+    package var productId: String?
+    package var productType: String?
+    package var purchaseDate: Date?
+    package var expiresDate: Date?
+    package var revocationDate: Date?
+    package var revocationReason: Int?
+    package var isUpgraded: Bool?
+    package var signedDate: Date
+    package var environment: String?
+    package var signedTransaction: String
+
+    package init(
+        transactionId: String, originalTransactionId: String, productId: String?, productType: String?, purchaseDate: Date?,
+        expiresDate: Date?, revocationDate: Date?, revocationReason: Int?, isUpgraded: Bool?, signedDate: Date,
+        environment: String?, signedTransaction: String
+    ) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.productType = productType
+        self.purchaseDate = purchaseDate
+        self.expiresDate = expiresDate
+        self.revocationDate = revocationDate
+        self.revocationReason = revocationReason
+        self.isUpgraded = isUpgraded
+        self.signedDate = signedDate
+        self.environment = environment
+        self.signedTransaction = signedTransaction
+    }
+}
+
+
+extension TransactionRecord {
+    /// `app_store.transactions`' columns (`signed_transaction` aside, and the database's
+    /// `recorded_at` and `updated_at`). Compared: what a repair checks against Apple's answer.
+    package static let columns: [LedgerColumn<Self>] = [
+        .text("transaction_id", \.transactionId, update: .key),
+        .text("original_transaction_id", \.originalTransactionId, compared: true),
+        .text("product_id", \.productId, compared: true),
+        .text("product_type", \.productType, compared: true),
+        .time("purchase_date", \.purchaseDate, compared: true),
+        .time("expires_date", \.expiresDate, compared: true),
+        .time("revocation_date", \.revocationDate, compared: true),
+        .integer("revocation_reason", .integer, \.revocationReason, compared: true),
+        .boolean("is_upgraded", \.isUpgraded, compared: true),
+        .time("signed_date", \.signedDate),
+        .text("environment", \.environment),
+    ]
+
+    package static let blank = TransactionRecord(
+        transactionId: "", originalTransactionId: "", productId: nil, productType: nil, purchaseDate: nil, expiresDate: nil,
+        revocationDate: nil, revocationReason: nil, isUpgraded: nil, signedDate: Date(timeIntervalSince1970: 0), environment: nil,
+        signedTransaction: ""
+    )
+}
