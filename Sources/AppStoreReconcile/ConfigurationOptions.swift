@@ -1,47 +1,47 @@
 import ArgumentParser
 import Reconciliation
 
-/// The flags that override the configuration environment variables.
+/// The flags that override the configuration environment variables: their names and help come
+/// from `Settings.Name`, where each setting is spelled once.
 struct ConfigurationOptions: ParsableArguments {
-    @Option(name: .customLong("issuer-id"), help: "Issuer ID from App Store Connect (APPSTORE_ISSUER_ID).")
+    @Option(name: .customLong(Settings.Name.issuerId.flagName), help: ArgumentHelp(Settings.Name.issuerId.help))
     var issuerId: String?
 
-    @Option(name: .customLong("key-id"), help: "In-App Purchase key ID (APPSTORE_KEY_ID).")
+    @Option(name: .customLong(Settings.Name.keyId.flagName), help: ArgumentHelp(Settings.Name.keyId.help))
     var keyId: String?
 
-    @Option(name: .customLong("private-key"), help: "Path to the In-App Purchase .p8 key (APPSTORE_PRIVATE_KEY).")
+    @Option(name: .customLong(Settings.Name.privateKey.flagName), help: ArgumentHelp(Settings.Name.privateKey.help))
     var privateKey: String?
 
-    @Option(name: .customLong("bundle-id"), help: "The app's bundle ID (APPSTORE_BUNDLE_ID).")
+    @Option(name: .customLong(Settings.Name.bundleId.flagName), help: ArgumentHelp(Settings.Name.bundleId.help))
     var bundleId: String?
 
-    @Option(name: .customLong("app-apple-id"), help: "The app's numeric App Store ID; required in Production (APPSTORE_APP_APPLE_ID).")
+    @Option(name: .customLong(Settings.Name.appAppleId.flagName), help: ArgumentHelp(Settings.Name.appAppleId.help))
     var appAppleId: String?
 
-    @Option(name: .customLong("environment"), help: "Production or Sandbox (APPSTORE_ENVIRONMENT).")
+    @Option(name: .customLong(Settings.Name.environment.flagName), help: ArgumentHelp(Settings.Name.environment.help))
     var environment: String?
 
-    @Option(name: .customLong("root-certificates"), help: "Comma-separated paths of Apple root certificates, DER or PEM (APPSTORE_ROOT_CERTIFICATES).")
+    @Option(name: .customLong(Settings.Name.rootCertificates.flagName), help: ArgumentHelp(Settings.Name.rootCertificates.help))
     var rootCertificates: String?
 
-    @Option(name: .customLong("api-base-url"), help: "Override of Apple's API host, e.g. the simulator; plain http only to loopback (APPSTORE_API_BASE_URL).")
+    @Option(name: .customLong(Settings.Name.apiBaseURL.flagName), help: ArgumentHelp(Settings.Name.apiBaseURL.help))
     var apiBaseURL: String?
 
-    @Option(name: .customLong("database-url"), help: "PostgreSQL URL (DATABASE_URL). Prefer the variable: a flag's value is visible to other users of the machine.")
-    var databaseURL: String?
+    @OptionGroup var database: DatabaseOptions
 
     var settings: Settings {
         Settings(flags: [
             .issuerId: issuerId, .keyId: keyId, .privateKey: privateKey, .bundleId: bundleId,
             .appAppleId: appAppleId, .environment: environment, .rootCertificates: rootCertificates,
-            .apiBaseURL: apiBaseURL, .databaseURL: databaseURL,
+            .apiBaseURL: apiBaseURL, .databaseURL: database.databaseURL,
         ])
     }
 }
 
 /// Only the database setting, for commands that need nothing else.
 struct DatabaseOptions: ParsableArguments {
-    @Option(name: .customLong("database-url"), help: "PostgreSQL URL (DATABASE_URL). Prefer the variable: a flag's value is visible to other users of the machine.")
+    @Option(name: .customLong(Settings.Name.databaseURL.flagName), help: ArgumentHelp(Settings.Name.databaseURL.help))
     var databaseURL: String?
 
     var settings: Settings { Settings(flags: [.databaseURL: databaseURL]) }

@@ -59,63 +59,48 @@ struct DetectOutageCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withExitStatus {
-            let settings = options.settings
-            let configuration = try settings.apiConfiguration(warn: printError)
-            let environment = configuration.environment
-            let now = Date()
-            var start = try OutageDetection.parseDuration(since).map { now.addingTimeInterval(-$0) } ?? OutageWindow.parseTime(since)
-            let earliest = now.addingTimeInterval(-Double(OutageWindow.retentionDays(environment)) * 86_400 + 60)
-            if start < earliest {
-                printError("note: \(environment.rawValue) history keeps \(OutageWindow.retentionDays(environment)) days; scanning from \(earliest.formatted(.iso8601))")
-                start = earliest
-            }
-            let window: OutageWindow
-            do {
-                window = try OutageWindow(start: start, end: now, environment: environment, now: now)
-            } catch let error as WindowError {
-                printError("error: \(error.description)")
-                throw ExitCode(ExitStatus.usage)
-            }
+            let configuration = try options.settings.apiConfiguration(warn: printError)
             let client = AppStoreServerAPIClient(configuration: configuration, logger: Logger(label: "appstore-reconcile.detect-outage"))
-            let progress = ProgressLine(enabled: true, writeLine: { printError($0) })
-            var failed: [OutageDetection.FailedAttempt] = []
-            var undelivered = 0
-            let request = NotificationHistoryRequest(startDate: window.startMilliseconds, endDate: window.endMilliseconds, onlyFailures: true)
-            for try await page in client.notificationHistory(request) {
-                undelivered += page.response.notificationHistory.count
-                failed += page.response.notificationHistory.compactMap(OutageDetection.failedFirstAttempt)
-                progress.update("undelivered notifications found: \(undelivered)", requests: client.counts.requests[.notificationHistory] ?? 0)
+            let now = Date()
+            let since = try OutageDetection.parseDuration(since).map { now.addingTimeInterval(-$0) } ?? OutageWindow.parseTime(since)
+            let scan = OutageScan(client: client, progress: ProgressLine(enabled: true, writeLine: { printError($0) }))
+            let result = try await scan.scan(since: since, gap: OutageDetection.parseDuration(gap)!, now: now)
+            if let start = result.clampedTo {
+                let days = OutageWindow.retentionDays(result.environment)
+                printError("note: \(result.environment.rawValue) history keeps \(days) days; scanning from \(start.formatted(.iso8601))")
             }
-            progress.finish()
-            let outages = OutageDetection.clusters(failed, gap: OutageDetection.parseDuration(gap)!)
             let output = Output(
-                scannedFrom: window.start, scannedTo: window.end, environment: environment.rawValue, undelivered: undelivered,
-                requests: client.counts.requests[.notificationHistory] ?? 0,
-                outages: outages.map { Outage(detected: $0, command: Self.command(for: $0)) }
+                scannedFrom: result.window.start, scannedTo: result.window.end, environment: result.environment.rawValue,
+                undelivered: result.undelivered, requests: result.requests,
+                outages: result.outages.map { Outage(detected: $0, command: Self.command(for: $0)) }
             )
-            if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                encoder.dateEncodingStrategy = .iso8601
-                print(String(decoding: try encoder.encode(output), as: UTF8.self))
-                return
-            }
+            json ? try printJSON(output) : printText(output)
+        }
+    }
+
+    func printJSON(_ output: Output) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        print(String(decoding: try encoder.encode(output), as: UTF8.self))
+    }
+
+    func printText(_ output: Output) {
+        print(
+            "Scanned \(output.scannedFrom.formatted(.iso8601)) to \(output.scannedTo.formatted(.iso8601)) (\(output.environment), onlyFailures): "
+                + "\(output.undelivered) notification(s) not delivered, \(output.requests) request(s)."
+        )
+        if output.outages.isEmpty {
+            print(output.undelivered == 0 ? "No outage: Apple delivered every notification of the period." : "No failed first attempt recorded.")
+        }
+        for (index, outage) in output.outages.map(\.detected).enumerated() {
+            let results = outage.byResult.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }.map { "\($0.key) \($0.value)" }
             print(
-                "Scanned \(window.start.formatted(.iso8601)) to \(window.end.formatted(.iso8601)) (\(environment.rawValue), onlyFailures): "
-                    + "\(undelivered) notification(s) not delivered, \(output.requests) request(s)."
+                "Outage \(index + 1): first failed attempt \(outage.firstFailure.formatted(.iso8601)), last \(outage.lastFailure.formatted(.iso8601)) "
+                    + "(\(Self.duration(outage.lastFailure.timeIntervalSince(outage.firstFailure)))): \(outage.notifications) notification(s); "
+                    + results.joined(separator: ", ")
             )
-            if outages.isEmpty {
-                print(undelivered == 0 ? "No outage: Apple delivered every notification of the period." : "No failed first attempt recorded.")
-            }
-            for (index, outage) in outages.enumerated() {
-                let results = outage.byResult.sorted { $0.value > $1.value || ($0.value == $1.value && $0.key < $1.key) }.map { "\($0.key) \($0.value)" }
-                print(
-                    "Outage \(index + 1): first failed attempt \(outage.firstFailure.formatted(.iso8601)), last \(outage.lastFailure.formatted(.iso8601)) "
-                        + "(\(Self.duration(outage.lastFailure.timeIntervalSince(outage.firstFailure)))): \(outage.notifications) notification(s); "
-                        + results.joined(separator: ", ")
-                )
-                print("  recover: \(Self.command(for: outage))")
-            }
+            print("  recover: \(Self.command(for: outage))")
         }
     }
 

@@ -38,7 +38,7 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
         printError("error: \(error)")
         throw ExitCode(ExitStatus.failure)
     } catch let error as RunStopped {
-        printError("interrupted: \(error). Run the same command again to finish; what is recorded is skipped.")
+        printError("interrupted: \(error). Run the same command again to finish: nothing committed is lost or written twice.")
         throw ExitCode(ExitStatus.interrupted)
     } catch let error as RunLockLost {
         printError("error: \(error). Everything committed stays; run again when the database is back.")

@@ -53,20 +53,10 @@ struct RepairCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withExitStatus {
-            let settings = options.settings
-            let verifier = try SignedDataVerifier(try settings.verifierConfiguration())
-            let logger = Logger(label: "appstore-reconcile.repair")
-            let client = AppStoreServerAPIClient(configuration: try settings.apiConfiguration(warn: printError), logger: logger)
-            let databaseURL = try settings.databaseURL()
-            let progress = ProgressLine(enabled: !noProgress, writeLine: { printError($0) })
             let choice: ReconciliationRun.AccountChoice = transactionIds.isEmpty ? .ledgerScan : .named(transactionIds: transactionIds)
             let mode: RunMode = dryRun ? .dryRun : .apply
-            let report = try await withGracefulShutdown(databaseURL: databaseURL, logger: logger) { store, stop in
-                let run = ReconciliationRun(
-                    client: client, verifier: verifier, store: store, databaseURL: databaseURL, logger: logger, progress: progress, stop: stop,
-                    events: { printError($0.message) }
-                )
-                return try await run.repairAccounts(choice, mode: mode, concurrency: concurrency)
+            let report = try await withReconciliationRun(options.settings, label: "repair", progress: !noProgress) { [concurrency] run in
+                try await run.repairAccounts(choice, mode: mode, concurrency: concurrency)
             }
             let directory = try ReportFiles.write(report, to: reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-repair", dryRun: dryRun))
             print((dryRun ? "Dry run: " : "Done: ") + report.repairSummaryLine)

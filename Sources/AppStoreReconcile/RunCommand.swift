@@ -133,22 +133,11 @@ extension RecoveryRunOptions {
     /// SIGINT stopping it gracefully; writes the report, prints the summary, and maps the
     /// outcome to the exit code.
     func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions) async throws {
-        let settings = configuration.settings
-        let verifier = try SignedDataVerifier(try settings.verifierConfiguration())
-        var apiConfiguration = try settings.apiConfiguration(warn: printError)
-        apiConfiguration.retryPolicy.maximumAttempts = max(1, retryAttempts)
-        // All shards together stay within Apple's per-app budget.
-        apiConfiguration.requestsPerSecond = apiConfiguration.requestsPerSecond.mapValues { request.shard.share(of: $0 * rateFactor) }
-        let databaseURL = try settings.databaseURL()
-        let logger = Logger(label: "appstore-reconcile.\(request.kind.rawValue)")
-        let client = AppStoreServerAPIClient(configuration: apiConfiguration, logger: logger)
-        let progress = ProgressLine(enabled: !noProgress, writeLine: { printError($0) })
-        let report = try await withGracefulShutdown(databaseURL: databaseURL, logger: logger) { store, stop in
-            let run = ReconciliationRun(
-                client: client, verifier: verifier, store: store, databaseURL: databaseURL, logger: logger, progress: progress, stop: stop,
-                events: { printError($0.message) }
-            )
-            return try await run.execute(request)
+        let report = try await withReconciliationRun(
+            configuration.settings, label: request.kind.rawValue, progress: !noProgress,
+            adjust: { $0.forRun(shard: request.shard, rateFactor: rateFactor, retryAttempts: retryAttempts) }
+        ) { run in
+            try await run.execute(request)
         }
         let directory = try ReportFiles.write(report, to: reportDir)
         print((request.dryRun ? "Dry run: " : "Done: ") + report.summaryLine)

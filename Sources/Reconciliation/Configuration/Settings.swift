@@ -22,19 +22,42 @@ package struct Settings: Sendable {
         case apiBaseURL = "APPSTORE_API_BASE_URL"
         case databaseURL = "DATABASE_URL"
 
-        /// The command-line flag that overrides the variable.
-        package var flag: String {
+        /// The command-line flag that overrides the variable, without its dashes.
+        package var flagName: String {
             switch self {
-            case .issuerId: "--issuer-id"
-            case .keyId: "--key-id"
-            case .privateKey: "--private-key"
-            case .bundleId: "--bundle-id"
-            case .appAppleId: "--app-apple-id"
-            case .environment: "--environment"
-            case .rootCertificates: "--root-certificates"
-            case .apiBaseURL: "--api-base-url"
-            case .databaseURL: "--database-url"
+            case .issuerId: "issuer-id"
+            case .keyId: "key-id"
+            case .privateKey: "private-key"
+            case .bundleId: "bundle-id"
+            case .appAppleId: "app-apple-id"
+            case .environment: "environment"
+            case .rootCertificates: "root-certificates"
+            case .apiBaseURL: "api-base-url"
+            case .databaseURL: "database-url"
             }
+        }
+
+        package var flag: String { "--" + flagName }
+
+        /// What the setting is, for `--help` (the variable's name is added to it).
+        private var meaning: String {
+            switch self {
+            case .issuerId: "Issuer ID from App Store Connect"
+            case .keyId: "In-App Purchase key ID"
+            case .privateKey: "Path to the In-App Purchase .p8 key"
+            case .bundleId: "The app's bundle ID"
+            case .appAppleId: "The app's numeric App Store ID; required in Production"
+            case .environment: "Production or Sandbox"
+            case .rootCertificates: "Comma-separated paths of Apple root certificates, DER or PEM"
+            case .apiBaseURL: "Override of Apple's API host, e.g. the simulator; plain http only to loopback"
+            case .databaseURL: "PostgreSQL URL"
+            }
+        }
+
+        /// The flag's help: what it is, the variable it overrides, and a warning where one is due.
+        package var help: String {
+            let text = "\(meaning) (\(rawValue))."
+            return self == .databaseURL ? text + " Prefer the variable: a flag's value is visible to other users of the machine." : text
         }
 
         var label: String { "\(rawValue) (\(flag))" }

@@ -210,7 +210,13 @@ package struct ReconciliationRun: Sendable {
                     stop: stop
                 )
                 let passTwoStarted = now()
-                let repairs = try await repair.afterRecovery(passOne.handoff, window: window, dryRun: request.dryRun, shard: shard, now: passTwoStarted)
+                let repairs: ReportList<RecoveryReport.Repair>
+                do {
+                    repairs = try await repair.afterRecovery(passOne.handoff, window: window, dryRun: request.dryRun, shard: shard, now: passTwoStarted)
+                } catch let stopped as RunStopped where stopped.counts == nil {
+                    // Stopped in pass 2: the run's record and metrics keep what pass 1 counted.
+                    throw RunStopped(counts: report.counts)
+                }
                 report.add(repairs: repairs, seconds: now().timeIntervalSince(passTwoStarted), finishedAt: now().formatted(.iso8601))
                 progress.finish()
             }
@@ -336,5 +342,17 @@ final class LedgerFigures: Sendable {
         let runs = try? await store.runsByOutcome()
         let last = try? await store.lastSuccessfulRun(kind: kind)?.finishedAt
         state.withLock { $0 = (runs, last) }
+    }
+}
+
+extension AppStoreServerAPIConfiguration {
+    /// The client configuration of one run: Apple's documented per-endpoint rates times
+    /// `rateFactor`, of which this shard takes its share (all shards together stay within the
+    /// app's budget), and each request tried at most `retryAttempts` times (at least once).
+    package func forRun(shard: Shard, rateFactor: Double, retryAttempts: Int) -> AppStoreServerAPIConfiguration {
+        var configuration = self
+        configuration.retryPolicy.maximumAttempts = max(1, retryAttempts)
+        configuration.requestsPerSecond = requestsPerSecond.mapValues { shard.share(of: $0 * rateFactor) }
+        return configuration
     }
 }

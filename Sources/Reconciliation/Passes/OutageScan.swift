@@ -1,0 +1,48 @@
+import AppStoreServerAPI
+import Foundation
+import SignedData
+
+/// `detect-outage`'s work: pages Get Notification History with onlyFailures from `since` to now
+/// (no further back than the environment's history keeps) and groups the failed first delivery
+/// attempts into outages (`OutageDetection.clusters`). Reads no payload and writes nothing.
+package struct OutageScan: Sendable {
+    package struct Result: Sendable {
+        package var window: OutageWindow
+        package var environment: AppStoreEnvironment
+        /// Notifications Apple has not delivered yet.
+        package var undelivered: Int
+        /// Requests made to Get Notification History.
+        package var requests: Int
+        package var outages: [OutageDetection.DetectedOutage]
+        /// When `since` lay beyond what history keeps, where the scan started instead.
+        package var clampedTo: Date?
+    }
+
+    package let client: AppStoreServerAPIClient
+    package let progress: ProgressLine
+
+    package init(client: AppStoreServerAPIClient, progress: ProgressLine = ProgressLine(enabled: false)) {
+        self.client = client
+        self.progress = progress
+    }
+
+    package func scan(since: Date, gap: TimeInterval, now: Date = Date()) async throws -> Result {
+        let environment = client.configuration.environment
+        let earliest = now.addingTimeInterval(-Double(OutageWindow.retentionDays(environment)) * 86_400 + 60)
+        let start = max(since, earliest)
+        let window = try OutageWindow(start: start, end: now, environment: environment, now: now)
+        var failed: [OutageDetection.FailedAttempt] = []
+        var undelivered = 0
+        let request = NotificationHistoryRequest(startDate: window.startMilliseconds, endDate: window.endMilliseconds, onlyFailures: true)
+        for try await page in client.notificationHistory(request) {
+            undelivered += page.response.notificationHistory.count
+            failed += page.response.notificationHistory.compactMap(OutageDetection.failedFirstAttempt)
+            progress.update("undelivered notifications found: \(undelivered)", requests: client.counts.requests[.notificationHistory] ?? 0)
+        }
+        progress.finish()
+        return Result(
+            window: window, environment: environment, undelivered: undelivered, requests: client.counts.requests[.notificationHistory] ?? 0,
+            outages: OutageDetection.clusters(failed, gap: gap), clampedTo: since < earliest ? earliest : nil
+        )
+    }
+}
