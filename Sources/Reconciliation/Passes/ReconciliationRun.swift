@@ -18,72 +18,6 @@ import Synchronization
 /// What a person should hear about on the way is told to `events` as values; the caller decides
 /// how to say it.
 package struct ReconciliationRun: Sendable {
-    /// What to run.
-    package struct Request: Sendable {
-        package var kind: RunKind
-        package var window: WindowChoice
-        package var mode: RunMode
-        /// Ask Apple only for notifications it never delivered.
-        package var onlyFailures: Bool
-        /// Pass 2 after pass 1.
-        package var repair: Bool
-        /// Accounts repaired at once in pass 2.
-        package var repairConcurrency: Int
-        package var shard: Shard
-        /// How long a shard waits for the other shards' pass 1 before its pass 2.
-        package var shardWait: Duration
-        /// Ignore an unfinished earlier run's checkpoints and start over.
-        package var fresh: Bool
-        /// Write the run's metrics here (Prometheus text) when it ends, however it ends.
-        package var metricsFile: String?
-
-        package init(
-            kind: RunKind, window: WindowChoice, mode: RunMode, onlyFailures: Bool = false, repair: Bool = true, repairConcurrency: Int = 8,
-            shard: Shard = .whole, shardWait: Duration = .seconds(1800), fresh: Bool = false, metricsFile: String? = nil
-        ) {
-            self.kind = kind
-            self.window = window
-            self.mode = mode
-            self.onlyFailures = onlyFailures
-            self.repair = repair
-            self.repairConcurrency = repairConcurrency
-            self.shard = shard
-            self.shardWait = shardWait
-            self.fresh = fresh
-            self.metricsFile = metricsFile
-        }
-
-        package var dryRun: Bool { mode == .dryRun }
-    }
-
-    /// Which window a run recovers.
-    package enum WindowChoice: Sendable {
-        /// The window given: [start, end), an end in the future meaning now.
-        case fixed(start: Date, end: Date)
-        /// From the end of the last successful nightly run's window less `overlap` (or
-        /// `firstStart` when there is none; `.distantPast` for Apple's retention limit) to
-        /// `settle` before now; the window of an unfinished nightly run first, unless fresh.
-        case nightly(firstStart: Date?, overlap: TimeInterval, settle: TimeInterval)
-    }
-
-    /// What the run tells the person running it, as it goes.
-    package enum Event: Sendable {
-        /// The window is chosen; `passOne` is this shard's part of it when sharded.
-        case recovering(window: OutageWindow, environment: AppStoreEnvironment, passOne: OutageWindow?, shard: Shard, dryRun: Bool)
-        /// A nightly run found an unfinished nightly run's window and finishes it first.
-        case resumingUnfinishedNightlyWindow
-        /// Runs recorded as running whose process had died, now marked abandoned.
-        case abandonedDeadRuns(Int)
-        /// Pass 1 took over from an unfinished run of the same window.
-        case resumed(RecoveryReport.Resumed)
-        /// Pass 2 waits for these shards' pass 1.
-        case waitingForShards([String])
-        /// These shards had not finished pass 1 when the wait ran out; pass 2 goes on without them.
-        case shardWaitExpired([String], waited: Duration)
-        /// The metrics file could not be written (never the run's fate).
-        case metricsNotWritten(path: String, error: String)
-    }
-
     package let client: AppStoreServerAPIClient
     package let verifier: SignedDataVerifier
     package let store: LedgerStore
@@ -342,17 +276,5 @@ final class LedgerFigures: Sendable {
         let runs = try? await store.runsByOutcome()
         let last = try? await store.lastSuccessfulRun(kind: kind)?.finishedAt
         state.withLock { $0 = (runs, last) }
-    }
-}
-
-extension AppStoreServerAPIConfiguration {
-    /// The client configuration of one run: Apple's documented per-endpoint rates times
-    /// `rateFactor`, of which this shard takes its share (all shards together stay within the
-    /// app's budget), and each request tried at most `retryAttempts` times (at least once).
-    package func forRun(shard: Shard, rateFactor: Double, retryAttempts: Int) -> AppStoreServerAPIConfiguration {
-        var configuration = self
-        configuration.retryPolicy.maximumAttempts = max(1, retryAttempts)
-        configuration.requestsPerSecond = requestsPerSecond.mapValues { shard.share(of: $0 * rateFactor) }
-        return configuration
     }
 }

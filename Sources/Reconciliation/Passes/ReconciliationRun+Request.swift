@@ -1,0 +1,74 @@
+import AppStoreServerAPI
+import Foundation
+import Ledger
+import SignedData
+
+extension ReconciliationRun {
+    /// What to run.
+    package struct Request: Sendable {
+        package var kind: RunKind
+        package var window: WindowChoice
+        package var mode: RunMode
+        /// Ask Apple only for notifications it never delivered.
+        package var onlyFailures: Bool
+        /// Pass 2 after pass 1.
+        package var repair: Bool
+        /// Accounts repaired at once in pass 2.
+        package var repairConcurrency: Int
+        package var shard: Shard
+        /// How long a shard waits for the other shards' pass 1 before its pass 2.
+        package var shardWait: Duration
+        /// Ignore an unfinished earlier run's checkpoints and start over.
+        package var fresh: Bool
+        /// Write the run's metrics here (Prometheus text) when it ends, however it ends.
+        package var metricsFile: String?
+
+        package init(
+            kind: RunKind, window: WindowChoice, mode: RunMode, onlyFailures: Bool = false, repair: Bool = true, repairConcurrency: Int = 8,
+            shard: Shard = .whole, shardWait: Duration = .seconds(1800), fresh: Bool = false, metricsFile: String? = nil
+        ) {
+            self.kind = kind
+            self.window = window
+            self.mode = mode
+            self.onlyFailures = onlyFailures
+            self.repair = repair
+            self.repairConcurrency = repairConcurrency
+            self.shard = shard
+            self.shardWait = shardWait
+            self.fresh = fresh
+            self.metricsFile = metricsFile
+        }
+
+        package var dryRun: Bool { mode == .dryRun }
+    }
+
+    /// Which window a run recovers.
+    package enum WindowChoice: Sendable {
+        /// The window given: [start, end), an end in the future meaning now.
+        case fixed(start: Date, end: Date)
+        /// From the end of the last successful nightly run's window less `overlap` (or
+        /// `firstStart` when there is none; `.distantPast` for Apple's retention limit) to
+        /// `settle` before now; the window of an unfinished nightly run first, unless fresh.
+        case nightly(firstStart: Date?, overlap: TimeInterval, settle: TimeInterval)
+    }
+}
+
+/// Whether a run writes: report.json's `run.mode`.
+package enum RunMode: String, Sendable, Codable {
+    /// Fetches, verifies and compares; writes nothing to the ledger and reports what would change.
+    case dryRun = "dry-run"
+    /// Applies what was missed.
+    case apply
+}
+
+extension AppStoreServerAPIConfiguration {
+    /// The client configuration of one run: Apple's documented per-endpoint rates times
+    /// `rateFactor`, of which this shard takes its share (all shards together stay within the
+    /// app's budget), and each request tried at most `retryAttempts` times (at least once).
+    package func forRun(shard: Shard, rateFactor: Double, retryAttempts: Int) -> AppStoreServerAPIConfiguration {
+        var configuration = self
+        configuration.retryPolicy.maximumAttempts = max(1, retryAttempts)
+        configuration.requestsPerSecond = requestsPerSecond.mapValues { shard.share(of: $0 * rateFactor) }
+        return configuration
+    }
+}
