@@ -89,6 +89,11 @@ struct CustomerLife {
             transaction.storefrontId = "143441"
             transaction.price = 4990
             transaction.currency = "USD"
+            // The app's own UUID for its user, set at purchase by three apps in four; a purchase
+            // shared through Family Sharing carries none (it is not the member's own).
+            transaction.appAccountToken = kind.ownership == "PURCHASED" && index % 4 != 3 ? Self.appAccountToken(index) : nil
+            // An introductory offer on one first subscription purchase in three.
+            transaction.offerType = kind.type == .autoRenewable && transactionCount == 1 && index % 3 == 0 ? 1 : nil
             transaction.signedDate = date
             current = transaction
             versions.append(Scenario.TransactionVersion(modified: date, transaction: transaction))
@@ -101,6 +106,14 @@ struct CustomerLife {
             renewal.renewalDate = date + period
             renewal.recentSubscriptionStartDate = transaction.originalPurchaseDate
             renewal.environment = configuration.environment
+            renewal.renewalPrice = 4990
+            renewal.currency = "USD"
+            renewal.appAccountToken = transaction.appAccountToken
+        }
+
+        /// A deterministic UUID for the account's user in the app.
+        static func appAccountToken(_ index: Int) -> String {
+            "7a1e0000-0000-4000-8000-" + String(String(index, radix: 16).suffix(12)).leftPadded(to: 12)
         }
 
         mutating func emit(_ type: NotificationType, _ subtype: NotificationSubtype?, at date: Int64) {
@@ -130,6 +143,8 @@ struct CustomerLife {
             guard refunded <= now else { return }
             current.revocationDate = refunded
             current.revocationReason = 1
+            current.revocationType = "REFUND_FULL"
+            current.revocationPercentage = 100_000
             current.signedDate = refunded
             versions.append(Scenario.TransactionVersion(modified: refunded, transaction: current))
             emit(.refund, nil, at: refunded)
@@ -182,6 +197,8 @@ struct CustomerLife {
                     guard refundDate <= now else { return }
                     current.revocationDate = refundDate
                     current.revocationReason = 0
+                    current.revocationType = "REFUND_PRORATED"
+                    current.revocationPercentage = 66_667
                     current.signedDate = refundDate
                     versions.append(Scenario.TransactionVersion(modified: refundDate, transaction: current))
                     status = .revoked
@@ -270,5 +287,12 @@ struct CustomerLife {
             let characters = Array(hex)
             return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
         }
+    }
+}
+
+extension String {
+    /// Zeros in front, to `width` characters.
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

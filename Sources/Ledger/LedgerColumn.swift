@@ -189,9 +189,13 @@ extension LedgerColumn {
     }
 
     /// A smallint, integer or bigint column.
-    static func integer(_ name: String, _ kind: Kind, _ field: Field<Int?>, update: Update = .replace, compared: Bool = false) -> Self {
+    static func integer<Value: FixedWidthInteger & Sendable>(
+        _ name: String, _ kind: Kind, _ field: Field<Value?>, update: Update = .replace, compared: Bool = false
+    ) -> Self {
         precondition([.smallint, .integer, .bigint].contains(kind), "\(name): not an integer kind")
-        return optional(name, kind, field, update: update, compared: compared, wrap: { .integer(Int64($0)) }, unwrap: { $0.integer.map(Int.init) })
+        return optional(
+            name, kind, field, update: update, compared: compared, wrap: { .integer(Int64($0)) }, unwrap: { $0.integer.flatMap(Value.init(exactly:)) }
+        )
     }
 
     static func boolean(_ name: String, _ field: Field<Bool?>, update: Update = .replace, compared: Bool = false) -> Self {

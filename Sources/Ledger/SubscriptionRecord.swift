@@ -16,6 +16,23 @@ package struct SubscriptionRecord: Hashable, Sendable, Codable, LedgerRow {
     package var lastSignedDate: Date
     /// `Production` or `Sandbox` (nil in rows written before migration 0005 that it could not tell).
     package var environment: String?
+    // What a backend queries (migration 0006); not in the initializer, set where they are known.
+    /// From the subscription's latest transaction, else its renewal info: the app's UUID for the customer.
+    package var appAccountToken: UUID? = nil
+    package var subscriptionGroupIdentifier: String? = nil
+    /// `PURCHASED` or `FAMILY_SHARED`.
+    package var inAppOwnershipType: String? = nil
+    // From the renewal info: the next renewal.
+    /// Apple's 1 cancelled, 2 billing error, 3 price increase not consented, 4 product unavailable, 5 other.
+    package var expirationIntent: Int? = nil
+    /// Apple's 0 not responded, 1 consented or notified.
+    package var priceIncreaseStatus: Int? = nil
+    /// Milliunits of `currency`.
+    package var renewalPrice: Int64? = nil
+    package var currency: String? = nil
+    /// Apple's 1 introductory, 2 promotional, 3 offer code, 4 win-back.
+    package var offerType: Int? = nil
+    package var offerIdentifier: String? = nil
 
     package init(
         originalTransactionId: String, productId: String?, status: Int?, expiresDate: Date?, autoRenewStatus: Int?,
@@ -50,6 +67,15 @@ extension SubscriptionRecord {
         .time("grace_period_expires_date", \.gracePeriodExpiresDate, compared: true),
         .time("last_signed_date", \.lastSignedDate),
         .text("environment", \.environment, update: .keepWhenAbsent),
+        .uuid("app_account_token", \.appAccountToken),
+        .text("subscription_group_identifier", \.subscriptionGroupIdentifier),
+        .text("in_app_ownership_type", \.inAppOwnershipType),
+        .integer("expiration_intent", .smallint, \.expirationIntent),
+        .integer("price_increase_status", .smallint, \.priceIncreaseStatus),
+        .integer("renewal_price", .bigint, \.renewalPrice),
+        .text("currency", \.currency),
+        .integer("offer_type", .smallint, \.offerType),
+        .text("offer_identifier", \.offerIdentifier),
     ]
 
     package static let blank = SubscriptionRecord(

@@ -14,6 +14,28 @@ package struct TransactionRecord: Hashable, Sendable, LedgerRow {
     package var signedDate: Date
     package var environment: String?
     package var signedTransaction: String
+    // What a backend queries (migration 0006); not in the initializer, set where they are known.
+    /// The app's own UUID for the customer, when the app set one at purchase.
+    package var appAccountToken: UUID? = nil
+    /// `PURCHASED` or `FAMILY_SHARED`.
+    package var inAppOwnershipType: String? = nil
+    package var subscriptionGroupIdentifier: String? = nil
+    package var webOrderLineItemId: String? = nil
+    package var quantity: Int? = nil
+    /// Milliunits of `currency` (Apple: not for revenue reconciliation).
+    package var price: Int64? = nil
+    package var currency: String? = nil
+    package var storefront: String? = nil
+    /// Apple's 1 introductory, 2 promotional, 3 offer code, 4 win-back.
+    package var offerType: Int? = nil
+    package var offerIdentifier: String? = nil
+    /// `PURCHASE` or `RENEWAL`.
+    package var transactionReason: String? = nil
+    /// `REFUND_FULL`, `REFUND_PRORATED` or `FAMILY_REVOKE`.
+    package var revocationType: String? = nil
+    /// Milliunits of a percent refunded (0–100000).
+    package var revocationPercentage: Int? = nil
+    package var appTransactionId: String? = nil
 
     package init(
         transactionId: String, originalTransactionId: String, productId: String?, productType: String?, purchaseDate: Date?,
@@ -51,6 +73,20 @@ extension TransactionRecord {
         .boolean("is_upgraded", \.isUpgraded, compared: true),
         .time("signed_date", \.signedDate),
         .text("environment", \.environment),
+        .uuid("app_account_token", \.appAccountToken),
+        .text("in_app_ownership_type", \.inAppOwnershipType),
+        .text("subscription_group_identifier", \.subscriptionGroupIdentifier),
+        .text("web_order_line_item_id", \.webOrderLineItemId),
+        .integer("quantity", .integer, \.quantity),
+        .integer("price", .bigint, \.price),
+        .text("currency", \.currency),
+        .text("storefront", \.storefront),
+        .integer("offer_type", .smallint, \.offerType),
+        .text("offer_identifier", \.offerIdentifier),
+        .text("transaction_reason", \.transactionReason),
+        .text("revocation_type", \.revocationType),
+        .integer("revocation_percentage", .integer, \.revocationPercentage),
+        .text("app_transaction_id", \.appTransactionId),
     ]
 
     package static let blank = TransactionRecord(

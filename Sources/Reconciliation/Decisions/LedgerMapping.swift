@@ -31,13 +31,54 @@ enum LedgerMapping {
         guard let id = transaction.transactionId, let original = transaction.originalTransactionId,
             let signedDate = date(transaction.signedDate ?? fallbackSignedDate)
         else { return nil }
-        return TransactionRecord(
+        var record = TransactionRecord(
             transactionId: id, originalTransactionId: original, productId: transaction.productId,
             productType: transaction.type?.rawValue, purchaseDate: date(transaction.purchaseDate),
             expiresDate: date(transaction.expiresDate), revocationDate: date(transaction.revocationDate),
             revocationReason: transaction.revocationReason, isUpgraded: transaction.isUpgraded, signedDate: signedDate,
             environment: transaction.environment?.rawValue, signedTransaction: signed
         )
+        record.appAccountToken = transaction.appAccountToken.flatMap(UUID.init(uuidString:))
+        record.inAppOwnershipType = transaction.inAppOwnershipType
+        record.subscriptionGroupIdentifier = transaction.subscriptionGroupIdentifier
+        record.webOrderLineItemId = transaction.webOrderLineItemId
+        record.quantity = transaction.quantity
+        record.price = transaction.price
+        record.currency = transaction.currency
+        record.storefront = transaction.storefront
+        record.offerType = transaction.offerType
+        record.offerIdentifier = transaction.offerIdentifier
+        record.transactionReason = transaction.transactionReason
+        record.revocationType = transaction.revocationType
+        record.revocationPercentage = transaction.revocationPercentage
+        record.appTransactionId = transaction.appTransactionId
+        return record
+    }
+
+    /// The facts a backend queries about a subscription (migration 0006): the customer's token,
+    /// group and ownership from the transaction (else the renewal info's token), the next
+    /// renewal's from the renewal info. What the payloads do not carry keeps `current`'s value
+    /// (a notification without renewal info says nothing about the next renewal).
+    static func describe(_ record: inout SubscriptionRecord, transaction: TransactionPayload?, renewal: RenewalInfoPayload?, current: SubscriptionRecord?) {
+        let token = (transaction?.appAccountToken ?? renewal?.appAccountToken).flatMap(UUID.init(uuidString:))
+        record.appAccountToken = token ?? current?.appAccountToken
+        record.subscriptionGroupIdentifier = transaction?.subscriptionGroupIdentifier ?? current?.subscriptionGroupIdentifier
+        record.inAppOwnershipType = transaction?.inAppOwnershipType ?? current?.inAppOwnershipType
+        guard let renewal else {
+            record.expirationIntent = current?.expirationIntent
+            record.priceIncreaseStatus = current?.priceIncreaseStatus
+            record.renewalPrice = current?.renewalPrice
+            record.currency = current?.currency
+            record.offerType = current?.offerType
+            record.offerIdentifier = current?.offerIdentifier
+            return
+        }
+        record.expirationIntent = renewal.expirationIntent
+        record.priceIncreaseStatus = renewal.priceIncreaseStatus
+        record.renewalPrice = renewal.renewalPrice
+        record.currency = renewal.currency
+        record.offerType = renewal.offerType
+        record.offerIdentifier = renewal.offerIdentifier
     }
 
     /// The subscription's state a notification reports, as of its `signedDate`; fields the
@@ -57,7 +98,7 @@ enum LedgerMapping {
         let expires = date(transaction?.expiresDate)
         let older = Self.refundFlow.contains(notification.payload.notificationType)
             && (expires.map { new in current?.expiresDate.map { new.unixMilliseconds < $0.unixMilliseconds } ?? false } ?? true)
-        return SubscriptionRecord(
+        var record = SubscriptionRecord(
             originalTransactionId: original,
             productId: older ? current?.productId ?? transaction?.productId : transaction?.productId,
             status: notification.payload.data?.status?.rawValue ?? current?.status,
@@ -68,5 +109,7 @@ enum LedgerMapping {
             gracePeriodExpiresDate: renewal == nil ? current?.gracePeriodExpiresDate : date(renewal?.gracePeriodExpiresDate),
             lastSignedDate: signedDate, environment: environmentOf(notification.payload)?.rawValue ?? current?.environment
         )
+        describe(&record, transaction: transaction, renewal: renewal, current: current)
+        return record
     }
 }

@@ -92,12 +92,14 @@ package enum RepairPlanner {
         guard let customer = transaction.originalTransactionId ?? renewal?.originalTransactionId else { return nil }
         let signed = [transaction.signedDate, renewal?.signedDate].compactMap { $0 }.max()
         guard let signedDate = LedgerMapping.date(signed) else { return nil }
-        return SubscriptionRecord(
+        var record = SubscriptionRecord(
             originalTransactionId: customer, productId: transaction.productId, status: status?.rawValue,
             expiresDate: LedgerMapping.date(transaction.expiresDate), autoRenewStatus: renewal?.autoRenewStatus,
             autoRenewProductId: renewal?.autoRenewProductId, isInBillingRetry: renewal?.isInBillingRetryPeriod ?? false,
             gracePeriodExpiresDate: LedgerMapping.date(renewal?.gracePeriodExpiresDate), lastSignedDate: signedDate,
             environment: (transaction.environment ?? renewal?.environment)?.rawValue
         )
+        LedgerMapping.describe(&record, transaction: transaction, renewal: renewal, current: nil)
+        return record
     }
 }

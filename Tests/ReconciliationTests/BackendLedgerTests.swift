@@ -1,0 +1,149 @@
+import AppStoreServerAPI
+import AppStoreSimulator
+import Foundation
+import Ledger
+import Logging
+import PostgresNIO
+import Reconciliation
+import SignedData
+import TestSupport
+import Testing
+
+/// The ledger as a backend reads it (migration 0006): the facts a business queries, in columns,
+/// and `app_store.entitlements`, who has access now.
+@Suite("The ledger for a backend: queryable columns and entitlements")
+struct BackendLedgerTests {
+    static let transactionFacts = [
+        "app_account_token", "in_app_ownership_type", "subscription_group_identifier", "web_order_line_item_id", "quantity", "price", "currency",
+        "storefront", "offer_type", "offer_identifier", "transaction_reason", "revocation_type", "revocation_percentage", "app_transaction_id",
+    ]
+    static let subscriptionFacts = [
+        "app_account_token", "subscription_group_identifier", "in_app_ownership_type", "expiration_intent", "price_increase_status", "renewal_price",
+        "currency", "offer_type", "offer_identifier",
+    ]
+
+    /// Each row's key and these columns, as text, in key order.
+    static func rows(_ client: PostgresClient, table: String, key: String, columns: [String]) async throws -> [String] {
+        let list = columns.map { "coalesce(\($0)::text, '∅')" }.joined(separator: " || '|' || ")
+        let rows = try await client.query(
+            PostgresQuery(unsafeSQL: "SELECT \(key) || ': ' || \(list) FROM app_store.\(table) ORDER BY \(key)"), logger: TestDatabase.logger
+        )
+        var found: [String] = []
+        for try await row in rows.decode(String.self) { found.append(row) }
+        return found
+    }
+
+    static func count(_ client: PostgresClient, _ sql: String) async throws -> Int {
+        let rows = try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestDatabase.logger)
+        for try await value in rows.decode(Int.self) { return value }
+        return 0
+    }
+
+    /// A ledger created by migrations 0001–0005 and filled by the version before 0006 (the rows
+    /// a live server recorded, copied column by column into the old tables), then migrated:
+    /// the new columns hold what the current code writes for the same payloads.
+    @Test func aLedgerFilledBeforeTheNewColumnsGetsThemFromItsStoredPayloads() async throws {
+        let harness = try RecoveryHarness(customers: 120, seed: 61)
+        let logger = TestDatabase.logger
+        try await TestDatabase.withFreshLedger { current, _ in
+            try await harness.seedDeliveredNotifications(LedgerStore(client: current, logger: logger))
+            let older = try await TestDatabase.freshDatabase()
+            try await LedgerDatabase.withClient(older, logger: logger) { old in
+                _ = try await Migrator(migrations: Migration.bundled.filter { $0.version <= 5 }).migrate(old, logger: logger)
+                for table in ["notifications", "transactions", "subscriptions"] {
+                    let json = try await current.query(
+                        PostgresQuery(unsafeSQL: "SELECT coalesce(json_agg(t), '[]')::text FROM app_store.\(table) t"), logger: logger
+                    )
+                    var text = "[]"
+                    for try await value in json.decode(String.self) { text = value }
+                    // json_populate_recordset keeps the old table's columns and drops the rest.
+                    try await old.query(
+                        "INSERT INTO app_store.\(unescaped: table) SELECT * FROM json_populate_recordset(NULL::app_store.\(unescaped: table), \(text)::json)",
+                        logger: logger
+                    )
+                }
+                #expect(try await Self.count(old, "SELECT count(*) FROM information_schema.columns WHERE table_name = 'transactions' AND column_name = 'price'") == 0)
+                let outcome = try await Migrator().migrate(old, logger: logger)
+                #expect(outcome.applied.contains { $0.hasPrefix("0006") })
+
+                let transactions = try await Self.rows(current, table: "transactions", key: "transaction_id", columns: Self.transactionFacts)
+                #expect(try await Self.rows(old, table: "transactions", key: "transaction_id", columns: Self.transactionFacts) == transactions)
+                let subscriptions = try await Self.rows(current, table: "subscriptions", key: "original_transaction_id", columns: Self.subscriptionFacts)
+                let backfilled = try await Self.rows(old, table: "subscriptions", key: "original_transaction_id", columns: Self.subscriptionFacts)
+                #expect(backfilled == subscriptions, "\(zip(backfilled, subscriptions).filter { $0 != $1 }.prefix(3))")
+            }
+            // The columns hold real values, not a comparison of NULLs.
+            #expect(try await Self.count(current, "SELECT count(*) FROM app_store.transactions WHERE app_account_token IS NOT NULL AND price = 4990") > 10)
+            #expect(try await Self.count(current, "SELECT count(*) FROM app_store.transactions WHERE in_app_ownership_type = 'FAMILY_SHARED'") > 0)
+            #expect(try await Self.count(current, "SELECT count(*) FROM app_store.transactions WHERE revocation_type IS NOT NULL") > 0)
+            #expect(try await Self.count(current, "SELECT count(*) FROM app_store.subscriptions WHERE renewal_price = 4990 AND currency = 'USD'") > 10)
+            #expect(try await Self.count(current, "SELECT count(*) FROM app_store.subscriptions WHERE expiration_intent IS NOT NULL") > 0)
+        }
+    }
+
+    /// What the simulator says grants access now: auto-renewable subscriptions active (and not
+    /// past their expiry) or in their billing grace period, non-consumables not revoked.
+    static func accessNow(_ scenario: Scenario, now: Date) -> Set<String> {
+        let nowMs = Int64(now.timeIntervalSince1970 * 1000)
+        var ids: Set<String> = []
+        for purchase in scenario.customers.flatMap(\.purchases) {
+            let transaction = purchase.latestTransaction
+            switch transaction.type {
+            case .autoRenewable:
+                switch purchase.subscriptionStatus {
+                case .active where (transaction.expiresDate ?? .max) > nowMs: ids.insert(purchase.originalTransactionId)
+                case .billingGracePeriod where (purchase.renewalInfo?.gracePeriodExpiresDate ?? .max) > nowMs: ids.insert(purchase.originalTransactionId)
+                default: break
+                }
+            case .nonConsumable:
+                if transaction.revocationDate == nil { ids.insert(purchase.originalTransactionId) }
+            default: break
+            }
+        }
+        return ids
+    }
+
+    @Test func entitlementsAfterARunAreWhoTheSimulatorSaysHasAccessNow() async throws {
+        let harness = try RecoveryHarness(customers: 240, seed: 62, outageHours: 48)
+        let purchases = harness.scenario.customers.flatMap(\.purchases)
+        let statuses = Set(purchases.compactMap(\.subscriptionStatus))
+        #expect(statuses.isSuperset(of: [.active, .expired, .billingRetry, .billingGracePeriod, .revoked]), "\(statuses)")
+        #expect(purchases.contains { $0.latestTransaction.type == .nonConsumable && $0.latestTransaction.revocationDate != nil }, "a refunded non-consumable")
+        #expect(purchases.contains { $0.latestTransaction.inAppOwnershipType == "FAMILY_SHARED" }, "a family-shared purchase")
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                _ = try await RepairTests.bothPasses(harness, store, url, try harness.client(baseURL))
+                let rows = try await client.query(
+                    """
+                    SELECT original_transaction_id, environment, product_type, app_account_token, in_app_ownership_type, subscription_group_identifier
+                    FROM app_store.entitlements
+                    """,
+                    logger: harness.logger
+                )
+                var granted: [String: (String?, String?, UUID?, String?, String?)] = [:]
+                var duplicates = 0
+                for try await row in rows.decode((String, String?, String?, UUID?, String?, String?).self) {
+                    if granted[row.0] != nil { duplicates += 1 }
+                    granted[row.0] = (row.1, row.2, row.3, row.4, row.5)
+                }
+                #expect(duplicates == 0, "one row per purchase")
+                let expected = Self.accessNow(harness.scenario, now: Date())
+                #expect(!expected.isEmpty)
+                #expect(Set(granted.keys) == expected, "granted but should not: \(Set(granted.keys).subtracting(expected).sorted().prefix(5)); missing: \(expected.subtracting(granted.keys).sorted().prefix(5))")
+                // Each row carries what a backend looks a purchase up by, as Apple signed it.
+                for purchase in purchases {
+                    guard let row = granted[purchase.originalTransactionId] else { continue }
+                    let transaction = purchase.latestTransaction
+                    #expect(row.0 == harness.scenario.configuration.environment.rawValue)
+                    #expect(row.1 == transaction.type?.rawValue)
+                    #expect(row.2 == transaction.appAccountToken.flatMap(UUID.init(uuidString:)), "\(purchase.originalTransactionId)")
+                    #expect(row.3 == transaction.inAppOwnershipType)
+                    #expect(row.4 == transaction.subscriptionGroupIdentifier)
+                }
+                #expect(granted.values.contains { $0.2 != nil } && granted.values.contains { $0.3 == "FAMILY_SHARED" })
+            }
+        }
+    }
+}
