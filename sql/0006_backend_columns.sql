@@ -202,7 +202,10 @@ FROM (
         FROM app_store.notifications n
         CROSS JOIN LATERAL (SELECT app_store.jws_payload(
             app_store.jws_payload(n.signed_payload) -> 'data' ->> 'signedRenewalInfo') AS p OFFSET 0) r
+        -- Not signed after the row's state: a row a repair wrote from Apple's present state
+        -- may be newer than every stored notification, and older renewal facts must not fill it.
         WHERE n.original_transaction_id = x.original_transaction_id AND r.p IS NOT NULL
+            AND n.signed_date <= x.last_signed_date
         ORDER BY n.signed_date DESC, n.recorded_at DESC
         LIMIT 1
     ) ri ON true

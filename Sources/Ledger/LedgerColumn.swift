@@ -193,9 +193,22 @@ extension LedgerColumn {
         _ name: String, _ kind: Kind, _ field: Field<Value?>, update: Update = .replace, compared: Bool = false
     ) -> Self {
         precondition([.smallint, .integer, .bigint].contains(kind), "\(name): not an integer kind")
-        return optional(
-            name, kind, field, update: update, compared: compared, wrap: { .integer(Int64($0)) }, unwrap: { $0.integer.flatMap(Value.init(exactly:)) }
-        )
+        // A value the column cannot hold (a verified payload's number beyond smallint or integer)
+        // is written as NULL: one such field must not fail the whole batch, on every rerun.
+        let range: ClosedRange<Int64> =
+            switch kind {
+            case .smallint: Int64(Int16.min)...Int64(Int16.max)
+            case .integer: Int64(Int32.min)...Int64(Int32.max)
+            default: Int64.min...Int64.max
+            }
+        return Self(
+            name, kind, update: update, compared: compared,
+            get: { record in record[keyPath: field].flatMap { Int64(exactly: $0) }.flatMap { range.contains($0) ? .integer($0) : nil } }
+        ) { record, value in
+            guard let value else { record[keyPath: field] = nil; return }
+            guard let number = value.integer.flatMap(Value.init(exactly:)) else { throw LedgerColumnMismatch(column: name) }
+            record[keyPath: field] = number
+        }
     }
 
     static func boolean(_ name: String, _ field: Field<Bool?>, update: Update = .replace, compared: Bool = false) -> Self {

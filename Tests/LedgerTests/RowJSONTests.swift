@@ -89,6 +89,22 @@ struct RowJSONTests {
         #expect(Set(objects[1].keys) == ["original_transaction_id", "after"])
     }
 
+    /// A verified payload's number beyond its column's range is written as absent (NULL), not
+    /// as a value that fails the batch's cast on every rerun.
+    @Test func aNumberBeyondItsColumnsRangeIsLeftOutAndOneThatFitsIsKept() throws {
+        var record = TransactionRecord.blank
+        record.transactionId = "1"
+        record.quantity = Int(Int32.max) + 1
+        record.offerType = Int(Int16.max) + 1
+        record.revocationPercentage = 100_000
+        record.price = Int64.max
+        let object = try #require(try Self.parsed(RowJSON.array([record])).first)
+        #expect(object["quantity"] == nil)
+        #expect(object["offer_type"] == nil)
+        #expect(object["revocation_percentage"] as? Int == 100_000)
+        #expect(object["price"] as? Int64 == Int64.max)
+    }
+
     /// `app_store.run_subscription_changes` holds before/after records written by earlier
     /// versions: the JSON keys are a stored format, and must not drift with the columns' names.
     @Test func subscriptionJSONKeysAreTheStoredFormatOfEarlierVersions() {

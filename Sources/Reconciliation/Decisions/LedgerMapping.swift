@@ -60,7 +60,8 @@ enum LedgerMapping {
     /// renewal's from the renewal info. What the payloads do not carry keeps `current`'s value
     /// (a notification without renewal info says nothing about the next renewal).
     static func describe(_ record: inout SubscriptionRecord, transaction: TransactionPayload?, renewal: RenewalInfoPayload?, current: SubscriptionRecord?) {
-        let token = (transaction?.appAccountToken ?? renewal?.appAccountToken).flatMap(UUID.init(uuidString:))
+        // A token that is not a UUID counts as none, as in migration 0006's backfill.
+        let token = transaction?.appAccountToken.flatMap(UUID.init(uuidString:)) ?? renewal?.appAccountToken.flatMap(UUID.init(uuidString:))
         record.appAccountToken = token ?? current?.appAccountToken
         record.subscriptionGroupIdentifier = transaction?.subscriptionGroupIdentifier ?? current?.subscriptionGroupIdentifier
         record.inAppOwnershipType = transaction?.inAppOwnershipType ?? current?.inAppOwnershipType

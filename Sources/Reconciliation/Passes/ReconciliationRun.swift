@@ -138,17 +138,18 @@ package struct ReconciliationRun: Sendable {
             var report = passOne.report
             if let resumed = report.run.resumed { events(.resumed(resumed)) }
             if request.repair {
-                if !shard.isWhole, !request.dryRun { try await waitForOtherShards(request, window: window) }
                 let repair = CustomerRepair(
                     client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: request.repairConcurrency,
                     stop: stop
                 )
-                let passTwoStarted = now()
+                let passTwoStarted: Date
                 let repairs: ReportList<RecoveryReport.Repair>
                 do {
+                    if !shard.isWhole, !request.dryRun { try await waitForOtherShards(request, window: window) }
+                    passTwoStarted = now()
                     repairs = try await repair.afterRecovery(passOne.handoff, window: window, dryRun: request.dryRun, shard: shard, now: passTwoStarted)
                 } catch let stopped as RunStopped where stopped.counts == nil {
-                    // Stopped in pass 2: the run's record and metrics keep what pass 1 counted.
+                    // Stopped waiting for the other shards or in pass 2: the run's record and metrics keep what pass 1 counted.
                     throw RunStopped(counts: report.counts)
                 }
                 report.add(repairs: repairs, seconds: now().timeIntervalSince(passTwoStarted), finishedAt: now().formatted(.iso8601))
