@@ -29,8 +29,16 @@ package struct LedgerBatch: Hashable, Sendable {
     /// subscription's row before the run first changed it (nil: there was none). Written with
     /// a run ID only, and only for the subscriptions the batch did change.
     package var subscriptionsBefore: [String: SubscriptionRecord?] = [:]
+    /// What the batch's changes are recorded as in the change feed (`app_store.changes`).
+    package var cause: ChangeCause
+    /// The notification behind each subscription (by originalTransactionId) and transaction (by
+    /// transactionId) the batch writes, when a notification is behind it: the change feed's `notification_uuid`.
+    package var subscriptionNotifications: [String: UUID] = [:]
+    package var transactionNotifications: [String: UUID] = [:]
 
-    package init() {}
+    package init(cause: ChangeCause) {
+        self.cause = cause
+    }
 
     package var isEmpty: Bool {
         notifications.isEmpty && transactions.isEmpty && subscriptions.isEmpty && rejected.isEmpty && accounts.isEmpty
@@ -99,6 +107,8 @@ package struct LedgerBatchOutcome: Hashable, Sendable {
     package var insertedNotifications: Set<UUID> = []
     package var changedTransactions: Set<String> = []
     package var changedSubscriptions: Set<String> = []
+    /// The highest change-feed id the batch wrote (nil: it changed nothing).
+    package var lastChangeId: Int64?
     package init() {}
 }
 

@@ -156,6 +156,7 @@ package struct LedgerStore: Sendable {
             case .notification: if let uuid = UUID(uuidString: key) { outcome.insertedNotifications.insert(uuid) }
             case .transaction: outcome.changedTransactions.insert(key)
             case .subscription: outcome.changedSubscriptions.insert(key)
+            case .lastChange: outcome.lastChangeId = Int64(key)
             case nil: throw LedgerColumnMismatch(column: "kind")
             }
         }
@@ -177,6 +178,8 @@ package struct LedgerStore: Sendable {
         /// subscription changed.
         enum Written: Int16 {
             case notification = 1, transaction, subscription
+            /// The highest id the statement gave a change-feed row (one such row at most).
+            case lastChange
         }
 
         static let sql = """
@@ -190,6 +193,7 @@ package struct LedgerStore: Sendable {
                 ON CONFLICT (environment, window_start, window_end, only_failures, shard, query) DO UPDATE SET
                     position = EXCLUDED.position, pagination_token = EXCLUDED.pagination_token, completed = EXCLUDED.completed,
                     run_id = EXCLUDED.run_id, updated_at = now()
+                RETURNING 1
             ), inserted_notifications AS (
                 INSERT INTO app_store.notifications (\(NotificationRecord.selectList()), signed_payload)
                 SELECT \(NotificationRecord.values(from: "r")), p.payload
@@ -206,7 +210,7 @@ package struct LedgerStore: Sendable {
                     \(TransactionRecord.updateList(table: "app_store.transactions")),
                     signed_transaction = EXCLUDED.signed_transaction, updated_at = now()
                 WHERE app_store.transactions.signed_date < EXCLUDED.signed_date
-                RETURNING transaction_id
+                RETURNING *
             ), changed_subscriptions AS (
                 INSERT INTO app_store.subscriptions (\(SubscriptionRecord.selectList()))
                 SELECT \(SubscriptionRecord.values(from: "r"))
@@ -214,22 +218,51 @@ package struct LedgerStore: Sendable {
                 ON CONFLICT (original_transaction_id) DO UPDATE SET
                     \(SubscriptionRecord.updateList(table: "app_store.subscriptions")), updated_at = now()
                 WHERE app_store.subscriptions.last_signed_date < EXCLUDED.last_signed_date
-                RETURNING original_transaction_id
+                RETURNING *
             ), recorded_changes AS (
                 INSERT INTO app_store.run_subscription_changes (run_id, original_transaction_id, before, after)
                 SELECT $10::uuid, r.original_transaction_id, r.before, r.after
                 FROM jsonb_to_recordset($19::text::jsonb) AS r(original_transaction_id text, before jsonb, after jsonb)
                 JOIN changed_subscriptions USING (original_transaction_id)
                 ON CONFLICT (run_id, original_transaction_id) DO UPDATE SET after = EXCLUDED.after
+                RETURNING 1
+            ), feed AS (
+                INSERT INTO app_store.changes (environment, original_transaction_id, app_account_token, kind, before, after, cause,
+                    notification_uuid, run_id)
+                SELECT c.environment, c.original_transaction_id, c.app_account_token, c.kind, c.before, c.after, $20::text,
+                    c.notification_uuid, $10::uuid
+                FROM (
+                    SELECT 'subscription' AS kind, n.original_transaction_id AS key, n.environment, n.original_transaction_id,
+                        n.app_account_token,
+                        CASE WHEN o.original_transaction_id IS NULL THEN NULL ELSE \(SubscriptionRecord.jsonObject(of: "o")) END AS before,
+                        \(SubscriptionRecord.jsonObject(of: "n")) AS after, w.notification_uuid
+                    FROM changed_subscriptions n
+                    LEFT JOIN app_store.subscriptions o USING (original_transaction_id)
+                    LEFT JOIN unnest($21::text[], $22::uuid[]) AS w(original_transaction_id, notification_uuid) USING (original_transaction_id)
+                    UNION ALL
+                    SELECT 'transaction', n.transaction_id, n.environment, n.original_transaction_id, n.app_account_token,
+                        CASE WHEN o.transaction_id IS NULL THEN NULL ELSE \(TransactionRecord.jsonObject(of: "o")) END,
+                        \(TransactionRecord.jsonObject(of: "n")), w.notification_uuid
+                    FROM changed_transactions n
+                    LEFT JOIN app_store.transactions o USING (transaction_id)
+                    LEFT JOIN unnest($23::text[], $24::uuid[]) AS w(transaction_id, notification_uuid) USING (transaction_id)
+                ) c
+                WHERE (SELECT count(*) FROM inserted_notifications) >= 0 AND (SELECT count(*) FROM checkpoint) >= 0
+                    AND (SELECT count(*) FROM recorded_changes) >= 0
+                ORDER BY c.kind, c.key
+                RETURNING id
             )
             SELECT \(Written.notification.rawValue)::smallint, notification_uuid::text FROM inserted_notifications
             UNION ALL SELECT \(Written.transaction.rawValue)::smallint, transaction_id FROM changed_transactions
             UNION ALL SELECT \(Written.subscription.rawValue)::smallint, original_transaction_id FROM changed_subscriptions
+            UNION ALL SELECT \(Written.lastChange.rawValue)::smallint, f.last::text FROM (SELECT max(id) AS last FROM feed) f
+                WHERE f.last IS NOT NULL AND pg_notify('\(ChangeFeed.channel)', f.last::text) IS NOT NULL
             """
 
         static let bindingDataTypes: [PostgresDataType] = [
             .text, .timestamptz, .timestamptz, .bool, .text, .text, .int4, .text, .bool, .uuid, .bool,
             .text, .uuidArray, .textArray, .text, .textArray, .textArray, .text, .text,
+            .text, .textArray, .uuidArray, .textArray, .uuidArray,
         ]
 
         let batch: LedgerBatch
@@ -246,7 +279,13 @@ package struct LedgerStore: Sendable {
             }
             let scope = checkpoint?.1
             let point = checkpoint?.0
-            var bindings = PostgresBindings(capacity: 19)
+            let subscriptionCauses = subscriptions.compactMap { row in
+                batch.subscriptionNotifications[row.originalTransactionId].map { (row.originalTransactionId, $0) }
+            }
+            let transactionCauses = transactions.rows.compactMap { row in
+                batch.transactionNotifications[row.transactionId].map { (row.transactionId, $0) }
+            }
+            var bindings = PostgresBindings(capacity: 24)
             bindings.append(scope?.environment)
             bindings.append(scope?.windowStart)
             bindings.append(scope?.windowEnd)
@@ -266,6 +305,11 @@ package struct LedgerStore: Sendable {
             bindings.append(transactions.payloads)
             bindings.append(RowJSON.array(subscriptions))
             bindings.append(RowJSON.array(changes))
+            bindings.append(batch.cause.rawValue)
+            bindings.append(subscriptionCauses.map(\.0))
+            bindings.append(subscriptionCauses.map(\.1))
+            bindings.append(transactionCauses.map(\.0))
+            bindings.append(transactionCauses.map(\.1))
             return bindings
         }
 

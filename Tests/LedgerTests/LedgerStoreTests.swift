@@ -25,10 +25,10 @@ struct LedgerStoreTests {
         try await TestDatabase.withFreshLedger { client, _ in
             let store = LedgerStore(client: client, logger: TestDatabase.logger)
             let uuid = UUID()
-            var live = LedgerBatch()
+            var live = LedgerBatch(cause: .webhook)
             live.notifications = [Self.notification(uuid, source: .webhook)]
             #expect(try await store.apply(live, runId: nil).insertedNotifications == [uuid])
-            var recovered = LedgerBatch()
+            var recovered = LedgerBatch(cause: .history)
             recovered.notifications = [Self.notification(uuid, source: .history)]
             let outcome = try await store.apply(recovered, runId: nil)
             #expect(outcome.insertedNotifications.isEmpty, "not inserted twice, and no error")
@@ -41,10 +41,10 @@ struct LedgerStoreTests {
     @Test func aSubscriptionRowOnlyEverMovesToInformationSignedLater() async throws {
         try await TestDatabase.withFreshLedger { client, _ in
             let store = LedgerStore(client: client, logger: TestDatabase.logger)
-            var newer = LedgerBatch()
+            var newer = LedgerBatch(cause: .history)
             newer.subscriptions = [Self.subscription(signedAt: 2_000, status: 5)]
             #expect(try await store.apply(newer, runId: nil).changedSubscriptions == ["1000"])
-            var older = LedgerBatch()
+            var older = LedgerBatch(cause: .history)
             older.subscriptions = [Self.subscription(signedAt: 1_000, status: 1)]
             #expect(try await store.apply(older, runId: nil).changedSubscriptions.isEmpty)
             let row = try #require(try await store.subscriptions(["1000"])["1000"])
@@ -56,25 +56,25 @@ struct LedgerStoreTests {
     @Test func aRunsRecordOfChangesKeepsTheRowBeforeItsFirstChangeAndTheNewestAfterIt() async throws {
         try await TestDatabase.withFreshLedger { client, _ in
             let store = LedgerStore(client: client, logger: TestDatabase.logger)
-            var live = LedgerBatch()
+            var live = LedgerBatch(cause: .webhook)
             live.subscriptions = [Self.subscription(signedAt: 1_000, status: 1)]
             _ = try await store.apply(live, runId: nil)
             let runId = try await store.startRun(kind: .run, environment: "Sandbox", windowStart: nil, windowEnd: nil)
             // Two pages of one run change the same subscription; a third page's older row changes nothing.
-            var first = LedgerBatch()
+            var first = LedgerBatch(cause: .history)
             first.subscriptions = [Self.subscription(signedAt: 2_000, status: 2)]
             first.subscriptionsBefore = ["1000": Self.subscription(signedAt: 1_000, status: 1)]
             _ = try await store.apply(first, runId: runId)
-            var second = LedgerBatch()
+            var second = LedgerBatch(cause: .history)
             second.subscriptions = [Self.subscription(signedAt: 3_000, status: 5)]
             second.subscriptionsBefore = ["1000": Self.subscription(signedAt: 2_000, status: 2)]
             _ = try await store.apply(second, runId: runId)
-            var stale = LedgerBatch()
+            var stale = LedgerBatch(cause: .history)
             stale.subscriptions = [Self.subscription(signedAt: 1_500, status: 1)]
             stale.subscriptionsBefore = ["1000": Self.subscription(signedAt: 3_000, status: 5)]
             #expect(try await store.apply(stale, runId: runId).changedSubscriptions.isEmpty)
             // A customer new to the ledger has no row before.
-            var fresh = LedgerBatch()
+            var fresh = LedgerBatch(cause: .history)
             var newcomer = Self.subscription(signedAt: 4_000, status: 1)
             newcomer.originalTransactionId = "2000"
             fresh.subscriptions = [newcomer]
@@ -97,7 +97,7 @@ struct LedgerStoreTests {
     @Test func aBatchThatFailsHalfwayLeavesNothingBehind() async throws {
         try await TestDatabase.withFreshLedger { client, _ in
             let store = LedgerStore(client: client, logger: TestDatabase.logger)
-            var batch = LedgerBatch()
+            var batch = LedgerBatch(cause: .history)
             batch.notifications = [Self.notification(UUID(), source: .history), Self.notification(UUID(), source: .history)]
             batch.rejected = [RejectedPayloadRecord(source: "history", notificationUUID: nil, reason: "malformed", detail: "x", signedPayload: "x")]
             batch.subscriptions = [Self.subscription(signedAt: 1, status: 1)]

@@ -230,7 +230,7 @@ struct RepairTests {
         try await SimulatorServer.withRunning(harness.api) { baseURL in
             try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
-                var batch = LedgerBatch()
+                var batch = LedgerBatch(cause: .repair)
                 batch.accounts = [
                     AccountVerification(environment: environment, accountId: customer.originalTransactionId, members: [], revision: .store("not-a-revision-apple-knows"))
                 ]

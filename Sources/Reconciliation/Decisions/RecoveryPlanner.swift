@@ -86,7 +86,7 @@ package struct RecoveryPlanner: Sendable {
 
     package struct PagePlan: Sendable {
         package var decisions: [Decision] = []
-        package var batch = LedgerBatch()
+        package var batch = LedgerBatch(cause: .history)
     }
 
     /// Plans a page. Notifications are taken in `signedDate` order, so that within the page too
@@ -95,6 +95,7 @@ package struct RecoveryPlanner: Sendable {
         _ inputs: [Input], ledger: LedgerSnapshot, memory: inout RunMemory, source: NotificationRecord.Source = .history
     ) -> PagePlan {
         var plan = PagePlan()
+        plan.batch.cause = source == .webhook ? .webhook : .history
         let ordered = inputs.sorted { lhs, rhs in
             (lhs.outcome.verifiedPayload?.payload.signedDate ?? 0) < (rhs.outcome.verifiedPayload?.payload.signedDate ?? 0)
         }
@@ -144,7 +145,7 @@ package struct RecoveryPlanner: Sendable {
                 plan.batch.notifications.append(
                     LedgerMapping.notificationRecord(notification, signedPayload: input.item.signedPayload, source: source, uuid: uuid)
                 )
-                decision.action = apply(notification, ledger: ledger, memory: &memory, batch: &plan.batch)
+                decision.action = apply(notification, uuid: uuid, ledger: ledger, memory: &memory, batch: &plan.batch)
             }
             plan.decisions.append(decision)
         }
@@ -152,7 +153,9 @@ package struct RecoveryPlanner: Sendable {
     }
 
     /// Adds the transaction and subscription changes of a missed notification; applied or stale.
-    static func apply(_ notification: VerifiedNotification, ledger: LedgerSnapshot, memory: inout RunMemory, batch: inout LedgerBatch) -> Action {
+    static func apply(
+        _ notification: VerifiedNotification, uuid: UUID, ledger: LedgerSnapshot, memory: inout RunMemory, batch: inout LedgerBatch
+    ) -> Action {
         if let transaction = notification.transaction, let signed = notification.payload.data?.signedTransactionInfo,
             let record = LedgerMapping.transactionRecord(transaction, signed: signed, fallbackSignedDate: notification.payload.signedDate)
         {
@@ -166,6 +169,7 @@ package struct RecoveryPlanner: Sendable {
                 memory.transactions[record.transactionId] = remembered
                 batch.transactions.removeAll { $0.transactionId == record.transactionId }
                 batch.transactions.append(record)
+                batch.transactionNotifications[record.transactionId] = uuid
             }
         }
         let key = notification.transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId
@@ -177,6 +181,7 @@ package struct RecoveryPlanner: Sendable {
         memory.subscriptions[key] = candidate
         batch.subscriptions.removeAll { $0.originalTransactionId == key }
         batch.subscriptions.append(candidate)
+        batch.subscriptionNotifications[key] = uuid
         return .applied
     }
 

@@ -31,7 +31,7 @@ package enum RepairPlanner {
     }
 
     package struct Plan: Sendable {
-        package var batch = LedgerBatch()
+        package var batch = LedgerBatch(cause: .repair)
         package var transactionsAdded: [String] = []
         package var transactionsChanged: [String] = []
         /// Transactions whose revocation (a refund) only this repair found.

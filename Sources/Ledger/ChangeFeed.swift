@@ -1,0 +1,83 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Reading `app_store.changes` (migration 0007), the feed of every change the tool makes to
+/// subscriptions and transactions, in commit order. A reader keeps the last id it handled and
+/// asks for what came after it; `follow` waits for NOTIFY `app_store_changes` between reads.
+package enum ChangeFeed {
+    /// The NOTIFY channel; the payload is the committing statement's highest id.
+    package static let channel = "app_store_changes"
+
+    /// One change, as `appstore-reconcile changes` prints it: a JSON object on one line, with the
+    /// table's columns as keys (`changed_at` in ISO 8601 UTC; before/after times in UNIX ms).
+    package struct Line: Sendable, Hashable {
+        package var id: Int64
+        package var json: String
+    }
+
+    /// Up to `limit` changes with an id above `after`, in id order.
+    static func read(after: Int64, limit: Int, on database: some LedgerQuerying, logger: Logger) async throws -> [Line] {
+        let rows = try await database.ledgerQuery(
+            """
+            SELECT id, json_build_object(
+                'id', id,
+                'changed_at', to_char(changed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                'environment', environment, 'original_transaction_id', original_transaction_id,
+                'app_account_token', app_account_token, 'kind', kind, 'before', before, 'after', after,
+                'cause', cause, 'notification_uuid', notification_uuid, 'run_id', run_id
+            )::text
+            FROM app_store.changes WHERE id > \(after) ORDER BY id LIMIT \(limit)
+            """,
+            logger: logger
+        )
+        var lines: [Line] = []
+        for try await (id, json) in rows.decode((Int64, String).self) { lines.append(Line(id: id, json: json)) }
+        return lines
+    }
+
+    /// The changes after `after`, handed to `emit` in chunks as they are read, until `limit` (nil:
+    /// no limit) have been; then, with `follow`, each change committed later, as it commits, until
+    /// the task is cancelled. LISTEN starts before the first read, so a commit between the read
+    /// and the wait is not missed. Returns the last id handed over.
+    @discardableResult
+    package static func stream(
+        client: PostgresClient, after: Int64, limit: Int?, follow: Bool, logger: Logger, emit: @Sendable ([Line]) -> Void
+    ) async throws -> Int64 {
+        try await client.withConnection { connection in
+            guard follow else {
+                return try await drain(Position(cursor: after, remaining: limit ?? Int.max), on: connection, logger: logger, emit: emit).cursor
+            }
+            return try await connection.listen(on: channel) { notifications in
+                var position = try await drain(Position(cursor: after, remaining: limit ?? Int.max), on: connection, logger: logger, emit: emit)
+                guard position.remaining > 0 else { return position.cursor }
+                for try await _ in notifications {
+                    position = try await drain(position, on: connection, logger: logger, emit: emit)
+                    if position.remaining == 0 { break }
+                }
+                return position.cursor
+            }
+        }
+    }
+
+    /// Where a reader is: the last id handed over, and how many more it may hand over.
+    struct Position: Sendable {
+        var cursor: Int64
+        var remaining: Int
+    }
+
+    /// Hands over everything after the position, up to its limit.
+    private static func drain(
+        _ start: Position, on connection: PostgresConnection, logger: Logger, emit: @Sendable ([Line]) -> Void
+    ) async throws -> Position {
+        var position = start
+        while position.remaining > 0 {
+            let lines = try await read(after: position.cursor, limit: min(position.remaining, 1_000), on: connection, logger: logger)
+            guard let last = lines.last else { break }
+            emit(lines)
+            position.cursor = last.id
+            position.remaining -= lines.count
+        }
+        return position
+    }
+}

@@ -1,0 +1,120 @@
+import AppStoreSimulator
+import Foundation
+import Ledger
+import Logging
+import PostgresNIO
+import Reconciliation
+import TestSupport
+import Testing
+
+/// The change feed (`app_store.changes`, migration 0007) against an independent witness: row
+/// triggers the test installs on `subscriptions` and `transactions` record every row the
+/// database actually inserted or updated, old and new, as `to_jsonb` sees them. The feed must
+/// hold exactly one row per witnessed change, with the same before and after.
+@Suite("The change feed against a real PostgreSQL")
+struct ChangeFeedTests {
+    /// The witness, and the feed's documented form of a row (its columns; times as UNIX ms under
+    /// `_ms`; absent values left out; the stored JWS and the bookkeeping times not repeated),
+    /// written here from the catalog rather than from the code's column tables.
+    static let witnessSQL = [
+        "CREATE TABLE public.witness (seq bigserial PRIMARY KEY, tbl text NOT NULL, key text NOT NULL, old jsonb, new jsonb NOT NULL)",
+        """
+        CREATE FUNCTION public.witness() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO public.witness (tbl, key, old, new)
+            VALUES (TG_TABLE_NAME, to_jsonb(NEW) ->> TG_ARGV[0], CASE WHEN TG_OP = 'UPDATE' THEN to_jsonb(OLD) END, to_jsonb(NEW));
+            RETURN NULL;
+        END $$
+        """,
+        "CREATE TRIGGER witness AFTER INSERT OR UPDATE ON app_store.subscriptions FOR EACH ROW EXECUTE FUNCTION public.witness('original_transaction_id')",
+        "CREATE TRIGGER witness AFTER INSERT OR UPDATE ON app_store.transactions FOR EACH ROW EXECUTE FUNCTION public.witness('transaction_id')",
+        """
+        CREATE FUNCTION public.feed_form(r jsonb, tbl regclass) RETURNS jsonb LANGUAGE sql AS $$
+            SELECT jsonb_object_agg(
+                CASE WHEN a.atttypid = 'timestamptz'::regtype THEN regexp_replace(a.attname, '_date$', '_ms') ELSE a.attname END,
+                CASE WHEN a.atttypid = 'timestamptz'::regtype
+                    THEN to_jsonb(round(extract(epoch FROM (r ->> a.attname)::timestamptz) * 1000)::bigint) ELSE r -> a.attname END)
+            FROM pg_attribute a
+            WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped
+                AND a.attname NOT IN ('signed_transaction', 'recorded_at', 'updated_at') AND r -> a.attname <> 'null'::jsonb
+        $$
+        """,
+    ]
+
+    static func lines(_ client: PostgresClient, _ sql: String) async throws -> [String] {
+        var found: [String] = []
+        for try await line in try await client.query(PostgresQuery(unsafeSQL: sql), logger: TestDatabase.logger).decode(String.self) {
+            found.append(line)
+        }
+        return found
+    }
+
+    /// Every witnessed change, per row key in the order made: "table key: old → new".
+    static func witnessed(_ client: PostgresClient) async throws -> [String] {
+        try await lines(
+            client,
+            """
+            SELECT tbl || ' ' || key || ': ' || coalesce(public.feed_form(old, ('app_store.' || tbl)::regclass)::text, 'none')
+                || ' → ' || public.feed_form(new, ('app_store.' || tbl)::regclass)::text
+            FROM public.witness ORDER BY tbl, key, seq
+            """
+        )
+    }
+
+    /// Every change-feed row, in the same form and order.
+    static func fed(_ client: PostgresClient) async throws -> [String] {
+        try await lines(
+            client,
+            """
+            SELECT kind || 's ' || CASE kind WHEN 'subscription' THEN original_transaction_id ELSE after ->> 'transaction_id' END || ': '
+                || coalesce(before::text, 'none') || ' → ' || after::text
+            FROM app_store.changes
+            ORDER BY kind, CASE kind WHEN 'subscription' THEN original_transaction_id ELSE after ->> 'transaction_id' END, id
+            """
+        )
+    }
+
+    static func count(_ client: PostgresClient, _ sql: String) async throws -> Int {
+        try await BackendLedgerTests.count(client, sql)
+    }
+
+    @Test func everyChangeOfIngestPassOneAndPassTwoHasOneFeedRowWithTheRowBeforeAndAfter() async throws {
+        let (harness, _, _, _) = try RepairTests.silencedHarness()
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                for statement in Self.witnessSQL { try await client.query(PostgresQuery(unsafeSQL: statement), logger: harness.logger) }
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let report = try await RepairTests.bothPasses(harness, store, url, try harness.client(baseURL))
+                #expect(report.counts.applied > 0 && report.counts.customersRepaired > 0, "the run changed rows in both passes")
+
+                let witnessed = try await Self.witnessed(client)
+                let fed = try await Self.fed(client)
+                #expect(witnessed.count > 100)
+                #expect(fed.count == witnessed.count)
+                let same = fed == witnessed
+                #expect(same, "first difference: \(zip(fed, witnessed).first { $0 != $1 }.map { "\($0.0)\nwitness: \($0.1)" } ?? "")")
+
+                // Who made each change: the live notifications, pass 1 and pass 2, each with what caused it.
+                let runs = try await Self.lines(client, "SELECT run_id::text FROM app_store.runs")
+                #expect(runs.count == 1)
+                let run = runs.first ?? ""
+                for cause in ["webhook", "history", "repair"] {
+                    #expect(try await Self.count(client, "SELECT count(*) FROM app_store.changes WHERE cause = '\(cause)'") > 0, "\(cause)")
+                }
+                #expect(try await Self.count(client, "SELECT count(*) FROM app_store.changes WHERE cause = 'webhook' AND run_id IS NULL AND notification_uuid IN (SELECT notification_uuid FROM app_store.notifications WHERE source = 'webhook')") == Self.count(client, "SELECT count(*) FROM app_store.changes WHERE cause = 'webhook'"))
+                #expect(try await Self.count(client, "SELECT count(*) FROM app_store.changes WHERE cause = 'history' AND run_id = '\(run)' AND notification_uuid IN (SELECT notification_uuid FROM app_store.notifications WHERE source = 'history')") == Self.count(client, "SELECT count(*) FROM app_store.changes WHERE cause = 'history'"))
+                #expect(try await Self.count(client, "SELECT count(*) FROM app_store.changes WHERE cause = 'repair' AND run_id = '\(run)' AND notification_uuid IS NULL") == Self.count(client, "SELECT count(*) FROM app_store.changes WHERE cause = 'repair'"))
+                // The row's own facts, for a backend that follows by its token.
+                #expect(try await Self.count(client, "SELECT count(*) FROM app_store.changes WHERE app_account_token IS DISTINCT FROM (after ->> 'app_account_token')::uuid OR environment IS DISTINCT FROM after ->> 'environment'") == 0)
+                #expect(try await Self.count(client, "SELECT count(*) FROM app_store.changes WHERE app_account_token IS NOT NULL") > 0)
+
+                // A second run changes nothing, and so adds nothing to the feed.
+                let before = fed.count
+                _ = try await RepairTests.bothPasses(harness, store, url, try harness.client(baseURL))
+                #expect(try await Self.count(client, "SELECT count(*) FROM app_store.changes") == before)
+                #expect(try await Self.witnessed(client).count == before)
+            }
+        }
+    }
+}
