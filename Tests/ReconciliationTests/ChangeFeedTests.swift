@@ -117,4 +117,66 @@ struct ChangeFeedTests {
             }
         }
     }
+
+    /// Many writers commit at once while a reader follows by id: because ids are given in commit
+    /// order, the reader, keeping only the last id it saw, misses none (a plain sequence lets a
+    /// transaction that took a smaller id commit after one with a larger id the reader already passed).
+    @Test func aReaderFollowingByIdMissesNoChangeWhileManyWritersCommitAtOnce() async throws {
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            let writers = 8, batches = 80
+            let writing = Collected()
+            writing.add([1])
+            let reader = Task {
+                var seen: [Int64] = []
+                var cursor: Int64 = 0
+                while !writing.ids.isEmpty {
+                    let collected = Collected()
+                    cursor = try await ChangeFeed.stream(client: client, after: cursor, limit: nil, follow: false, logger: TestDatabase.logger) { lines in
+                        collected.add(lines.map(\.id))
+                    }
+                    seen += collected.ids
+                    try? await Task.sleep(for: .milliseconds(1))
+                }
+                return seen
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<writers {
+                    group.addTask {
+                        for index in 0..<batches {
+                            var batch = LedgerBatch(cause: .webhook)
+                            var row = SubscriptionRecord(
+                                originalTransactionId: String(1_000_000 + writer * 1_000 + index), productId: "p", status: 1, expiresDate: nil,
+                                autoRenewStatus: 1, autoRenewProductId: nil, isInBillingRetry: false, gracePeriodExpiresDate: nil,
+                                lastSignedDate: Date(timeIntervalSince1970: 1_000)
+                            )
+                            row.environment = "Sandbox"
+                            batch.subscriptions = [row]
+                            _ = try await store.apply(batch, runId: nil)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            writing.clear()
+            var seen = try await reader.value
+            let collected = Collected()
+            _ = try await ChangeFeed.stream(client: client, after: seen.last ?? 0, limit: nil, follow: false, logger: TestDatabase.logger) { lines in
+                collected.add(lines.map(\.id))
+            }
+            seen += collected.ids
+            let all = try await Self.lines(client, "SELECT c.id::text FROM app_store.changes c ORDER BY c.id").compactMap { Int64($0) }
+            #expect(all.count == writers * batches)
+            #expect(seen == all, "missed by a reader following by id: \(Set(all).subtracting(seen).count)")
+        }
+    }
+}
+
+/// Ids handed over by `ChangeFeed.stream`'s callback.
+final class Collected: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [Int64] = []
+    func add(_ ids: [Int64]) { lock.withLock { stored += ids } }
+    var ids: [Int64] { lock.withLock { stored } }
+    func clear() { lock.withLock { stored = [] } }
 }
