@@ -78,6 +78,9 @@ let package = Package(
             name: "Reconciliation",
             dependencies: [
                 "SignedData", "AppStoreServerAPI", "Ledger",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
@@ -166,6 +169,9 @@ let package = Package(
                 "Ledger", "ThrowawayPostgres", "Reconciliation", "AppStoreSimulator", "AppStoreServerAPI", "SignedData",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Tests/TestSupport",
             swiftSettings: strictSettings

@@ -43,6 +43,9 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
     } catch let error as RunLockLost {
         printError("error: \(error). Everything committed stays; run again when the database is back.")
         throw ExitCode(ExitStatus.temporaryFailure)
+    } catch let error as DeliveryInProgress {
+        printError("error: \(error). Try again after it.")
+        throw ExitCode(ExitStatus.temporaryFailure)
     } catch let error as RunInProgress {
         printError("error: \(error). It stops by itself; try again after it.")
         throw ExitCode(ExitStatus.temporaryFailure)

@@ -37,6 +37,7 @@ struct NightlyCommand: AsyncParsableCommand {
     func validate() throws {
         _ = try recovery.parsedShard()
         try recovery.validateRate()
+        _ = try recovery.deliveryTarget()
         if let start { _ = try OutageWindow.parseTimeForValidation(start) }
         guard overlapHours >= 0, settleMinutes >= 0 else { throw ValidationError("--overlap-hours and --settle-minutes must not be negative") }
     }

@@ -44,6 +44,7 @@ struct RunCommand: AsyncParsableCommand {
     func validate() throws {
         _ = try recovery.parsedShard()
         try recovery.validateRate()
+        _ = try recovery.deliveryTarget()
         do {
             let startTime = try OutageWindow.parseTime(start)
             let endTime = try OutageWindow.parseTime(end)
@@ -110,8 +111,23 @@ struct RecoveryRunOptions: ParsableArguments {
     @Option(help: "Log lines as 'text' or 'json' (one object per line). Default: text on a terminal, json otherwise (APPSTORE_LOG_FORMAT).")
     var logFormat: LogFormat?
 
+    @Option(
+        help: ArgumentHelp(
+            "POST every notification the run recovers to your own webhook handler, as Apple would have (APPSTORE_DELIVER_TO).",
+            discussion: "Each recovered notification's original body {\"signedPayload\":\"…\"} (Content-Type: application/json), in signedDate order, after both passes. A 2xx marks it delivered, never sent again; anything else is retried in later rounds of the run and otherwise stays pending for the next run or `deliver --to URL`. Your handler must dedupe by notificationUUID, as it must for Apple. https, or plain http only to a loopback address. A dry run lists what it would deliver and sends nothing.",
+            valueName: "url"
+        )
+    )
+    var deliverTo: String?
+
     func validateRate() throws {
         guard rateFactor > 0, rateFactor <= 100 else { throw ValidationError("--rate-factor must be above 0 and at most 100") }
+    }
+
+    /// `--deliver-to`, else `APPSTORE_DELIVER_TO`, checked.
+    func deliveryTarget(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DeliveryTarget? {
+        guard let text = deliverTo ?? environment["APPSTORE_DELIVER_TO"].flatMap({ $0.isEmpty ? nil : $0 }) else { return nil }
+        do { return try DeliveryTarget(text) } catch let error as DeliveryTargetError { throw ValidationError(error.description) }
     }
 
     func parsedShard() throws -> Shard {
@@ -125,7 +141,8 @@ extension RecoveryRunOptions {
     func request(kind: RunKind, window: ReconciliationRun.WindowChoice) throws -> ReconciliationRun.Request {
         ReconciliationRun.Request(
             kind: kind, window: window, mode: dryRun ? .dryRun : .apply, onlyFailures: onlyFailures, repair: !skipRepair,
-            repairConcurrency: repairConcurrency, shard: try parsedShard(), shardWait: .seconds(shardWait), fresh: fresh, metricsFile: metricsFile
+            repairConcurrency: repairConcurrency, shard: try parsedShard(), shardWait: .seconds(shardWait), fresh: fresh, metricsFile: metricsFile,
+            deliverTo: try deliveryTarget()
         )
     }
 
@@ -143,9 +160,10 @@ extension RecoveryRunOptions {
         print((request.dryRun ? "Dry run: " : "Done: ") + report.summaryLine)
         print("Report: \(directory)/report.md and \(directory)/report.json")
         if report.hasProblems {
+            let undelivered = report.redelivery.map { $0.failed > 0 ? ", \($0.failed) notification(s) your handler did not accept (pending)" : "" } ?? ""
             printError(
                 "finished with problems: \(report.counts.rejected) payload(s) rejected, \(report.counts.retryLater) left for retry, "
-                    + "\(report.counts.customersFailed) account(s) Apple could not answer for: see the report"
+                    + "\(report.counts.customersFailed) account(s) Apple could not answer for\(undelivered): see the report"
             )
             throw ExitCode(ExitStatus.doneWithRejections)
         }
@@ -171,6 +189,10 @@ extension ReconciliationRun.Event {
             return "waiting for shards \(shards.joined(separator: ", ")) to finish pass 1 before pass 2"
         case .shardWaitExpired(let shards, let waited):
             return "warning: shards \(shards.joined(separator: ", ")) have not finished pass 1 after \(waited.components.seconds) s; repairing without them (a later run catches up)"
+        case .redelivering(let target, let pending):
+            return "Re-delivering \(pending) notification(s) to \(target), in signedDate order"
+        case .redeliveryBusy(let target):
+            return "warning: another process is delivering to \(target); what this run recorded stays pending for it (or the next run, or deliver --to)"
         case .metricsNotWritten(let path, let error):
             return "warning: could not write the metrics file \(path): \(error)"
         }

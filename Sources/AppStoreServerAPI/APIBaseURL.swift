@@ -36,7 +36,9 @@ public struct APIBaseURL: Hashable, Sendable, CustomStringConvertible {
         self.url = trimmed
     }
 
-    static func isLoopback(_ host: String) -> Bool {
+    /// Whether `host` is a loopback address (`localhost`, `127.x.x.x`, `::1`): the only hosts
+    /// plain http may go to.
+    public static func isLoopback(_ host: String) -> Bool {
         let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased()
         if bare == "localhost" || bare == "::1" { return true }
         let octets = bare.split(separator: ".")

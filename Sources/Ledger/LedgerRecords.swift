@@ -35,6 +35,9 @@ package struct LedgerBatch: Hashable, Sendable {
     /// transactionId) the batch writes, when a notification is behind it: the change feed's `notification_uuid`.
     package var subscriptionNotifications: [String: UUID] = [:]
     package var transactionNotifications: [String: UUID] = [:]
+    /// Where the notifications the batch records are to be re-delivered (`app_store.deliveries`,
+    /// queued in the same transaction): the team's webhook handler, or nil.
+    package var deliverTo: String?
 
     package init(cause: ChangeCause) {
         self.cause = cause

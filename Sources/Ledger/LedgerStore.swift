@@ -164,13 +164,23 @@ package struct LedgerStore: Sendable {
     }
 
     /// The statement that writes a batch's notifications (new ones only), transactions and
-    /// subscriptions (newer signed versions only), the checkpoint, and, for a run, the before →
-    /// after of the subscriptions it did change; it returns what each write changed, as
-    /// (kind, key) rows (`Written`). The column lists come from the records' tables
-    /// (`NotificationRecord.columns` …). Data-modifying
-    /// CTEs see the same snapshot and reach each other only through RETURNING, which is how the
-    /// record of changes keeps to the subscriptions the upsert changed. Prepared once per
-    /// connection: parsing and planning it for every page was on the critical path of pass 1.
+    /// subscriptions (newer signed versions only), the checkpoint, for a run the before → after
+    /// of the subscriptions it did change, the re-deliveries of the new notifications (when the
+    /// batch has a target), and one change-feed row per transaction or subscription changed; it
+    /// returns what each write changed, as (kind, key) rows (`Written`), and the feed's last id.
+    /// The column lists come from the records' tables (`NotificationRecord.columns` …).
+    ///
+    /// Data-modifying CTEs see the same snapshot and reach each other only through RETURNING,
+    /// which is how the record of changes keeps to the subscriptions the upsert changed, and how
+    /// the feed's `before` is the row as it was (read from the table, which in this statement
+    /// still shows it) and its `after` the row as written (RETURNING *). The feed's rows take the
+    /// commit-order lock of migration 0007 as they are inserted, so the feed is written after
+    /// everything else: its rows are sorted (a sort reads all its input first), and its WHERE
+    /// reads every other CTE to the end before the first row passes. Holding that lock, the
+    /// statement then waits for nothing but its commit.
+    ///
+    /// Prepared once per connection: parsing and planning it for every page was on the critical
+    /// path of pass 1.
     struct RowsWrite: PostgresPreparedStatement {
         typealias Row = (Int16, String)
 
@@ -226,6 +236,11 @@ package struct LedgerStore: Sendable {
                 JOIN changed_subscriptions USING (original_transaction_id)
                 ON CONFLICT (run_id, original_transaction_id) DO UPDATE SET after = EXCLUDED.after
                 RETURNING 1
+            ), queued_deliveries AS (
+                INSERT INTO app_store.deliveries (notification_uuid, target, run_id)
+                SELECT notification_uuid, $25::text, $10::uuid FROM inserted_notifications WHERE $25::text IS NOT NULL
+                ON CONFLICT DO NOTHING
+                RETURNING 1
             ), feed AS (
                 INSERT INTO app_store.changes (environment, original_transaction_id, app_account_token, kind, before, after, cause,
                     notification_uuid, run_id)
@@ -248,7 +263,7 @@ package struct LedgerStore: Sendable {
                     LEFT JOIN unnest($23::text[], $24::uuid[]) AS w(transaction_id, notification_uuid) USING (transaction_id)
                 ) c
                 WHERE (SELECT count(*) FROM inserted_notifications) >= 0 AND (SELECT count(*) FROM checkpoint) >= 0
-                    AND (SELECT count(*) FROM recorded_changes) >= 0
+                    AND (SELECT count(*) FROM recorded_changes) >= 0 AND (SELECT count(*) FROM queued_deliveries) >= 0
                 ORDER BY c.kind, c.key
                 RETURNING id
             )
@@ -262,7 +277,7 @@ package struct LedgerStore: Sendable {
         static let bindingDataTypes: [PostgresDataType] = [
             .text, .timestamptz, .timestamptz, .bool, .text, .text, .int4, .text, .bool, .uuid, .bool,
             .text, .uuidArray, .textArray, .text, .textArray, .textArray, .text, .text,
-            .text, .textArray, .uuidArray, .textArray, .uuidArray,
+            .text, .textArray, .uuidArray, .textArray, .uuidArray, .text,
         ]
 
         let batch: LedgerBatch
@@ -285,7 +300,7 @@ package struct LedgerStore: Sendable {
             let transactionCauses = transactions.rows.compactMap { row in
                 batch.transactionNotifications[row.transactionId].map { (row.transactionId, $0) }
             }
-            var bindings = PostgresBindings(capacity: 24)
+            var bindings = PostgresBindings(capacity: 25)
             bindings.append(scope?.environment)
             bindings.append(scope?.windowStart)
             bindings.append(scope?.windowEnd)
@@ -310,6 +325,7 @@ package struct LedgerStore: Sendable {
             bindings.append(subscriptionCauses.map(\.1))
             bindings.append(transactionCauses.map(\.0))
             bindings.append(transactionCauses.map(\.1))
+            bindings.append(batch.deliverTo)
             return bindings
         }
 

@@ -22,11 +22,15 @@ package struct NotificationRecovery: Sendable {
         /// Resume from the checkpoints an unfinished run of the same window left, and record this
         /// run's (never in a dry run).
         package var checkpoints: Bool
+        /// The team's webhook handler (`DeliveryTarget.url`): every notification this pass records
+        /// is queued for re-delivery there, in the transaction that records it.
+        package var deliverTo: String?
 
         package init(
             window: OutageWindow, dryRun: Bool = false, onlyFailures: Bool = false, runId: UUID? = nil, shard: Shard = .whole,
-            checkpoints: Bool = true
+            checkpoints: Bool = true, deliverTo: String? = nil
         ) {
+            self.deliverTo = deliverTo
             self.window = window
             self.dryRun = dryRun
             self.onlyFailures = onlyFailures
@@ -86,6 +90,8 @@ package struct NotificationRecovery: Sendable {
         /// Notifications an earlier, unfinished run handled, which this one skipped.
         var handledBefore = 0
         var queriesFinishedBefore = 0
+        /// A dry run with a delivery target: the notifications it would record, for the list of what it would deliver.
+        var wouldRecord: [(uuid: String, signedDate: Date)] = []
     }
 
     /// What pass 1 found and did: the report, and what pass 2 needs from it.
@@ -338,6 +344,7 @@ package struct NotificationRecovery: Sendable {
         if !options.dryRun {
             // The rows before the run changed them, for the report (app_store.run_subscription_changes).
             plan.batch.subscriptionsBefore = tally.memory.subscriptionsBefore
+            plan.batch.deliverTo = options.deliverTo
             let batch = plan.batch
             let store = self.store
             async let written = store.apply(batch, runId: runId, checkpoint: deferred.isEmpty ? checkpoint : nil)
@@ -387,6 +394,9 @@ package struct NotificationRecovery: Sendable {
                     originalTransactionId: decision.originalTransactionId, firstAttemptResult: decision.firstAttemptResult, action: label
                 )
             )
+            if options.dryRun, options.deliverTo != nil, let uuid = decision.notificationUUID, let signed = decision.signedDate {
+                tally.wouldRecord.append((uuid, signed))
+            }
             if let result = decision.firstAttemptResult, result != "SUCCESS" { tally.byResult[result, default: 0] += 1 }
             if let attempt = decision.firstAttemptDate { tally.byHour[Self.hour(attempt), default: 0] += 1 }
         }
@@ -439,6 +449,7 @@ package struct NotificationRecovery: Sendable {
         )
         report.pass1.subscriptions = tally.memory.subscriptions
         report.pass1.transactions = tally.memory.transactions
+        report.pass1.wouldRecord = tally.wouldRecord
         return report
     }
 

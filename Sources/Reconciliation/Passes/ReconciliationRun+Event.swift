@@ -18,5 +18,10 @@ extension ReconciliationRun {
         case shardWaitExpired([String], waited: Duration)
         /// The metrics file could not be written (never the run's fate).
         case metricsNotWritten(path: String, error: String)
+        /// Re-delivery to the team's handler begins: this many notifications are pending for it.
+        case redelivering(target: String, pending: Int)
+        /// Another process holds the target's delivery lock: what this run queued stays pending
+        /// for it (or the next run, or `deliver`).
+        case redeliveryBusy(target: String)
     }
 }

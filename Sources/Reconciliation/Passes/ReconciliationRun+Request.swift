@@ -22,11 +22,17 @@ extension ReconciliationRun {
         package var fresh: Bool
         /// Write the run's metrics here (Prometheus text) when it ends, however it ends.
         package var metricsFile: String?
+        /// Re-deliver every notification the run recovers to the team's webhook handler.
+        package var deliverTo: DeliveryTarget?
+        package var deliveryPolicy: DeliveryPolicy
 
         package init(
             kind: RunKind, window: WindowChoice, mode: RunMode, onlyFailures: Bool = false, repair: Bool = true, repairConcurrency: Int = 8,
-            shard: Shard = .whole, shardWait: Duration = .seconds(1800), fresh: Bool = false, metricsFile: String? = nil
+            shard: Shard = .whole, shardWait: Duration = .seconds(1800), fresh: Bool = false, metricsFile: String? = nil,
+            deliverTo: DeliveryTarget? = nil, deliveryPolicy: DeliveryPolicy = DeliveryPolicy()
         ) {
+            self.deliverTo = deliverTo
+            self.deliveryPolicy = deliveryPolicy
             self.kind = kind
             self.window = window
             self.mode = mode

@@ -68,7 +68,7 @@ package struct ReconciliationRun: Sendable {
                 throw error
             }
             if request.metricsFile != nil { await figures.read(from: store, kind: request.kind) }
-            writeMetrics(request, outcome: report.outcome, startedAt: startedAt, counts: report.counts, figures: figures)
+            writeMetrics(request, outcome: report.outcome, startedAt: startedAt, counts: report.counts, figures: figures, redelivery: report.redelivery)
             return report
         } catch {
             writeMetrics(request, outcome: RunOutcome(endingWith: error), startedAt: startedAt, counts: (error as? RunStopped)?.counts, figures: figures)
@@ -127,7 +127,8 @@ package struct ReconciliationRun: Sendable {
                 shard: shard.isWhole ? nil : shard.description
             )
         let options = NotificationRecovery.Options(
-            window: window, dryRun: request.dryRun, onlyFailures: request.onlyFailures, runId: runId, shard: shard
+            window: window, dryRun: request.dryRun, onlyFailures: request.onlyFailures, runId: runId, shard: shard,
+            deliverTo: request.deliverTo?.url
         )
         do {
             if request.fresh, !request.dryRun {
@@ -156,6 +157,7 @@ package struct ReconciliationRun: Sendable {
                 progress.finish()
             }
             report.noteRateLimits(client.counts)
+            if let target = request.deliverTo { report.redelivery = try await redeliver(to: target, request: request, report: report) }
             if let runId {
                 try await store.finishRun(runId, outcome: report.outcome, countsJSON: report.countsJSON)
                 try await store.clearCheckpoints(in: options.checkpointScope(environment), keepingPassOne: true)
@@ -168,6 +170,22 @@ package struct ReconciliationRun: Sendable {
                 try? await store.finishRun(runId, outcome: RunOutcome(endingWith: error), countsJSON: counts)
             }
             throw error
+        }
+    }
+
+    /// Re-delivers what is pending for the target, what this run recorded included; a dry run
+    /// lists what it would deliver and sends nothing.
+    func redeliver(to target: DeliveryTarget, request: ReconciliationRun.Request, report: RecoveryReport) async throws -> RedeliverySummary {
+        let redelivery = NotificationRedelivery(store: store, target: target, policy: request.deliveryPolicy, logger: logger, stop: stop)
+        if request.dryRun { return try await redelivery.wouldDeliver(adding: report.pass1.wouldRecord) }
+        events(.redelivering(target: target.description, pending: try await store.pendingDeliveryCount(to: target.url)))
+        do {
+            return try await redelivery.deliverPending()
+        } catch is DeliveryInProgress {
+            events(.redeliveryBusy(target: target.description))
+            var summary = RedeliverySummary(target: target.description)
+            summary.pending = try await store.pendingDeliveryCount(to: target.url)
+            return summary
         }
     }
 
@@ -198,12 +216,16 @@ package struct ReconciliationRun: Sendable {
     }
 
     /// Writes the metrics file, if asked for; a failure to write is told, never the run's fate.
-    func writeMetrics(_ request: Request, outcome: RunOutcome, startedAt: Date, counts: RecoveryReport.Counts?, figures: LedgerFigures) {
+    func writeMetrics(
+        _ request: Request, outcome: RunOutcome, startedAt: Date, counts: RecoveryReport.Counts?, figures: LedgerFigures,
+        redelivery: RedeliverySummary? = nil
+    ) {
         guard let path = request.metricsFile else { return }
         let ledger = figures.value
         let metrics = RunMetrics(
             kind: request.kind, outcome: outcome, dryRun: request.dryRun, shard: request.shard.isWhole ? nil : request.shard.description,
-            startedAt: startedAt, finishedAt: now(), counts: counts, api: client.counts, runsByOutcome: ledger.runs, lastSuccess: ledger.lastSuccess
+            startedAt: startedAt, finishedAt: now(), counts: counts, api: client.counts, runsByOutcome: ledger.runs, lastSuccess: ledger.lastSuccess,
+            redelivery: redelivery
         )
         do {
             try metrics.write(to: path)

@@ -198,6 +198,8 @@ package struct RecoveryReport: Sendable, Codable {
     package var deliveryFailures: DeliveryFailures
     /// Pass 2; empty when it did not run.
     package var repairs = ReportList<Repair>([])
+    /// Re-delivery to the team's webhook handler (`--deliver-to`); nil when not asked for.
+    package var redelivery: RedeliverySummary?
     /// What pass 1 wrote, or in a dry run would have written: pass 2 compares Apple's truth with
     /// the ledger as pass 1 left it, so that a dry run reports what the real run would change.
     /// Not part of the JSON.
@@ -206,11 +208,13 @@ package struct RecoveryReport: Sendable, Codable {
     package struct LedgerOverlay: Sendable {
         package var subscriptions: [String: SubscriptionRecord] = [:]
         package var transactions: [String: TransactionRecord] = [:]
+        /// A dry run with a delivery target: the notifications pass 1 would record (notificationUUID, signedDate).
+        package var wouldRecord: [(uuid: String, signedDate: Date)] = []
         package init() {}
     }
 
     enum CodingKeys: String, CodingKey {
-        case run, counts, missed, rejected, customers, deliveryFailures, repairs
+        case run, counts, missed, rejected, customers, deliveryFailures, repairs, redelivery
     }
 
     /// Adds pass 2's results.
@@ -251,7 +255,7 @@ package struct RecoveryReport: Sendable, Codable {
     package var outcome: RunOutcome { hasProblems ? .succeededWithRejections : .succeeded }
 
     /// Finished, but something needs a person: exit code 3.
-    package var hasProblems: Bool { counts.rejected + counts.retryLater + counts.customersFailed > 0 }
+    package var hasProblems: Bool { counts.rejected + counts.retryLater + counts.customersFailed + (redelivery?.failed ?? 0) > 0 }
 
     /// The counts as the JSON object `app_store.runs.counts` holds.
     package var countsJSON: String { Self.countsJSON(counts) }
@@ -300,6 +304,11 @@ package struct RecoveryReport: Sendable, Codable {
             let endpoints = counts.rateLimitedByEndpoint.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             line += "; Apple rate-limited \(counts.rateLimited) request(s) with 429 (\(endpoints)), each endpoint held back until its Retry-After"
         }
+        if let redelivery {
+            line += isDryRun
+                ? "; would re-deliver \(redelivery.pending) notification(s) to \(redelivery.target)"
+                : "; re-delivery to \(redelivery.target): \(redelivery.delivered) delivered, \(redelivery.failed) failed, \(redelivery.pending) pending"
+        }
         return line
     }
 
@@ -332,6 +341,7 @@ package struct RecoveryReport: Sendable, Codable {
         try list(customers)
         try write(",\n  \"deliveryFailures\" : " + (try encoded(deliveryFailures, indent: "  ")) + ",\n  \"missed\" : ")
         try list(missed)
+        try write(",\n  \"redelivery\" : " + (try redelivery.map { try encoded($0, indent: "  ") } ?? "null"))
         try write(",\n  \"rejected\" : ")
         try list(rejected)
         try write(",\n  \"repairs\" : ")
@@ -389,6 +399,7 @@ package struct RecoveryReport: Sendable, Codable {
             }
         }
         line("")
+        if let redelivery { writeRedelivery(redelivery, line) }
         // Refund requests Apple asked about while the server was down: someone must answer them.
         var consumptionRequests: [Missed] = []
         for entry in missed where entry.notificationType == "CONSUMPTION_REQUEST" { consumptionRequests.append(entry) }
@@ -518,3 +529,34 @@ package struct RecoveryReport: Sendable, Codable {
     }
 }
 
+extension RecoveryReport {
+    /// report.md's section on re-delivery to the team's handler.
+    func writeRedelivery(_ redelivery: RedeliverySummary, _ line: (String) -> Void) {
+        line("## Re-delivery to your webhook handler")
+        line("")
+        guard !isDryRun else {
+            let list = redelivery.wouldDeliver ?? []
+            line("Would POST \(list.count) notification(s) to \(redelivery.target), each its original signed body, in signedDate order (the ones this run would record, and any left pending for this handler by earlier runs). Nothing was sent.")
+            line("")
+            if !list.isEmpty {
+                line("| # | notificationUUID |")
+                line("| --- | --- |")
+                for (index, uuid) in list.enumerated() { line("| \(index + 1) | \(uuid) |") }
+                line("")
+            }
+            return
+        }
+        line("| | |")
+        line("| --- | --- |")
+        line("| Handler | \(redelivery.target) |")
+        line("| Delivered (answered 2xx) | \(redelivery.delivered) |")
+        line("| Failed in this run (still pending) | \(redelivery.failed) |")
+        line("| Pending for this handler | \(redelivery.pending) |")
+        line("| POSTs sent | \(redelivery.attempts) |")
+        line("")
+        if redelivery.pending > 0 {
+            line("⚠ \(redelivery.pending) notification(s) are not yet delivered: the next run with the same --deliver-to, or `appstore-reconcile deliver --to URL`, sends them; app_store.deliveries holds each one's attempts and last answer.")
+            line("")
+        }
+    }
+}

@@ -22,11 +22,14 @@ package struct RunMetrics: Sendable {
     /// Runs recorded in the ledger, by outcome (nil: the ledger could not be read).
     package var runsByOutcome: [String: Int]?
     package var lastSuccess: Date?
+    /// Re-delivery to the team's handler (`--deliver-to`), when asked for.
+    package var redelivery: RedeliverySummary?
 
     package init(
         kind: RunKind, outcome: RunOutcome, dryRun: Bool, shard: String?, startedAt: Date, finishedAt: Date, counts: RecoveryReport.Counts?,
-        api: APIRequestCounts, runsByOutcome: [String: Int]?, lastSuccess: Date?
+        api: APIRequestCounts, runsByOutcome: [String: Int]?, lastSuccess: Date?, redelivery: RedeliverySummary? = nil
     ) {
+        self.redelivery = redelivery
         self.kind = kind
         self.outcome = outcome
         self.dryRun = dryRun
@@ -78,6 +81,12 @@ package struct RunMetrics: Sendable {
             out.family("appstore_reconcile_customers", .gauge, "Customers of this run's pass 2: checked with Get Transaction History, and repaired (rows changed).")
             out.sample("appstore_reconcile_customers", common + [("result", "checked")], Double(counts.customersChecked))
             out.sample("appstore_reconcile_customers", common + [("result", "repaired")], Double(counts.customersRepaired))
+        }
+        if let redelivery {
+            out.family("appstore_reconcile_redeliveries", .gauge, "Recovered notifications re-delivered to your webhook handler: delivered (2xx) and failed in this run, pending after it (in a dry run: would deliver). Alert on failed.")
+            for (result, value) in [("delivered", redelivery.delivered), ("failed", redelivery.failed), ("pending", redelivery.pending)] {
+                out.sample("appstore_reconcile_redeliveries", common + [("result", result)], Double(value))
+            }
         }
         out.family("appstore_reconcile_api_requests", .gauge, "Requests this run sent to Apple, by endpoint and HTTP status (transport_error: no complete answer).")
         for endpoint in Endpoint.allCases {

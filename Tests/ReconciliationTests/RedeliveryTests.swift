@@ -1,0 +1,142 @@
+import AppStoreSimulator
+import Foundation
+import Ledger
+import Logging
+import PostgresNIO
+import Reconciliation
+import TestSupport
+import Testing
+
+/// Re-delivery of recovered notifications to the team's own webhook handler (`--deliver-to`),
+/// against a real HTTP receiver and a real PostgreSQL.
+@Suite("Re-delivery to the team's webhook handler")
+struct RedeliveryTests {
+    /// Rounds a few milliseconds apart, so that the tests do not wait out a real backoff.
+    static let quickPolicy = DeliveryPolicy(rounds: 12, firstDelay: .milliseconds(5), maximumDelay: .milliseconds(20))
+
+    static func request(_ harness: RecoveryHarness, mode: RunMode, to url: String) throws -> ReconciliationRun.Request {
+        let window = try harness.window()
+        return ReconciliationRun.Request(
+            kind: .run, window: .fixed(start: window.start, end: window.end), mode: mode, deliverTo: try DeliveryTarget(url), deliveryPolicy: quickPolicy
+        )
+    }
+
+    /// The missed notifications a run recorded, by UUID (lower case), with their stored JWS.
+    static func recovered(_ client: PostgresClient) async throws -> [String: String] {
+        var found: [String: String] = [:]
+        let rows = try await client.query("SELECT notification_uuid::text, signed_payload FROM app_store.notifications WHERE source = 'history'", logger: TestDatabase.logger)
+        for try await (uuid, payload) in rows.decode((String, String).self) { found[uuid] = payload }
+        return found
+    }
+
+    @Test func aRunDeliversExactlyTheMissedNotificationsOriginalBodiesInSignedDateOrderOnceAndADryRunOnlyListsThem() async throws {
+        let harness = try RecoveryHarness(customers: 60, seed: 71, outageHours: 30)
+        let receiver = WebhookReceiver()
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await receiver.withRunning { handler in
+                try await TestDatabase.withFreshLedger { client, url in
+                    let store = LedgerStore(client: client, logger: harness.logger)
+                    try await harness.seedDeliveredNotifications(store)
+                    let run = try harness.reconciliation(store, url, client: try harness.client(baseURL))
+
+                    let dry = try await run.execute(Self.request(harness, mode: .dryRun, to: handler))
+                    #expect(receiver.received.isEmpty, "a dry run sends nothing")
+                    let listed = try #require(dry.redelivery?.wouldDeliver)
+                    #expect(listed.count == dry.counts.missed && listed.count > 10)
+
+                    let report = try await run.execute(Self.request(harness, mode: .apply, to: handler))
+                    let recovered = try await Self.recovered(client)
+                    #expect(recovered.count == report.counts.missed)
+                    let received = receiver.received
+                    #expect(received.map(\.notificationUUID) == listed, "delivered what the dry run listed, in its order")
+                    #expect(Set(received.compactMap(\.notificationUUID)) == Set(recovered.keys), "exactly the missed notifications")
+                    #expect(received.count == recovered.count, "each once")
+                    for request in received {
+                        #expect(request.method == "POST" && request.path == "/apple/notifications" && request.contentType == "application/json")
+                        let uuid = try #require(request.notificationUUID)
+                        #expect(request.body == "{\"signedPayload\":\"\(recovered[uuid] ?? "")\"}", "the original signed body, as Apple sends it")
+                    }
+                    let dates = received.compactMap(\.signedDate)
+                    #expect(dates.count == received.count && dates == dates.sorted(), "in signedDate order")
+                    #expect(report.redelivery?.delivered == recovered.count && report.redelivery?.failed == 0 && report.redelivery?.pending == 0)
+                    #expect(report.markdown().contains("Delivered (answered 2xx) | \(recovered.count)"))
+
+                    // The next run recovers nothing new and sends nothing again.
+                    let again = try await run.execute(Self.request(harness, mode: .apply, to: handler))
+                    #expect(again.redelivery?.delivered == 0)
+                    #expect(receiver.received.count == received.count)
+                }
+            }
+        }
+    }
+
+    @Test func aHandlerThatRefusesHalfItsRequestsGetsEveryNotificationAndNoneAgainAfterItsRecorded2xx() async throws {
+        let harness = try RecoveryHarness(customers: 60, seed: 72, outageHours: 30)
+        // Every other request refused, alternating 500 and 503, and a few with no useful answer (404).
+        let receiver = WebhookReceiver { index in index % 2 == 0 ? 200 : (index % 6 == 1 ? 500 : (index % 6 == 3 ? 503 : 404)) }
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await receiver.withRunning { handler in
+                try await TestDatabase.withFreshLedger { client, url in
+                    let store = LedgerStore(client: client, logger: harness.logger)
+                    try await harness.seedDeliveredNotifications(store)
+                    let report = try await harness.reconciliation(store, url, client: try harness.client(baseURL))
+                        .execute(Self.request(harness, mode: .apply, to: handler))
+                    let recovered = try await Self.recovered(client)
+                    let received = receiver.received
+                    let accepted = received.filter { $0.status < 300 }
+                    #expect(received.count > recovered.count, "refusals were retried")
+                    #expect(Set(accepted.compactMap(\.notificationUUID)) == Set(recovered.keys), "every notification ends delivered")
+                    #expect(accepted.count == recovered.count, "none delivered twice")
+                    // Nothing is sent after its 2xx.
+                    for request in accepted {
+                        #expect(!received.contains { $0.index > request.index && $0.notificationUUID == request.notificationUUID })
+                    }
+                    #expect(report.redelivery?.delivered == recovered.count && report.redelivery?.pending == 0)
+                    var attempts = 0
+                    for try await value in try await client.query("SELECT sum(attempts)::int FROM app_store.deliveries WHERE delivered_at IS NOT NULL").decode(Int.self) { attempts = value }
+                    #expect(attempts == received.count, "every attempt recorded")
+                }
+            }
+        }
+    }
+
+    @Test func aHandlerThatNeverAcceptsLeavesEverythingPendingAndTheRunSaysSo() async throws {
+        let harness = try RecoveryHarness(customers: 20, seed: 73, outageHours: 30)
+        let receiver = WebhookReceiver { _ in 503 }
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await receiver.withRunning { handler in
+                try await TestDatabase.withFreshLedger { client, url in
+                    let store = LedgerStore(client: client, logger: harness.logger)
+                    try await harness.seedDeliveredNotifications(store)
+                    var request = try Self.request(harness, mode: .apply, to: handler)
+                    request.deliveryPolicy = DeliveryPolicy(rounds: 3, firstDelay: .milliseconds(5))
+                    let report = try await harness.reconciliation(store, url, client: try harness.client(baseURL)).execute(request)
+                    let missed = report.counts.missed
+                    #expect(missed > 0)
+                    #expect(report.redelivery?.delivered == 0 && report.redelivery?.failed == missed && report.redelivery?.pending == missed)
+                    #expect(receiver.received.count == 3 * missed, "three rounds")
+                    #expect(report.hasProblems && report.outcome == .succeededWithRejections)
+                    #expect(try await store.pendingDeliveryCount(to: handler) == missed, "kept for the next run")
+                }
+            }
+        }
+    }
+
+    @Test func aTargetIsHTTPSOrPlainHTTPToLoopbackOnlyAndIsShownWithoutItsSecrets() throws {
+        #expect(throws: DeliveryTargetError.self) { try DeliveryTarget("http://handler.example.com/apple") }
+        #expect(throws: DeliveryTargetError.self) { try DeliveryTarget("ftp://127.0.0.1/x") }
+        #expect(throws: DeliveryTargetError.self) { try DeliveryTarget("not a url") }
+        _ = try DeliveryTarget("http://127.0.0.1:8080/apple")
+        _ = try DeliveryTarget("http://[::1]:8080/apple")
+        let target = try DeliveryTarget("https://user:s3cret@handler.example.com/apple?token=s3cret")
+        #expect(!target.description.contains("s3cret"))
+        #expect(target.description.hasPrefix("https://handler.example.com/apple"))
+    }
+
+    @Test func laterRoundsWaitLongerUpToTheCap() {
+        let policy = DeliveryPolicy(rounds: 6, firstDelay: .seconds(1), maximumDelay: .seconds(5))
+        #expect((1...6).map { policy.delay(beforeRound: $0) } == [.zero, .seconds(1), .seconds(2), .seconds(4), .seconds(5), .seconds(5)])
+        #expect(DeliveryPolicy.delivers(status: 200) && DeliveryPolicy.delivers(status: 204) && !DeliveryPolicy.delivers(status: 302))
+        #expect(!DeliveryPolicy.delivers(status: 500))
+    }
+}
