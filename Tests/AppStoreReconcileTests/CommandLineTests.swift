@@ -59,7 +59,8 @@ struct CommandLineTests {
             #expect(text.contains(word), "--help mentions \(word)")
         }
         for subcommand in [
-            "run", "nightly", "repair", "ingest", "check", "status", "detect-outage", "migrate", "verify", "demo", "throwaway-postgres", "simulate",
+            "run", "nightly", "repair", "ingest", "check", "status", "changes", "deliver", "detect-outage", "migrate", "verify", "demo", "throwaway-postgres",
+            "simulate",
         ] {
             let help = try await BuiltBinary.run([subcommand, "--help"])
             #expect(help.exitCode == 0, "\(subcommand) --help")
