@@ -6,8 +6,21 @@ import PostgresNIO
 /// subscriptions and transactions, in commit order. A reader keeps the last id it handled and
 /// asks for what came after it; `follow` waits for NOTIFY `app_store_changes` between reads.
 package enum ChangeFeed {
-    /// The NOTIFY channel; the payload is the committing statement's highest id.
+    /// The NOTIFY channel: each transaction that adds rows notifies it once (empty payload).
     package static let channel = "app_store_changes"
+
+    /// The transaction's `app_store.change_context` for a batch: why its rows change, and the
+    /// notification behind each (see migration 0007).
+    static func context(of batch: LedgerBatch, runId: UUID?) -> String {
+        func map(_ notifications: [String: UUID]) -> [String: String] { notifications.mapValues { $0.uuidString.lowercased() } }
+        let object: [String: Any] = [
+            "cause": batch.cause.rawValue,
+            "run": runId.map { $0.uuidString.lowercased() } ?? NSNull(),
+            "notifications": ["subscription": map(batch.subscriptionNotifications), "transaction": map(batch.transactionNotifications)],
+        ]
+        let data = (try? JSONSerialization.data(withJSONObject: object)) ?? Data("{\"cause\":\"\(batch.cause.rawValue)\"}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
 
     /// One change, as `appstore-reconcile changes` prints it: a JSON object on one line, with the
     /// table's columns as keys (`changed_at` in ISO 8601 UTC; before/after times in UNIX ms).

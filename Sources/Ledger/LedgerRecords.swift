@@ -110,8 +110,6 @@ package struct LedgerBatchOutcome: Hashable, Sendable {
     package var insertedNotifications: Set<UUID> = []
     package var changedTransactions: Set<String> = []
     package var changedSubscriptions: Set<String> = []
-    /// The highest change-feed id the batch wrote (nil: it changed nothing).
-    package var lastChangeId: Int64?
     package init() {}
 }
 

@@ -130,8 +130,9 @@ package struct LedgerStore: Sendable {
                 try await Self.outcome(of: statement, on: connection, logger: logger)
             }
         }
+        // The rows last: the change feed's triggers fire at the end of that statement and take
+        // its commit-order lock, which is then held for the commit alone (migration 0007).
         return try await client.withTransaction(logger: logger) { connection in
-            let outcome = writesRows ? try await Self.outcome(of: statement, on: connection, logger: logger) : LedgerBatchOutcome()
             for account in batch.accounts {
                 try await Self.record(account, on: connection, logger: logger)
             }
@@ -144,7 +145,7 @@ package struct LedgerStore: Sendable {
                     logger: logger
                 )
             }
-            return outcome
+            return writesRows ? try await Self.outcome(of: statement, on: connection, logger: logger) : LedgerBatchOutcome()
         }
     }
 
@@ -156,7 +157,6 @@ package struct LedgerStore: Sendable {
             case .notification: if let uuid = UUID(uuidString: key) { outcome.insertedNotifications.insert(uuid) }
             case .transaction: outcome.changedTransactions.insert(key)
             case .subscription: outcome.changedSubscriptions.insert(key)
-            case .lastChange: outcome.lastChangeId = Int64(key)
             case nil: throw LedgerColumnMismatch(column: "kind")
             }
         }
@@ -165,19 +165,14 @@ package struct LedgerStore: Sendable {
 
     /// The statement that writes a batch's notifications (new ones only), transactions and
     /// subscriptions (newer signed versions only), the checkpoint, for a run the before → after
-    /// of the subscriptions it did change, the re-deliveries of the new notifications (when the
-    /// batch has a target), and one change-feed row per transaction or subscription changed; it
-    /// returns what each write changed, as (kind, key) rows (`Written`), and the feed's last id.
-    /// The column lists come from the records' tables (`NotificationRecord.columns` …).
+    /// of the subscriptions it did change, and the re-deliveries of the new notifications (when
+    /// the batch has a target); it returns what each write changed, as (kind, key) rows
+    /// (`Written`). The column lists come from the records' tables (`NotificationRecord.columns` …).
+    /// It also sets the transaction's `app_store.change_context` (why the rows change, for the
+    /// change feed's row triggers of migration 0007, which fire at the end of the statement).
     ///
     /// Data-modifying CTEs see the same snapshot and reach each other only through RETURNING,
-    /// which is how the record of changes keeps to the subscriptions the upsert changed, and how
-    /// the feed's `before` is the row as it was (read from the table, which in this statement
-    /// still shows it) and its `after` the row as written (RETURNING *). The feed's rows take the
-    /// commit-order lock of migration 0007 as they are inserted, so the feed is written after
-    /// everything else: its rows are sorted (a sort reads all its input first), and its WHERE
-    /// reads every other CTE to the end before the first row passes. Holding that lock, the
-    /// statement then waits for nothing but its commit.
+    /// which is how the record of changes keeps to the subscriptions the upsert changed.
     ///
     /// Prepared once per connection: parsing and planning it for every page was on the critical
     /// path of pass 1.
@@ -188,8 +183,6 @@ package struct LedgerStore: Sendable {
         /// subscription changed.
         enum Written: Int16 {
             case notification = 1, transaction, subscription
-            /// The highest id the statement gave a change-feed row (one such row at most).
-            case lastChange
         }
 
         static let sql = """
@@ -238,46 +231,22 @@ package struct LedgerStore: Sendable {
                 RETURNING 1
             ), queued_deliveries AS (
                 INSERT INTO app_store.deliveries (notification_uuid, target, run_id)
-                SELECT notification_uuid, $25::text, $10::uuid FROM inserted_notifications WHERE $25::text IS NOT NULL
+                SELECT notification_uuid, $21::text, $10::uuid FROM inserted_notifications WHERE $21::text IS NOT NULL
                 ON CONFLICT DO NOTHING
                 RETURNING 1
-            ), feed AS (
-                INSERT INTO app_store.changes (environment, original_transaction_id, app_account_token, kind, before, after, cause,
-                    notification_uuid, run_id)
-                SELECT c.environment, c.original_transaction_id, c.app_account_token, c.kind, c.before, c.after, $20::text,
-                    c.notification_uuid, $10::uuid
-                FROM (
-                    SELECT 'subscription' AS kind, n.original_transaction_id AS key, n.environment, n.original_transaction_id,
-                        n.app_account_token,
-                        CASE WHEN o.original_transaction_id IS NULL THEN NULL ELSE \(SubscriptionRecord.jsonObject(of: "o")) END AS before,
-                        \(SubscriptionRecord.jsonObject(of: "n")) AS after, w.notification_uuid
-                    FROM changed_subscriptions n
-                    LEFT JOIN app_store.subscriptions o USING (original_transaction_id)
-                    LEFT JOIN unnest($21::text[], $22::uuid[]) AS w(original_transaction_id, notification_uuid) USING (original_transaction_id)
-                    UNION ALL
-                    SELECT 'transaction', n.transaction_id, n.environment, n.original_transaction_id, n.app_account_token,
-                        CASE WHEN o.transaction_id IS NULL THEN NULL ELSE \(TransactionRecord.jsonObject(of: "o")) END,
-                        \(TransactionRecord.jsonObject(of: "n")), w.notification_uuid
-                    FROM changed_transactions n
-                    LEFT JOIN app_store.transactions o USING (transaction_id)
-                    LEFT JOIN unnest($23::text[], $24::uuid[]) AS w(transaction_id, notification_uuid) USING (transaction_id)
-                ) c
-                WHERE (SELECT count(*) FROM inserted_notifications) >= 0 AND (SELECT count(*) FROM checkpoint) >= 0
-                    AND (SELECT count(*) FROM recorded_changes) >= 0 AND (SELECT count(*) FROM queued_deliveries) >= 0
-                ORDER BY c.kind, c.key
-                RETURNING id
+            ), context AS (
+                SELECT set_config('app_store.change_context', $20::text, true) AS value
             )
             SELECT \(Written.notification.rawValue)::smallint, notification_uuid::text FROM inserted_notifications
             UNION ALL SELECT \(Written.transaction.rawValue)::smallint, transaction_id FROM changed_transactions
             UNION ALL SELECT \(Written.subscription.rawValue)::smallint, original_transaction_id FROM changed_subscriptions
-            UNION ALL SELECT \(Written.lastChange.rawValue)::smallint, f.last::text FROM (SELECT max(id) AS last FROM feed) f
-                WHERE f.last IS NOT NULL AND pg_notify('\(ChangeFeed.channel)', f.last::text) IS NOT NULL
+            UNION ALL SELECT \(Written.notification.rawValue)::smallint, value FROM context WHERE value IS NULL
             """
 
         static let bindingDataTypes: [PostgresDataType] = [
             .text, .timestamptz, .timestamptz, .bool, .text, .text, .int4, .text, .bool, .uuid, .bool,
             .text, .uuidArray, .textArray, .text, .textArray, .textArray, .text, .text,
-            .text, .textArray, .uuidArray, .textArray, .uuidArray, .text,
+            .text, .text,
         ]
 
         let batch: LedgerBatch
@@ -294,13 +263,7 @@ package struct LedgerStore: Sendable {
             }
             let scope = checkpoint?.1
             let point = checkpoint?.0
-            let subscriptionCauses = subscriptions.compactMap { row in
-                batch.subscriptionNotifications[row.originalTransactionId].map { (row.originalTransactionId, $0) }
-            }
-            let transactionCauses = transactions.rows.compactMap { row in
-                batch.transactionNotifications[row.transactionId].map { (row.transactionId, $0) }
-            }
-            var bindings = PostgresBindings(capacity: 25)
+            var bindings = PostgresBindings(capacity: 21)
             bindings.append(scope?.environment)
             bindings.append(scope?.windowStart)
             bindings.append(scope?.windowEnd)
@@ -320,11 +283,7 @@ package struct LedgerStore: Sendable {
             bindings.append(transactions.payloads)
             bindings.append(RowJSON.array(subscriptions))
             bindings.append(RowJSON.array(changes))
-            bindings.append(batch.cause.rawValue)
-            bindings.append(subscriptionCauses.map(\.0))
-            bindings.append(subscriptionCauses.map(\.1))
-            bindings.append(transactionCauses.map(\.0))
-            bindings.append(transactionCauses.map(\.1))
+            bindings.append(ChangeFeed.context(of: batch, runId: runId))
             bindings.append(batch.deliverTo)
             return bindings
         }
@@ -477,7 +436,10 @@ package struct LedgerStore: Sendable {
     /// could not yet tell apart may be repaired at once, each as an account of its own; when their
     /// answers meet here, the accounts merge under that key, whatever the order of the commits,
     /// and keep a revision. Recordings of one environment take turns (a transaction-level advisory
-    /// lock, taken after the rows are written, so it never waits on a row lock held by another).
+    /// lock, held to the commit). It is taken before the batch's rows are written: a transaction
+    /// holding it may then wait on a row lock, but whoever holds that row lock never waits on this
+    /// lock (a transaction that records an account takes it before any row lock; the others never
+    /// take it), so the waits cannot form a cycle.
     static func record(_ account: AccountVerification, on connection: PostgresConnection, logger: Logger) async throws {
         let environment = account.environment
         try await connection.query(

@@ -37,18 +37,6 @@ extension LedgerRow {
         }.joined(separator: ",\n    ")
     }
 
-    /// The SQL for the row `alias` (of the table itself) as a JSON object, the way the batch
-    /// JSON and the before/after records write it: each column under its `jsonKey`, times as UNIX
-    /// milliseconds, absent values left out. Used where the database itself reports a row (the
-    /// change feed's before and after).
-    static func jsonObject(of alias: String) -> String {
-        let pairs = columns.map { column in
-            let value = column.kind == .time ? "round(extract(epoch FROM \(alias).\(column.name)) * 1000)::bigint" : "\(alias).\(column.name)"
-            return "'\(column.jsonKey)', \(value)"
-        }
-        return "jsonb_strip_nulls(jsonb_build_object(\(pairs.joined(separator: ", "))))"
-    }
-
     /// `NULL, …`, one per column after the first: a UNION branch that puts another key in the
     /// first column and has no such row.
     static var nullsAfterKey: String {

@@ -94,7 +94,7 @@ package final class ThrowawayPostgres: Sendable {
         let settings = [
             "listen_addresses=''", "unix_socket_directories='\(directory)'", "unix_socket_permissions=0700",
             "port=\(port)", "fsync=off", "synchronous_commit=off", "full_page_writes=off",
-            "max_connections=200", "shared_buffers=128MB", "max_locks_per_transaction=256",
+            "max_connections=400", "shared_buffers=128MB", "max_locks_per_transaction=256",
         ]
         try run(
             "pg_ctl",

@@ -170,6 +170,59 @@ struct ChangeFeedTests {
             #expect(seen == all, "missed by a reader following by id: \(Set(all).subtracting(seen).count)")
         }
     }
+
+    /// Writers racing on the same customers: each change's `before` is the row the previous change
+    /// left (the row as the database updated it, not as the writer's snapshot saw it), and the
+    /// last change's `after` is the row as it is.
+    @Test func changesOfTheSameCustomerByConcurrentWritersChainBeforeToAfter() async throws {
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            let clock = Collected()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<8 {
+                    group.addTask {
+                        for index in 0..<40 {
+                            clock.add([1])
+                            let tick = Double(clock.ids.count)
+                            var batch = LedgerBatch(cause: writer % 2 == 0 ? .webhook : .history)
+                            var row = SubscriptionRecord(
+                                originalTransactionId: String(5_000 + index % 3), productId: "p\(writer)", status: 1 + index % 5, expiresDate: nil,
+                                autoRenewStatus: writer % 2, autoRenewProductId: nil, isInBillingRetry: false, gracePeriodExpiresDate: nil,
+                                lastSignedDate: Date(timeIntervalSince1970: 1_000 + tick)
+                            )
+                            row.environment = "Sandbox"
+                            batch.subscriptions = [row]
+                            _ = try await store.apply(batch, runId: nil)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let chains = try await Self.lines(
+                client,
+                """
+                SELECT original_transaction_id || '|' || coalesce(before::text, 'none') || '|' || after::text
+                FROM app_store.changes ORDER BY original_transaction_id, id
+                """
+            )
+            #expect(chains.count >= 3)
+            var previous: [String: String] = [:]
+            var broken = 0
+            for line in chains {
+                let parts = line.split(separator: "|", maxSplits: 2).map(String.init)
+                if parts[1] != (previous[parts[0]] ?? "none") { broken += 1 }
+                previous[parts[0]] = parts[2]
+            }
+            #expect(broken == 0, "a change whose before is not the previous change's after")
+            let rows = try await Self.lines(
+                client, "SELECT original_transaction_id || '|' || public_row::text FROM (SELECT original_transaction_id, app_store.change_row(to_jsonb(s), ARRAY['expires_date', 'grace_period_expires_date', 'last_signed_date']) AS public_row FROM app_store.subscriptions s) x"
+            )
+            for row in rows {
+                let parts = row.split(separator: "|", maxSplits: 1).map(String.init)
+                #expect(previous[parts[0]] == parts[1], "the last change leaves the row as it is")
+            }
+        }
+    }
 }
 
 /// Ids handed over by `ChangeFeed.stream`'s callback.

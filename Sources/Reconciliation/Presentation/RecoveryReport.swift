@@ -341,7 +341,8 @@ package struct RecoveryReport: Sendable, Codable {
         try list(customers)
         try write(",\n  \"deliveryFailures\" : " + (try encoded(deliveryFailures, indent: "  ")) + ",\n  \"missed\" : ")
         try list(missed)
-        try write(",\n  \"redelivery\" : " + (try redelivery.map { try encoded($0, indent: "  ") } ?? "null"))
+        // Only when asked for: report.json stays as it was for runs without --deliver-to.
+        if let redelivery { try write(",\n  \"redelivery\" : " + (try encoded(redelivery, indent: "  "))) }
         try write(",\n  \"rejected\" : ")
         try list(rejected)
         try write(",\n  \"repairs\" : ")
