@@ -13,10 +13,11 @@ struct DeliverCommand: AsyncParsableCommand {
             (in the transaction that records it) and POSTs them after its passes. What the handler did not accept \
             stays pending; this sends it: each notification's original body {"signedPayload":"…"} \
             (Content-Type: application/json), in signedDate order, one at a time, each answer committed before the \
-            next POST. A 2xx marks it delivered: it is never sent to that URL again. Anything else is retried in \
-            later rounds (5 rounds, 1 s, 2 s, 4 s, 8 s apart) and otherwise stays pending. Only a process killed \
-            between a 2xx and its commit sends one twice: your handler must dedupe by notificationUUID, as it must \
-            for Apple's own retries. One deliverer per URL at a time. Needs only DATABASE_URL.
+            next POST. A 2xx marks it delivered: it is never sent to that URL again. Anything else (a redirect \
+            included: none is followed) is retried in later rounds (\(DeliveryPolicy().summary)) and otherwise \
+            stays pending. A notification can still reach your handler twice (a 2xx that came after the timeout, \
+            or was never recorded because the process died): your handler must dedupe by notificationUUID, as it \
+            must for Apple's own retries. One deliverer per URL at a time. Needs only DATABASE_URL.
 
             Exit codes: 0 nothing left pending; 3 some notifications still pending (the handler refused them or did \
             not answer); 75 another process is delivering to this URL, or the database is unavailable; 78 \
@@ -57,7 +58,10 @@ struct DeliverCommand: AsyncParsableCommand {
                 return (summary, stop.isRequested)
             }
             print("Delivered \(summary.delivered) to \(target) (\(summary.attempts) POSTs); \(summary.pending) still pending.")
-            if stopped { throw ExitCode(ExitStatus.interrupted) }
+            if stopped {
+                printError("interrupted: every answer received was recorded; run deliver again to send the rest.")
+                throw ExitCode(ExitStatus.interrupted)
+            }
             if summary.pending > 0 {
                 printError("\(summary.pending) notification(s) still pending for \(target): run deliver again later; app_store.deliveries has each one's last answer")
                 throw ExitCode(ExitStatus.doneWithRejections)

@@ -114,7 +114,7 @@ struct RecoveryRunOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
             "POST every notification the run recovers to your own webhook handler, as Apple would have (APPSTORE_DELIVER_TO).",
-            discussion: "Each recovered notification's original body {\"signedPayload\":\"…\"} (Content-Type: application/json), in signedDate order, after both passes. A 2xx marks it delivered, never sent again; anything else is retried in later rounds of the run and otherwise stays pending for the next run or `deliver --to URL`. Your handler must dedupe by notificationUUID, as it must for Apple. https, or plain http only to a loopback address. A dry run lists what it would deliver and sends nothing.",
+            discussion: "Each recovered notification's original body {\"signedPayload\":\"…\"} (Content-Type: application/json), in signedDate order, after both passes. A 2xx marks it delivered, never sent again; anything else (redirects are not followed) is retried in later rounds of the run and otherwise stays pending for the next run or `deliver --to URL` (exit code 3). Your handler must dedupe by notificationUUID, as it must for Apple. https, or plain http only to a loopback address; no user or password in the URL. A dry run lists what it would deliver and sends nothing.",
             valueName: "url"
         )
     )
@@ -160,7 +160,7 @@ extension RecoveryRunOptions {
         print((request.dryRun ? "Dry run: " : "Done: ") + report.summaryLine)
         print("Report: \(directory)/report.md and \(directory)/report.json")
         if report.hasProblems {
-            let undelivered = report.redelivery.map { $0.failed > 0 ? ", \($0.failed) notification(s) your handler did not accept (pending)" : "" } ?? ""
+            let undelivered = report.undelivered > 0 ? ", \(report.undelivered) notification(s) not delivered to your handler (pending)" : ""
             printError(
                 "finished with problems: \(report.counts.rejected) payload(s) rejected, \(report.counts.retryLater) left for retry, "
                     + "\(report.counts.customersFailed) account(s) Apple could not answer for\(undelivered): see the report"

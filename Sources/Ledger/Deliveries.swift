@@ -21,13 +21,16 @@ extension LedgerStore {
     /// Up to `limit` deliveries to `target` not yet delivered, in `signedDate` order (then by
     /// notificationUUID), after `cursor`.
     package func pendingDeliveries(to target: String, after cursor: (Date, UUID)?, limit: Int) async throws -> [PendingDelivery] {
-        let afterDate = cursor?.0 ?? Date(timeIntervalSince1970: 0)
+        // The cursor's time in UNIX ms, Apple's precision and the stored one: a Date sent back
+        // as is may come out a microsecond early and fetch the cursor's row again.
+        let afterMilliseconds = cursor?.0.unixMilliseconds ?? 0
         let afterUUID = cursor?.1 ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         let rows = try await client.query(
             """
             SELECT d.notification_uuid, n.signed_date, n.signed_payload, d.attempts
             FROM app_store.deliveries d JOIN app_store.notifications n USING (notification_uuid)
-            WHERE d.target = \(target) AND d.delivered_at IS NULL AND (n.signed_date, d.notification_uuid) > (\(afterDate), \(afterUUID))
+            WHERE d.target = \(target) AND d.delivered_at IS NULL AND (NOT \(cursor != nil)
+                OR (n.signed_date, d.notification_uuid) > (timestamptz 'epoch' + \(afterMilliseconds) * interval '1 millisecond', \(afterUUID)))
             ORDER BY n.signed_date, d.notification_uuid LIMIT \(limit)
             """,
             logger: logger
@@ -52,6 +55,15 @@ extension LedgerStore {
         var found: [(uuid: UUID, signedDate: Date)] = []
         for try await (uuid, signed) in rows.decode((UUID, Date).self) { found.append((uuid, signed)) }
         return found
+    }
+
+    /// Whether the delivery is still pending (read just before its POST).
+    package func deliveryIsPending(_ uuid: UUID, to target: String) async throws -> Bool {
+        let rows = try await client.query(
+            "SELECT delivered_at IS NULL FROM app_store.deliveries WHERE target = \(target) AND notification_uuid = \(uuid)", logger: logger
+        )
+        for try await pending in rows.decode(Bool.self) { return pending }
+        return false
     }
 
     /// How many deliveries to `target` are not yet delivered.

@@ -4,6 +4,7 @@ import Ledger
 import Logging
 import PostgresNIO
 import Reconciliation
+import Synchronization
 import TestSupport
 import Testing
 
@@ -226,10 +227,9 @@ struct ChangeFeedTests {
 }
 
 /// Ids handed over by `ChangeFeed.stream`'s callback.
-final class Collected: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: [Int64] = []
-    func add(_ ids: [Int64]) { lock.withLock { stored += ids } }
-    var ids: [Int64] { lock.withLock { stored } }
-    func clear() { lock.withLock { stored = [] } }
+final class Collected: Sendable {
+    private let stored = Mutex<[Int64]>([])
+    func add(_ ids: [Int64]) { stored.withLock { $0 += ids } }
+    var ids: [Int64] { stored.withLock { $0 } }
+    func clear() { stored.withLock { $0 = [] } }
 }

@@ -67,7 +67,12 @@ package final class WebhookReceiver: Sendable {
                 return status
             }
             if latency > .zero { try await Task.sleep(for: latency) }
-            return Response(status: HTTPResponse.Status(code: status), body: ResponseBody(byteBuffer: ByteBuffer(string: status < 300 ? "ok" : "not now")))
+            // A redirect points elsewhere on this server: a client that followed it would show up there.
+            var headers = HTTPFields()
+            if (300..<400).contains(status) { headers[.location] = "/elsewhere" }
+            return Response(
+                status: HTTPResponse.Status(code: status), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: status < 300 ? "ok" : "not now"))
+            )
         }
         let application = Application(
             responder: responder,

@@ -23,6 +23,10 @@ package struct DeliveryTarget: Hashable, Sendable, CustomStringConvertible {
         default:
             throw DeliveryTargetError(description: "--deliver-to must use https (or http to a loopback address), not \(scheme)")
         }
+        guard components.user == nil, components.password == nil else {
+            // Not sent as Basic authentication by the HTTP client, and shown in no output: refuse it.
+            throw DeliveryTargetError(description: "--deliver-to must not hold a user or password: put a secret token in its path or query instead")
+        }
         url = text
     }
 
@@ -55,8 +59,15 @@ package struct DeliveryPolicy: Sendable, Hashable {
     package var maximumDelay: Duration
     /// How long one POST may take before it counts as failed.
     package var requestTimeout: Duration
+    /// A round ends after this many POSTs in a row got no answer at all (a handler down or hung):
+    /// the rest wait for the next round, run or `deliver`, rather than a timeout each.
+    package var unansweredInARowEndingARound: Int
 
-    package init(rounds: Int = 5, firstDelay: Duration = .seconds(1), maximumDelay: Duration = .seconds(30), requestTimeout: Duration = .seconds(10)) {
+    package init(
+        rounds: Int = 5, firstDelay: Duration = .seconds(1), maximumDelay: Duration = .seconds(30), requestTimeout: Duration = .seconds(10),
+        unansweredInARowEndingARound: Int = 3
+    ) {
+        self.unansweredInARowEndingARound = max(1, unansweredInARowEndingARound)
         self.rounds = max(1, rounds)
         self.firstDelay = firstDelay
         self.maximumDelay = maximumDelay
@@ -72,7 +83,16 @@ package struct DeliveryPolicy: Sendable, Hashable {
     }
 
     /// Whether an answer delivers the notification: any 2xx, as Apple counts its own deliveries.
+    /// Redirects are not followed (a 3xx is a refusal): following one would POST the payload
+    /// where the target did not say, or turn the POST into a GET whose 2xx would count.
     package static func delivers(status: Int) -> Bool { (200..<300).contains(status) }
+
+    /// The pauses and timeout in words, for `--help`.
+    package var summary: String {
+        let pauses = (2...max(2, rounds)).map { "\(delay(beforeRound: $0).components.seconds) s" }
+        return "\(rounds) rounds" + (rounds > 1 ? " (pauses of \(pauses.joined(separator: ", ")))" : "")
+            + ", \(requestTimeout.components.seconds) s per POST; a round ends after \(unansweredInARowEndingARound) POSTs in a row get no answer"
+    }
 }
 
 /// What re-delivery did for one target in a run (or, dry, would do): the report's and the
@@ -89,6 +109,11 @@ package struct RedeliverySummary: Sendable, Codable, Hashable {
     package var pending = 0
     /// POSTs sent in this run.
     package var attempts = 0
+    /// Another process was delivering to the target: this run sent nothing and left what it
+    /// recorded pending for that process (or the next run, or `deliver`).
+    package var leftToAnotherDeliverer = false
+    /// A stop request ended the delivery early (what was not sent stays pending).
+    package var stopped = false
     /// A dry run: the notificationUUIDs it would deliver, in the order it would (signedDate).
     package var wouldDeliver: [String]?
 

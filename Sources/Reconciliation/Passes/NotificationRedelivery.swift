@@ -7,74 +7,104 @@ import NIOHTTP1
 
 /// Sends the team's webhook handler the recovered notifications it has not had: each one's
 /// original signed body, `{"signedPayload":"<JWS>"}` with `Content-Type: application/json`,
-/// exactly as Apple POSTs it, in `signedDate` order, one at a time. Each answer is committed to
-/// `app_store.deliveries` before the next POST: a 2xx marks the notification delivered to the
-/// target for good; anything else (another status, no answer within the timeout) counts an
-/// attempt and leaves it pending. The policy's later rounds retry what the earlier ones could not
-/// deliver; what no round delivered stays pending for the next run or `deliver --to`.
+/// exactly as Apple POSTs it, one at a time, each round in `signedDate` order. Each answer is
+/// committed to `app_store.deliveries` before the next POST: a 2xx marks the notification
+/// delivered to the target for good; anything else (another status, a redirect, no answer within
+/// the timeout) counts an attempt and leaves it pending. The policy's later rounds retry what the
+/// earlier ones could not deliver (so a retried notification may arrive after later ones, as with
+/// Apple's own retries); what no round delivered stays pending for the next run or `deliver --to`.
 ///
-/// One deliverer per target at a time (`LedgerStore.withDeliveryLock`). A stop request ends the
-/// delivery after the POST in hand, its answer recorded.
+/// One deliverer per target at a time (`LedgerStore.withDeliveryLock`), and each row is read
+/// again just before its POST, so that one delivered meanwhile is not sent again. A stop request
+/// ends the delivery after the POST in hand, its answer recorded.
 package struct NotificationRedelivery: Sendable {
     package let store: LedgerStore
     package let target: DeliveryTarget
     package let policy: DeliveryPolicy
     package let logger: Logger
     package let stop: StopRequest
-    let httpClient: HTTPClient
 
-    package init(
-        store: LedgerStore, target: DeliveryTarget, policy: DeliveryPolicy = DeliveryPolicy(), logger: Logger, stop: StopRequest = StopRequest(),
-        httpClient: HTTPClient = .shared
-    ) {
+    package init(store: LedgerStore, target: DeliveryTarget, policy: DeliveryPolicy = DeliveryPolicy(), logger: Logger, stop: StopRequest = StopRequest()) {
         self.store = store
         self.target = target
         self.policy = policy
         self.logger = logger
         self.stop = stop
-        self.httpClient = httpClient
     }
 
     /// Delivers what is pending for the target: the rounds of the policy, in order.
     package func deliverPending() async throws -> RedeliverySummary {
         try await store.withDeliveryLock(target: target.url) {
-            var summary = RedeliverySummary(target: target.description)
-            var refused: Set<UUID> = []
-            rounds: for round in 1...policy.rounds {
-                if round > 1 {
-                    guard !refused.isEmpty else { break }
-                    logger.info("re-delivery: \(refused.count) refused; round \(round) of \(policy.rounds) after \(policy.delay(beforeRound: round))")
-                    try await Task.sleep(for: policy.delay(beforeRound: round))
-                }
-                var refusedThisRound: Set<UUID> = []
-                var cursor: (Date, UUID)?
-                while true {
-                    let chunk = try await store.pendingDeliveries(to: target.url, after: cursor, limit: 200)
-                    guard let last = chunk.last else { break }
-                    for pending in chunk {
-                        if stop.isRequested { break rounds }
-                        let answer = await post(pending.signedPayload)
-                        let delivered = answer.status.map(DeliveryPolicy.delivers) ?? false
-                        try await store.recordDeliveryAttempt(
-                            pending.notificationUUID, to: target.url, status: answer.status, error: delivered ? nil : answer.problem, delivered: delivered
-                        )
-                        summary.attempts += 1
-                        if delivered {
-                            summary.delivered += 1
-                            refused.remove(pending.notificationUUID)
-                        } else {
-                            refused.insert(pending.notificationUUID)
-                            refusedThisRound.insert(pending.notificationUUID)
-                        }
-                    }
-                    cursor = (last.signedDate, last.notificationUUID)
-                }
-                refused = refusedThisRound
+            // A client of its own: redirects are not followed (see `DeliveryPolicy.delivers`).
+            var configuration = HTTPClient.Configuration()
+            configuration.redirectConfiguration = .disallow
+            let httpClient = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+            do {
+                let summary = try await rounds(httpClient)
+                try await httpClient.shutdown()
+                return summary
+            } catch {
+                try? await httpClient.shutdown()
+                throw error
             }
-            summary.failed = refused.count
-            summary.pending = try await store.pendingDeliveryCount(to: target.url)
-            return summary
         }
+    }
+
+    private func rounds(_ httpClient: HTTPClient) async throws -> RedeliverySummary {
+        var summary = RedeliverySummary(target: target.description)
+        var refused: Set<UUID> = []
+        rounds: for round in 1...policy.rounds {
+            if round > 1 {
+                guard !refused.isEmpty else { break }
+                logger.info("re-delivery: \(refused.count) not delivered; round \(round) of \(policy.rounds) after \(policy.delay(beforeRound: round))")
+                if try await !pause(policy.delay(beforeRound: round)) { break }
+            }
+            var refusedThisRound: Set<UUID> = []
+            var unansweredInARow = 0
+            var cursor: (Date, UUID)?
+            pages: while true {
+                let chunk = try await store.pendingDeliveries(to: target.url, after: cursor, limit: 200)
+                guard let last = chunk.last else { break }
+                for pending in chunk {
+                    if stop.isRequested { break rounds }
+                    guard try await store.deliveryIsPending(pending.notificationUUID, to: target.url) else { continue }
+                    let answer = await post(pending.signedPayload, with: httpClient)
+                    let delivered = answer.status.map(DeliveryPolicy.delivers) ?? false
+                    try await store.recordDeliveryAttempt(
+                        pending.notificationUUID, to: target.url, status: answer.status, error: delivered ? nil : answer.problem, delivered: delivered
+                    )
+                    summary.attempts += 1
+                    if delivered {
+                        summary.delivered += 1
+                        refused.remove(pending.notificationUUID)
+                    } else {
+                        refused.insert(pending.notificationUUID)
+                        refusedThisRound.insert(pending.notificationUUID)
+                    }
+                    unansweredInARow = answer.status == nil ? unansweredInARow + 1 : 0
+                    if unansweredInARow >= policy.unansweredInARowEndingARound {
+                        logger.warning("re-delivery: \(unansweredInARow) POSTs in a row got no answer; the rest of this round waits")
+                        break pages
+                    }
+                }
+                cursor = (last.signedDate, last.notificationUUID)
+            }
+            refused = refusedThisRound
+        }
+        summary.stopped = stop.isRequested
+        summary.failed = refused.count
+        summary.pending = try await store.pendingDeliveryCount(to: target.url)
+        return summary
+    }
+
+    /// Waits `delay`, a slice at a time so that a stop request ends it; false when stopped.
+    private func pause(_ delay: Duration) async throws -> Bool {
+        let end = ContinuousClock.now + delay
+        while ContinuousClock.now < end {
+            if stop.isRequested { return false }
+            try await Task.sleep(for: min(.milliseconds(100), end - ContinuousClock.now))
+        }
+        return !stop.isRequested
     }
 
     /// A dry run's list: what is pending for the target, and the notifications the run would
@@ -91,7 +121,7 @@ package struct NotificationRedelivery: Sendable {
     }
 
     /// One POST: the status, or why there was none; and for a non-2xx, what to keep as the error.
-    func post(_ signedPayload: String) async -> (status: Int?, problem: String?) {
+    func post(_ signedPayload: String, with httpClient: HTTPClient) async -> (status: Int?, problem: String?) {
         var request = HTTPClientRequest(url: target.url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")

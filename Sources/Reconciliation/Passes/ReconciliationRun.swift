@@ -157,7 +157,11 @@ package struct ReconciliationRun: Sendable {
                 progress.finish()
             }
             report.noteRateLimits(client.counts)
-            if let target = request.deliverTo { report.redelivery = try await redeliver(to: target, request: request, report: report) }
+            if let target = request.deliverTo {
+                report.redelivery = try await redeliver(to: target, request: request, report: report)
+                // Stopped while delivering: recorded as interrupted, what is left pending for the rerun.
+                if report.redelivery?.stopped == true { throw RunStopped(counts: report.counts) }
+            }
             if let runId {
                 try await store.finishRun(runId, outcome: report.outcome, countsJSON: report.countsJSON)
                 try await store.clearCheckpoints(in: options.checkpointScope(environment), keepingPassOne: true)
@@ -185,6 +189,7 @@ package struct ReconciliationRun: Sendable {
             events(.redeliveryBusy(target: target.description))
             var summary = RedeliverySummary(target: target.description)
             summary.pending = try await store.pendingDeliveryCount(to: target.url)
+            summary.leftToAnotherDeliverer = true
             return summary
         }
     }

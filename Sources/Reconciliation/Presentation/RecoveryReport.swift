@@ -255,7 +255,14 @@ package struct RecoveryReport: Sendable, Codable {
     package var outcome: RunOutcome { hasProblems ? .succeededWithRejections : .succeeded }
 
     /// Finished, but something needs a person: exit code 3.
-    package var hasProblems: Bool { counts.rejected + counts.retryLater + counts.customersFailed + (redelivery?.failed ?? 0) > 0 }
+    package var hasProblems: Bool { counts.rejected + counts.retryLater + counts.customersFailed + undelivered > 0 }
+
+    /// Notifications the run was to re-deliver and did not (pending for the handler when it
+    /// ended; 0 in a dry run, or when another process was delivering to the handler).
+    package var undelivered: Int {
+        guard let redelivery, !isDryRun, !redelivery.leftToAnotherDeliverer else { return 0 }
+        return redelivery.pending
+    }
 
     /// The counts as the JSON object `app_store.runs.counts` holds.
     package var countsJSON: String { Self.countsJSON(counts) }
