@@ -181,6 +181,9 @@ struct RedeliveryTests {
                     var outcome = ""
                     for try await value in try await client.query("SELECT outcome FROM app_store.runs").decode(String.self) { outcome = value }
                     #expect(outcome == "interrupted")
+                    // The stopped run's lock goes with its connection, closed as it ended.
+                    let deadline = Date().addingTimeInterval(20)
+                    while try await store.runLockHeld(), Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
                     let report = try await harness.reconciliation(store, url, client: try harness.client(baseURL)).execute(Self.request(harness, mode: .apply, to: handler))
                     let recovered = try await Self.recovered(client)
                     #expect(report.redelivery?.delivered == recovered.count - 5 && report.redelivery?.pending == 0)
