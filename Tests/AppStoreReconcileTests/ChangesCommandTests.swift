@@ -16,7 +16,7 @@ struct ChangesCommandTests {
         try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
     }
 
-    @Test func changesPrintsTheFeedAsJSONLinesAndFollowPrintsAnotherProcesssCommitWithinASecond() async throws {
+    @Test func changesPrintsTheFeedAsJSONLinesAndFollowPrintsAnotherProcesssCommit() async throws {
         let harness = try RecoveryHarness(customers: 6, seed: 38)
         let notifications = harness.scenario.notifications
         let first = try #require(notifications.first)
@@ -60,22 +60,89 @@ struct ChangesCommandTests {
             func printed() -> [String] {
                 ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
             }
+            // Watched from a thread of its own: under the whole suite the concurrency pool can be
+            // busy for seconds, and a Task.sleep there would time the pool, not the follower.
             func waitFor(_ count: Int, seconds: Double) async throws -> Date? {
-                let deadline = Date().addingTimeInterval(seconds)
-                while Date() < deadline {
-                    if printed().count >= count { return Date() }
-                    try await Task.sleep(for: .milliseconds(10))
+                await withCheckedContinuation { continuation in
+                    Thread {
+                        let deadline = Date().addingTimeInterval(seconds)
+                        while Date() < deadline {
+                            if ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").split(separator: "\n").count >= count {
+                                continuation.resume(returning: Date())
+                                return
+                            }
+                            usleep(2_000)
+                        }
+                        continuation.resume(returning: nil)
+                    }.start()
                 }
-                return nil
             }
             #expect(try await waitFor(1, seconds: 20) != nil, "the follower printed the change after --after")
 
+            // A commit by another appstore-reconcile process (ingest) reaches it too.
+            let other = try await BuiltBinary.run(["ingest"], environment: environment, standardInput: try Self.body(harness, second))
+            #expect(other.exitCode == 0, "\(other.combined)")
+            #expect(try await waitFor(2, seconds: 10) != nil)
+            #expect(printed().dropFirst(1).contains { (try? Self.object($0))?["notification_uuid"] as? String == second.uuid.lowercased() })
+
+            follower.send(SIGTERM)
+            #expect(await follower.waitAsync() == 0, "SIGTERM ends following with exit 0")
+            #expect(printed().count >= 2)
+        }
+    }
+}
+
+/// The latency of `changes --follow`, timed alone: `./scripts/test` runs it after the rest of the
+/// suite (APPSTORE_TIMING_TESTS=1), because with 60 suites in parallel on two cores every process
+/// waits its turn for the CPU (measured: 1.4 to 2.3 s for what takes 6 to 20 ms alone).
+@Suite("changes --follow latency (timed, run alone)")
+struct FollowLatencyTests {
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["APPSTORE_TIMING_TESTS"] == "1", "timed: run alone by ./scripts/test"))
+    func followPrintsAChangeCommittedByAnotherProcessWithinASecond() async throws {
+        let harness = try RecoveryHarness(customers: 3, seed: 39)
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, client, scratch in
+            let output = scratch.appendingPathComponent("follow.jsonl").path
+            let descriptor = open(output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            try #require(descriptor >= 0)
+            let follower = try ChildProcess.spawn(
+                BuiltBinary.path, ["changes", "--after", "0", "--follow"], environment: BuiltBinary.environment(environment), standardOutput: descriptor
+            )
+            close(descriptor)
+            let last = 0
+            func printed() -> [String] {
+                ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            }
+            // Watched from a thread of its own: under the whole suite the concurrency pool can be
+            // busy for seconds, and a Task.sleep there would time the pool, not the follower.
+            func waitFor(_ count: Int, seconds: Double) async throws -> Date? {
+                await withCheckedContinuation { continuation in
+                    Thread {
+                        let deadline = Date().addingTimeInterval(seconds)
+                        while Date() < deadline {
+                            if ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").split(separator: "\n").count >= count {
+                                continuation.resume(returning: Date())
+                                return
+                            }
+                            usleep(2_000)
+                        }
+                        continuation.resume(returning: nil)
+                    }.start()
+                }
+            }
+            // The follower is up and listening once it has printed a first change.
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            var first = LedgerBatch(cause: .webhook)
+            var row = SubscriptionRecord(
+                originalTransactionId: "9000000000000000", productId: "com.example.followed", status: 1, expiresDate: nil, autoRenewStatus: 1,
+                autoRenewProductId: nil, isInBillingRetry: false, gracePeriodExpiresDate: nil, lastSignedDate: Date()
+            )
+            row.environment = "Sandbox"
+            first.subscriptions = [row]
+            _ = try await store.apply(first, runId: nil)
+            #expect(try await waitFor(1, seconds: 20) != nil, "the follower printed the first change")
             // Another process (this one) commits a change through the tool's own write path; the
             // follower prints it within a second. Timed from just before the commit began, so the
-            // figure is at least the real delay. Three commits: the best of the three must be under
-            // a second (the whole suite runs in parallel on two cores; one commit can land on a
-            // moment the machine is saturated), and all three are printed.
-            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            // figure is at least the real delay; three commits, each under a second.
             var delays: [Double] = []
             for attempt in 1...3 {
                 var batch = LedgerBatch(cause: .webhook)
@@ -88,23 +155,16 @@ struct ChangesCommandTests {
                 let committing = Date()
                 _ = try await store.apply(batch, runId: nil)
                 let seen = try #require(try await waitFor(1 + attempt, seconds: 10), "the follower printed the new commit")
-                let newChange = try Self.object(printed()[attempt])
+                let newChange = try ChangesCommandTests.object(printed()[attempt])
                 #expect(newChange["original_transaction_id"] as? String == "900000000000000\(attempt)")
                 #expect((newChange["id"] as? Int ?? 0) > last)
                 delays.append(seen.timeIntervalSince(committing))
             }
-            #expect((delays.min() ?? 9) < 1.0, "printed \(delays) s after each commit began")
+            #expect(delays.allSatisfy { $0 < 1.0 }, "printed \(delays) s after each commit began")
             print("changes --follow printed another process's commits \(delays.map { Int($0 * 1000) }) ms after each began")
 
-            // A commit by another appstore-reconcile process (ingest) reaches it too.
-            let other = try await BuiltBinary.run(["ingest"], environment: environment, standardInput: try Self.body(harness, second))
-            #expect(other.exitCode == 0, "\(other.combined)")
-            #expect(try await waitFor(5, seconds: 10) != nil)
-            #expect(printed().dropFirst(4).contains { (try? Self.object($0))?["notification_uuid"] as? String == second.uuid.lowercased() })
-
             follower.send(SIGTERM)
-            #expect(await follower.waitAsync() == 0, "SIGTERM ends following with exit 0")
-            #expect(printed().count >= 5)
+            #expect(await follower.waitAsync() == 0)
         }
     }
 }
