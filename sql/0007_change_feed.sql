@@ -2,8 +2,9 @@
 -- Idempotent, like 0001: `psql -1 -f` works, and `migrate` adopts what psql applied.
 --
 -- One row per change the tool makes to app_store.subscriptions or app_store.transactions,
--- written by a row trigger on those tables, so in the transaction of the change, with the row
--- exactly as it was (OLD) and as it is (NEW), whoever else wrote it in between. Every path of the
+-- written by statement triggers on those tables (from their transition tables: one INSERT per
+-- statement, not one per row), so in the transaction of the change, with the row exactly as it
+-- was and as it is, whoever else wrote it in between. Every path of the
 -- tool writes it: a live notification (`ingest`, cause 'webhook'), pass 1 of a run (cause
 -- 'history') and pass 2 (cause 'repair'). The tool says why it writes by setting
 -- app_store.change_context for its transaction (set_config(…, true)):
@@ -19,11 +20,12 @@
 --
 -- Ids are given in commit order, so a reader that has seen id N never later finds a smaller id
 -- committed: a plain sequence would not do that (a transaction that took id 10 may commit after
--- one that took 11, and a reader already past 11 would never see 10). Each row takes, before its
--- id, a transaction-level advisory lock held to the commit: writers of changes commit one after
--- another from that point on. The triggers fire at the end of the statement that changed the
--- rows, when it waits for no other row; the tool writes these rows in the last statement of its
--- transactions, so the lock is held for the commit alone.
+-- one that took 11, and a reader already past 11 would never see 10). The triggers take a
+-- transaction-level advisory lock before the rows take their ids, held to the commit: writers of
+-- changes commit one after another from that point on. (Only these triggers add rows.) They
+-- fire at the end of the statement that changed the rows, when it waits for no other row; the
+-- tool writes these rows in the last statement of its transactions, so the lock is held for the
+-- commit alone.
 --
 -- before / after: the row's columns as JSON, times as UNIX milliseconds under the column's name
 -- with `_date` replaced by `_ms` (as in app_store.run_subscription_changes), absent values left
@@ -34,7 +36,7 @@
 CREATE SEQUENCE IF NOT EXISTS app_store.changes_id_seq AS bigint;
 
 CREATE TABLE IF NOT EXISTS app_store.changes (
-    id                      bigint PRIMARY KEY,
+    id                      bigint PRIMARY KEY DEFAULT nextval('app_store.changes_id_seq'),
     changed_at              timestamptz NOT NULL DEFAULT clock_timestamp(),
     environment             text,
     original_transaction_id text NOT NULL,
@@ -53,22 +55,6 @@ CREATE INDEX IF NOT EXISTS changes_by_customer ON app_store.changes (original_tr
 CREATE INDEX IF NOT EXISTS changes_by_account_token ON app_store.changes (app_account_token, id)
     WHERE app_account_token IS NOT NULL;
 
--- The commit-order id: the lock first, then the number. The key is 'appstore-reconcile.changes'
--- hashed, in the two-key space the tool's other transaction locks use.
-CREATE OR REPLACE FUNCTION app_store.changes_take_id() RETURNS trigger
-    LANGUAGE plpgsql
-AS $$
-BEGIN
-    PERFORM pg_advisory_xact_lock(hashtext('appstore-reconcile.changes'), 0);
-    NEW.id := nextval('app_store.changes_id_seq');
-    RETURN NEW;
-END;
-$$;
-
-DROP TRIGGER IF EXISTS changes_take_id ON app_store.changes;
-CREATE TRIGGER changes_take_id BEFORE INSERT ON app_store.changes
-    FOR EACH ROW EXECUTE FUNCTION app_store.changes_take_id();
-
 -- A row as the feed shows it: `times` are its timestamptz columns.
 CREATE OR REPLACE FUNCTION app_store.change_row(r jsonb, times text[]) RETURNS jsonb
     LANGUAGE sql STABLE
@@ -81,37 +67,60 @@ AS $$
     FROM jsonb_each(r - 'signed_transaction' - 'recorded_at' - 'updated_at') AS e
 $$;
 
--- The row trigger: arguments are the kind ('subscription', 'transaction'), the key column, then
--- the table's timestamptz columns.
-CREATE OR REPLACE FUNCTION app_store.record_change() RETURNS trigger
+-- The statement triggers: arguments are the kind ('subscription', 'transaction'), the key
+-- column, then the table's timestamptz columns. new_rows and old_rows are the statement's
+-- transition tables (old_rows for updates only); an update never changes the key.
+CREATE OR REPLACE FUNCTION app_store.record_changes() RETURNS trigger
     LANGUAGE plpgsql
 AS $$
 DECLARE
     context jsonb := nullif(current_setting('app_store.change_context', true), '')::jsonb;
+    kind    text := TG_ARGV[0];
+    key     text := TG_ARGV[1];
     times   text[] := TG_ARGV[2:array_upper(TG_ARGV, 1)];
-    key     text;
 BEGIN
-    IF context IS NULL THEN
+    IF context IS NULL OR NOT EXISTS (SELECT 1 FROM new_rows) THEN
         RETURN NULL;
     END IF;
-    key := to_jsonb(NEW) ->> TG_ARGV[1];
-    INSERT INTO app_store.changes (environment, original_transaction_id, app_account_token, kind, before, after, cause,
-        notification_uuid, run_id)
-    VALUES (NEW.environment, NEW.original_transaction_id, NEW.app_account_token, TG_ARGV[0],
-        CASE WHEN TG_OP = 'UPDATE' THEN app_store.change_row(to_jsonb(OLD), times) END,
-        app_store.change_row(to_jsonb(NEW), times),
-        context ->> 'cause', (context -> 'notifications' -> TG_ARGV[0] ->> key)::uuid, (context ->> 'run')::uuid);
+    PERFORM pg_advisory_xact_lock(hashtext('appstore-reconcile.changes'), 0);
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO app_store.changes (environment, original_transaction_id, app_account_token, kind, before, after, cause,
+            notification_uuid, run_id)
+        SELECT n.environment, n.original_transaction_id, n.app_account_token, kind, NULL, app_store.change_row(to_jsonb(n), times),
+            context ->> 'cause', (context -> 'notifications' -> kind ->> (to_jsonb(n) ->> key))::uuid, (context ->> 'run')::uuid
+        FROM new_rows n;
+    ELSE
+        INSERT INTO app_store.changes (environment, original_transaction_id, app_account_token, kind, before, after, cause,
+            notification_uuid, run_id)
+        SELECT n.environment, n.original_transaction_id, n.app_account_token, kind, app_store.change_row(o.r, times),
+            app_store.change_row(n.r, times), context ->> 'cause', (context -> 'notifications' -> kind ->> (n.r ->> key))::uuid,
+            (context ->> 'run')::uuid
+        FROM (SELECT t.environment, t.original_transaction_id, t.app_account_token, to_jsonb(t) AS r FROM new_rows t) n
+        JOIN (SELECT to_jsonb(t) AS r FROM old_rows t) o ON o.r ->> key = n.r ->> key;
+    END IF;
     PERFORM pg_notify('app_store_changes', '');
     RETURN NULL;
 END;
 $$;
 
-DROP TRIGGER IF EXISTS record_change ON app_store.subscriptions;
-CREATE TRIGGER record_change AFTER INSERT OR UPDATE ON app_store.subscriptions
-    FOR EACH ROW EXECUTE FUNCTION app_store.record_change(
+DROP TRIGGER IF EXISTS record_inserts ON app_store.subscriptions;
+CREATE TRIGGER record_inserts AFTER INSERT ON app_store.subscriptions
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION app_store.record_changes(
+        'subscription', 'original_transaction_id', 'expires_date', 'grace_period_expires_date', 'last_signed_date');
+DROP TRIGGER IF EXISTS record_updates ON app_store.subscriptions;
+CREATE TRIGGER record_updates AFTER UPDATE ON app_store.subscriptions
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION app_store.record_changes(
         'subscription', 'original_transaction_id', 'expires_date', 'grace_period_expires_date', 'last_signed_date');
 
-DROP TRIGGER IF EXISTS record_change ON app_store.transactions;
-CREATE TRIGGER record_change AFTER INSERT OR UPDATE ON app_store.transactions
-    FOR EACH ROW EXECUTE FUNCTION app_store.record_change(
+DROP TRIGGER IF EXISTS record_inserts ON app_store.transactions;
+CREATE TRIGGER record_inserts AFTER INSERT ON app_store.transactions
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION app_store.record_changes(
+        'transaction', 'transaction_id', 'purchase_date', 'expires_date', 'revocation_date', 'signed_date');
+DROP TRIGGER IF EXISTS record_updates ON app_store.transactions;
+CREATE TRIGGER record_updates AFTER UPDATE ON app_store.transactions
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION app_store.record_changes(
         'transaction', 'transaction_id', 'purchase_date', 'expires_date', 'revocation_date', 'signed_date');

@@ -57,37 +57,18 @@ struct ChangesCommandTests {
                 standardOutput: descriptor
             )
             close(descriptor)
-            func printed() -> [String] {
-                ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-            }
-            // Watched from a thread of its own: under the whole suite the concurrency pool can be
-            // busy for seconds, and a Task.sleep there would time the pool, not the follower.
-            func waitFor(_ count: Int, seconds: Double) async throws -> Date? {
-                await withCheckedContinuation { continuation in
-                    Thread {
-                        let deadline = Date().addingTimeInterval(seconds)
-                        while Date() < deadline {
-                            if ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").split(separator: "\n").count >= count {
-                                continuation.resume(returning: Date())
-                                return
-                            }
-                            usleep(2_000)
-                        }
-                        continuation.resume(returning: nil)
-                    }.start()
-                }
-            }
-            #expect(try await waitFor(1, seconds: 20) != nil, "the follower printed the change after --after")
+            let follow = FollowerOutput(path: output)
+            #expect(await follow.waitFor(1, seconds: 20) != nil, "the follower printed the change after --after")
 
             // A commit by another appstore-reconcile process (ingest) reaches it too.
             let other = try await BuiltBinary.run(["ingest"], environment: environment, standardInput: try Self.body(harness, second))
             #expect(other.exitCode == 0, "\(other.combined)")
-            #expect(try await waitFor(2, seconds: 10) != nil)
-            #expect(printed().dropFirst(1).contains { (try? Self.object($0))?["notification_uuid"] as? String == second.uuid.lowercased() })
+            #expect(await follow.waitFor(2, seconds: 10) != nil)
+            #expect(follow.lines.dropFirst(1).contains { (try? Self.object($0))?["notification_uuid"] as? String == second.uuid.lowercased() })
 
             follower.send(SIGTERM)
             #expect(await follower.waitAsync() == 0, "SIGTERM ends following with exit 0")
-            #expect(printed().count >= 2)
+            #expect(follow.lines.count >= 2)
         }
     }
 }
@@ -109,26 +90,7 @@ struct FollowLatencyTests {
             )
             close(descriptor)
             let last = 0
-            func printed() -> [String] {
-                ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-            }
-            // Watched from a thread of its own: under the whole suite the concurrency pool can be
-            // busy for seconds, and a Task.sleep there would time the pool, not the follower.
-            func waitFor(_ count: Int, seconds: Double) async throws -> Date? {
-                await withCheckedContinuation { continuation in
-                    Thread {
-                        let deadline = Date().addingTimeInterval(seconds)
-                        while Date() < deadline {
-                            if ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").split(separator: "\n").count >= count {
-                                continuation.resume(returning: Date())
-                                return
-                            }
-                            usleep(2_000)
-                        }
-                        continuation.resume(returning: nil)
-                    }.start()
-                }
-            }
+            let follow = FollowerOutput(path: output)
             // The follower is up and listening once it has printed a first change.
             let store = LedgerStore(client: client, logger: TestDatabase.logger)
             var first = LedgerBatch(cause: .webhook)
@@ -139,7 +101,7 @@ struct FollowLatencyTests {
             row.environment = "Sandbox"
             first.subscriptions = [row]
             _ = try await store.apply(first, runId: nil)
-            #expect(try await waitFor(1, seconds: 20) != nil, "the follower printed the first change")
+            #expect(await follow.waitFor(1, seconds: 20) != nil, "the follower printed the first change")
             // Another process (this one) commits a change through the tool's own write path; the
             // follower prints it within a second. Timed from just before the commit began, so the
             // figure is at least the real delay; three commits, each under a second.
@@ -154,8 +116,8 @@ struct FollowLatencyTests {
                 batch.subscriptions = [row]
                 let committing = Date()
                 _ = try await store.apply(batch, runId: nil)
-                let seen = try #require(try await waitFor(1 + attempt, seconds: 10), "the follower printed the new commit")
-                let newChange = try ChangesCommandTests.object(printed()[attempt])
+                let seen = try #require(await follow.waitFor(1 + attempt, seconds: 10), "the follower printed the new commit")
+                let newChange = try ChangesCommandTests.object(follow.lines[attempt])
                 #expect(newChange["original_transaction_id"] as? String == "900000000000000\(attempt)")
                 #expect((newChange["id"] as? Int ?? 0) > last)
                 delays.append(seen.timeIntervalSince(committing))
@@ -165,6 +127,34 @@ struct FollowLatencyTests {
 
             follower.send(SIGTERM)
             #expect(await follower.waitAsync() == 0)
+        }
+    }
+}
+
+/// What a `changes --follow` child prints, read from the file its output goes to.
+struct FollowerOutput: Sendable {
+    let path: String
+
+    var lines: [String] {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    /// When the file first held `count` lines (nil: not within `seconds`). Watched from a thread
+    /// of its own: under the whole suite the concurrency pool can be busy for seconds, and a
+    /// Task.sleep there would time the pool, not the follower.
+    func waitFor(_ count: Int, seconds: Double) async -> Date? {
+        await withCheckedContinuation { continuation in
+            Thread {
+                let deadline = Date().addingTimeInterval(seconds)
+                while Date() < deadline {
+                    if lines.count >= count {
+                        continuation.resume(returning: Date())
+                        return
+                    }
+                    usleep(2_000)
+                }
+                continuation.resume(returning: nil)
+            }.start()
         }
     }
 }

@@ -29,168 +29,152 @@ struct RedeliveryTests {
         return found
     }
 
-    @Test func aRunDeliversExactlyTheMissedNotificationsOriginalBodiesInSignedDateOrderOnceAndADryRunOnlyListsThem() async throws {
-        let harness = try RecoveryHarness(customers: 60, seed: 71, outageHours: 30)
-        let receiver = WebhookReceiver()
+    /// A simulated App Store, a receiver standing for the team's handler, and a fresh ledger
+    /// holding what the live server received.
+    struct World: Sendable {
+        let harness: RecoveryHarness
+        let receiver: WebhookReceiver
+        let baseURL: String
+        let handler: String
+        let client: PostgresClient
+        let url: DatabaseURL
+        var store: LedgerStore { LedgerStore(client: client, logger: harness.logger) }
+
+        /// A run of the whole window with re-delivery to the receiver.
+        func run(_ mode: RunMode = .apply, policy: DeliveryPolicy = RedeliveryTests.quickPolicy, stop: StopRequest = StopRequest()) async throws -> RecoveryReport {
+            var request = try RedeliveryTests.request(harness, mode: mode, to: handler)
+            request.deliveryPolicy = policy
+            let run = ReconciliationRun(
+                client: try harness.client(baseURL), verifier: try harness.verifier(), store: store, databaseURL: url, logger: harness.logger, stop: stop
+            )
+            return try await run.execute(request)
+        }
+
+        /// The missed notifications the runs recorded, by UUID (lower case), with their stored JWS.
+        func recovered() async throws -> [String: String] { try await RedeliveryTests.recovered(client) }
+    }
+
+    static func withWorld(_ harness: RecoveryHarness, _ receiver: WebhookReceiver, _ body: @Sendable (World) async throws -> Void) async throws {
         try await SimulatorServer.withRunning(harness.api) { baseURL in
             try await receiver.withRunning { handler in
                 try await TestDatabase.withFreshLedger { client, url in
-                    let store = LedgerStore(client: client, logger: harness.logger)
-                    try await harness.seedDeliveredNotifications(store)
-                    let run = try harness.reconciliation(store, url, client: try harness.client(baseURL))
-
-                    let dry = try await run.execute(Self.request(harness, mode: .dryRun, to: handler))
-                    #expect(receiver.received.isEmpty, "a dry run sends nothing")
-                    let listed = try #require(dry.redelivery?.wouldDeliver)
-                    #expect(listed.count == dry.counts.missed && listed.count > 10)
-
-                    let report = try await run.execute(Self.request(harness, mode: .apply, to: handler))
-                    let recovered = try await Self.recovered(client)
-                    #expect(recovered.count == report.counts.missed)
-                    let received = receiver.received
-                    #expect(received.map(\.notificationUUID) == listed, "delivered what the dry run listed, in its order")
-                    #expect(Set(received.compactMap(\.notificationUUID)) == Set(recovered.keys), "exactly the missed notifications")
-                    #expect(received.count == recovered.count, "each once")
-                    for request in received {
-                        #expect(request.method == "POST" && request.path == "/apple/notifications" && request.contentType == "application/json")
-                        let uuid = try #require(request.notificationUUID)
-                        #expect(request.body == "{\"signedPayload\":\"\(recovered[uuid] ?? "")\"}", "the original signed body, as Apple sends it")
-                    }
-                    let dates = received.compactMap(\.signedDate)
-                    #expect(dates.count == received.count && dates == dates.sorted(), "in signedDate order")
-                    #expect(report.redelivery?.delivered == recovered.count && report.redelivery?.failed == 0 && report.redelivery?.pending == 0)
-                    #expect(report.markdown().contains("Delivered (answered 2xx) | \(recovered.count)"))
-
-                    // The next run recovers nothing new and sends nothing again.
-                    let again = try await run.execute(Self.request(harness, mode: .apply, to: handler))
-                    #expect(again.redelivery?.delivered == 0)
-                    #expect(receiver.received.count == received.count)
+                    try await harness.seedDeliveredNotifications(LedgerStore(client: client, logger: harness.logger))
+                    try await body(World(harness: harness, receiver: receiver, baseURL: baseURL, handler: handler, client: client, url: url))
                 }
             }
+        }
+    }
+
+    @Test func aRunDeliversExactlyTheMissedNotificationsOriginalBodiesInSignedDateOrderOnceAndADryRunOnlyListsThem() async throws {
+        let receiver = WebhookReceiver()
+        try await Self.withWorld(try RecoveryHarness(customers: 60, seed: 71, outageHours: 30), receiver) { world in
+            let dry = try await world.run(.dryRun)
+            #expect(receiver.received.isEmpty, "a dry run sends nothing")
+            let listed = try #require(dry.redelivery?.wouldDeliver)
+            #expect(listed.count == dry.counts.missed && listed.count > 10)
+
+            let report = try await world.run()
+            let recovered = try await world.recovered()
+            #expect(recovered.count == report.counts.missed)
+            let received = receiver.received
+            #expect(received.map(\.notificationUUID) == listed, "delivered what the dry run listed, in its order")
+            #expect(Set(received.compactMap(\.notificationUUID)) == Set(recovered.keys), "exactly the missed notifications")
+            #expect(received.count == recovered.count, "each once")
+            for request in received {
+                #expect(request.method == "POST" && request.path == "/apple/notifications" && request.contentType == "application/json")
+                let uuid = try #require(request.notificationUUID)
+                #expect(request.body == "{\"signedPayload\":\"\(recovered[uuid] ?? "")\"}", "the original signed body, as Apple sends it")
+            }
+            let dates = received.compactMap(\.signedDate)
+            #expect(dates.count == received.count && dates == dates.sorted(), "in signedDate order")
+            #expect(report.redelivery?.delivered == recovered.count && report.redelivery?.failed == 0 && report.redelivery?.pending == 0)
+            #expect(report.markdown().contains("Delivered (answered 2xx) | \(recovered.count)"))
+
+            // The next run recovers nothing new and sends nothing again.
+            let again = try await world.run()
+            #expect(again.redelivery?.delivered == 0)
+            #expect(receiver.received.count == received.count)
         }
     }
 
     @Test func aHandlerThatRefusesHalfItsRequestsGetsEveryNotificationAndNoneAgainAfterItsRecorded2xx() async throws {
-        let harness = try RecoveryHarness(customers: 60, seed: 72, outageHours: 30)
         // Every other request refused, alternating 500 and 503, and a few with no useful answer (404).
         let receiver = WebhookReceiver { index in index % 2 == 0 ? 200 : (index % 6 == 1 ? 500 : (index % 6 == 3 ? 503 : 404)) }
-        try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await receiver.withRunning { handler in
-                try await TestDatabase.withFreshLedger { client, url in
-                    let store = LedgerStore(client: client, logger: harness.logger)
-                    try await harness.seedDeliveredNotifications(store)
-                    let report = try await harness.reconciliation(store, url, client: try harness.client(baseURL))
-                        .execute(Self.request(harness, mode: .apply, to: handler))
-                    let recovered = try await Self.recovered(client)
-                    let received = receiver.received
-                    let accepted = received.filter { $0.status < 300 }
-                    #expect(received.count > recovered.count, "refusals were retried")
-                    #expect(Set(accepted.compactMap(\.notificationUUID)) == Set(recovered.keys), "every notification ends delivered")
-                    #expect(accepted.count == recovered.count, "none delivered twice")
-                    // Nothing is sent after its 2xx.
-                    for request in accepted {
-                        #expect(!received.contains { $0.index > request.index && $0.notificationUUID == request.notificationUUID })
-                    }
-                    #expect(report.redelivery?.delivered == recovered.count && report.redelivery?.pending == 0)
-                    var attempts = 0
-                    for try await value in try await client.query("SELECT sum(attempts)::int FROM app_store.deliveries WHERE delivered_at IS NOT NULL").decode(Int.self) { attempts = value }
-                    #expect(attempts == received.count, "every attempt recorded")
-                }
+        try await Self.withWorld(try RecoveryHarness(customers: 60, seed: 72, outageHours: 30), receiver) { world in
+            let report = try await world.run()
+            let recovered = try await world.recovered()
+            let received = receiver.received
+            let accepted = received.filter { $0.status < 300 }
+            #expect(received.count > recovered.count, "refusals were retried")
+            #expect(Set(accepted.compactMap(\.notificationUUID)) == Set(recovered.keys), "every notification ends delivered")
+            #expect(accepted.count == recovered.count, "none delivered twice")
+            // Nothing is sent after its 2xx.
+            for request in accepted {
+                #expect(!received.contains { $0.index > request.index && $0.notificationUUID == request.notificationUUID })
             }
+            #expect(report.redelivery?.delivered == recovered.count && report.redelivery?.pending == 0)
+            var attempts = 0
+            for try await value in try await world.client.query("SELECT sum(attempts)::int FROM app_store.deliveries WHERE delivered_at IS NOT NULL").decode(Int.self) {
+                attempts = value
+            }
+            #expect(attempts == received.count, "every attempt recorded")
         }
     }
 
     @Test func aHandlerThatNeverAcceptsLeavesEverythingPendingAndTheRunSaysSo() async throws {
-        let harness = try RecoveryHarness(customers: 20, seed: 73, outageHours: 30)
         let receiver = WebhookReceiver { _ in 503 }
-        try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await receiver.withRunning { handler in
-                try await TestDatabase.withFreshLedger { client, url in
-                    let store = LedgerStore(client: client, logger: harness.logger)
-                    try await harness.seedDeliveredNotifications(store)
-                    var request = try Self.request(harness, mode: .apply, to: handler)
-                    request.deliveryPolicy = DeliveryPolicy(rounds: 3, firstDelay: .milliseconds(5))
-                    let report = try await harness.reconciliation(store, url, client: try harness.client(baseURL)).execute(request)
-                    let missed = report.counts.missed
-                    #expect(missed > 0)
-                    #expect(report.redelivery?.delivered == 0 && report.redelivery?.failed == missed && report.redelivery?.pending == missed)
-                    #expect(receiver.received.count == 3 * missed, "three rounds")
-                    #expect(report.hasProblems && report.outcome == .succeededWithRejections)
-                    #expect(try await store.pendingDeliveryCount(to: handler) == missed, "kept for the next run")
-                }
-            }
+        try await Self.withWorld(try RecoveryHarness(customers: 20, seed: 73, outageHours: 30), receiver) { world in
+            let report = try await world.run(policy: DeliveryPolicy(rounds: 3, firstDelay: .milliseconds(5)))
+            let missed = report.counts.missed
+            #expect(missed > 0)
+            #expect(report.redelivery?.delivered == 0 && report.redelivery?.failed == missed && report.redelivery?.pending == missed)
+            #expect(receiver.received.count == 3 * missed, "three rounds")
+            #expect(report.hasProblems && report.outcome == .succeededWithRejections)
+            #expect(try await world.store.pendingDeliveryCount(to: world.handler) == missed, "kept for the next run")
         }
     }
 
     @Test func aRedirectIsNotFollowedAndCountsAsARefusal() async throws {
-        let harness = try RecoveryHarness(customers: 20, seed: 75, outageHours: 30)
         let receiver = WebhookReceiver { _ in 307 }
-        try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await receiver.withRunning { handler in
-                try await TestDatabase.withFreshLedger { client, url in
-                    let store = LedgerStore(client: client, logger: harness.logger)
-                    try await harness.seedDeliveredNotifications(store)
-                    var request = try Self.request(harness, mode: .apply, to: handler)
-                    request.deliveryPolicy = DeliveryPolicy(rounds: 2, firstDelay: .milliseconds(5))
-                    let report = try await harness.reconciliation(store, url, client: try harness.client(baseURL)).execute(request)
-                    #expect(report.counts.missed > 0)
-                    #expect(receiver.received.allSatisfy { $0.path == "/apple/notifications" }, "nothing went where the redirect pointed")
-                    #expect(receiver.received.count == 2 * report.counts.missed)
-                    #expect(report.redelivery?.delivered == 0 && report.redelivery?.pending == report.counts.missed && report.undelivered == report.counts.missed)
-                }
-            }
+        try await Self.withWorld(try RecoveryHarness(customers: 20, seed: 75, outageHours: 30), receiver) { world in
+            let report = try await world.run(policy: DeliveryPolicy(rounds: 2, firstDelay: .milliseconds(5)))
+            #expect(report.counts.missed > 0)
+            #expect(receiver.received.allSatisfy { $0.path == "/apple/notifications" }, "nothing went where the redirect pointed")
+            #expect(receiver.received.count == 2 * report.counts.missed)
+            #expect(report.redelivery?.delivered == 0 && report.redelivery?.pending == report.counts.missed && report.undelivered == report.counts.missed)
         }
     }
 
     @Test func aHandlerThatDoesNotAnswerEndsEachRoundAfterThreeTimeoutsNotOnePerNotification() async throws {
-        let harness = try RecoveryHarness(customers: 20, seed: 77, outageHours: 30)
         let receiver = WebhookReceiver(latency: .milliseconds(600))
-        try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await receiver.withRunning { handler in
-                try await TestDatabase.withFreshLedger { client, url in
-                    let store = LedgerStore(client: client, logger: harness.logger)
-                    try await harness.seedDeliveredNotifications(store)
-                    var request = try Self.request(harness, mode: .apply, to: handler)
-                    request.deliveryPolicy = DeliveryPolicy(rounds: 2, firstDelay: .milliseconds(5), requestTimeout: .milliseconds(100))
-                    let report = try await harness.reconciliation(store, url, client: try harness.client(baseURL)).execute(request)
-                    #expect(report.counts.missed > 3)
-                    #expect(receiver.received.count == 6, "three unanswered POSTs end each of the two rounds")
-                    #expect(report.redelivery?.delivered == 0 && report.redelivery?.pending == report.counts.missed && report.hasProblems)
-                }
-            }
+        try await Self.withWorld(try RecoveryHarness(customers: 20, seed: 77, outageHours: 30), receiver) { world in
+            let report = try await world.run(policy: DeliveryPolicy(rounds: 2, firstDelay: .milliseconds(5), requestTimeout: .milliseconds(100)))
+            #expect(report.counts.missed > 3)
+            #expect(receiver.received.count == 6, "three unanswered POSTs end each of the two rounds")
+            #expect(report.redelivery?.delivered == 0 && report.redelivery?.pending == report.counts.missed && report.hasProblems)
         }
     }
 
     @Test func aStopDuringDeliveryRecordsTheRunInterruptedAndTheNextRunSendsTheRestOnce() async throws {
-        let harness = try RecoveryHarness(customers: 60, seed: 76, outageHours: 30)
         let stop = StopRequest()
         let receiver = WebhookReceiver { index in
             if index == 4 { stop.request() }
             return 200
         }
-        try await SimulatorServer.withRunning(harness.api) { baseURL in
-            try await receiver.withRunning { handler in
-                try await TestDatabase.withFreshLedger { client, url in
-                    let store = LedgerStore(client: client, logger: harness.logger)
-                    try await harness.seedDeliveredNotifications(store)
-                    let stoppable = ReconciliationRun(
-                        client: try harness.client(baseURL), verifier: try harness.verifier(), store: store, databaseURL: url, logger: harness.logger, stop: stop
-                    )
-                    await #expect(throws: RunStopped.self) { try await stoppable.execute(Self.request(harness, mode: .apply, to: handler)) }
-                    #expect(receiver.received.count == 5, "the POST in hand finished, no other began")
-                    var outcome = ""
-                    for try await value in try await client.query("SELECT outcome FROM app_store.runs").decode(String.self) { outcome = value }
-                    #expect(outcome == "interrupted")
-                    // The stopped run's lock goes with its connection, closed as it ended.
-                    let deadline = Date().addingTimeInterval(20)
-                    while try await store.runLockHeld(), Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
-                    let report = try await harness.reconciliation(store, url, client: try harness.client(baseURL)).execute(Self.request(harness, mode: .apply, to: handler))
-                    let recovered = try await Self.recovered(client)
-                    #expect(report.redelivery?.delivered == recovered.count - 5 && report.redelivery?.pending == 0)
-                    let uuids = receiver.received.compactMap(\.notificationUUID)
-                    #expect(uuids.count == recovered.count && Set(uuids) == Set(recovered.keys), "each once")
-                }
-            }
+        try await Self.withWorld(try RecoveryHarness(customers: 60, seed: 76, outageHours: 30), receiver) { world in
+            await #expect(throws: RunStopped.self) { try await world.run(stop: stop) }
+            #expect(receiver.received.count == 5, "the POST in hand finished, no other began")
+            var outcome = ""
+            for try await value in try await world.client.query("SELECT outcome FROM app_store.runs").decode(String.self) { outcome = value }
+            #expect(outcome == "interrupted")
+            // The stopped run's lock goes with its connection, closed as it ended.
+            let deadline = Date().addingTimeInterval(20)
+            while try await world.store.runLockHeld(), Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            let report = try await world.run()
+            let recovered = try await world.recovered()
+            #expect(report.redelivery?.delivered == recovered.count - 5 && report.redelivery?.pending == 0)
+            let uuids = receiver.received.compactMap(\.notificationUUID)
+            #expect(uuids.count == recovered.count && Set(uuids) == Set(recovered.keys), "each once")
         }
     }
 
