@@ -89,11 +89,54 @@ struct JobFilesTests {
         }
     }
 
+    @Test(.enabled(if: hasPythonYAML, "needs python3 with PyYAML"))
+    func theServeDeploymentAndServiceParseAndProbeHealthz() async throws {
+        let script = """
+            import sys, yaml
+            docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+            kinds = {d["kind"]: d for d in docs}
+            assert set(kinds) == {"Deployment", "Service"}, "kinds"
+            dep, svc = kinds["Deployment"], kinds["Service"]
+            assert dep["apiVersion"] == "apps/v1" and svc["apiVersion"] == "v1", "apiVersion"
+            labels = dep["spec"]["template"]["metadata"]["labels"]
+            assert dep["spec"]["selector"]["matchLabels"].items() <= labels.items(), "selector"
+            assert svc["spec"]["selector"].items() <= labels.items(), "service selector"
+            t = dep["spec"]["template"]["spec"]
+            c = t["containers"][0]
+            assert c["args"][0] == "serve", "serve"
+            ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+            listen = c["args"][c["args"].index("--listen") + 1]
+            assert int(listen.rsplit(":", 1)[1]) == ports["http"], "listen port"
+            for probe in ("readinessProbe", "livenessProbe"):
+                assert c[probe]["httpGet"]["path"] == "/healthz" and c[probe]["httpGet"]["port"] in ("http", ports["http"]), probe
+            assert svc["spec"]["ports"][0]["targetPort"] in ("http", ports["http"]), "targetPort"
+            names = {e["name"] for e in c["env"]}
+            for n in ["APPSTORE_BUNDLE_ID", "APPSTORE_ENVIRONMENT", "APPSTORE_ROOT_CERTIFICATES", "DATABASE_URL"]:
+                assert n in names, n
+            assert {m["name"] for m in c["volumeMounts"]} <= {v["name"] for v in t["volumes"]}, "volumes"
+            print(" ".join(c["args"]))
+            """
+        let result = try ChildProcess.run("/usr/bin/env", ["python3", "-c", script, Self.jobs.appendingPathComponent("kubernetes/serve.yaml").path])
+        #expect(result.status == 0, "\(result.standardError)")
+        let help = try await BuiltBinary.run(["serve", "--help"]).standardOutput
+        var lines = [result.standardOutput]
+        lines += try String(contentsOf: Self.jobs.appendingPathComponent("systemd/appstore-reconcile-serve.service"), encoding: .utf8)
+            .split(separator: "\n").filter { $0.hasPrefix("ExecStart=") }.map(String.init)
+        #expect(lines.count == 2)
+        for line in lines {
+            for flag in line.split(separator: " ").filter({ $0.hasPrefix("--") }) { #expect(help.contains(String(flag)), "serve has \(flag)") }
+        }
+    }
+
     @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze"), "needs systemd-analyze"))
     func theSystemdUnitsVerify() throws {
         let result = try ChildProcess.run(
             "/usr/bin/systemd-analyze",
-            ["verify", Self.jobs.appendingPathComponent("systemd/appstore-reconcile.service").path, Self.jobs.appendingPathComponent("systemd/appstore-reconcile.timer").path]
+            [
+                "verify", Self.jobs.appendingPathComponent("systemd/appstore-reconcile.service").path,
+                Self.jobs.appendingPathComponent("systemd/appstore-reconcile.timer").path,
+                Self.jobs.appendingPathComponent("systemd/appstore-reconcile-serve.service").path,
+            ]
         )
         // systemd-analyze also complains about the binary path not existing here; only syntax matters.
         #expect(!result.standardError.contains("Unknown key") && !result.standardError.contains("Failed to parse"), "\(result.standardError)")

@@ -119,7 +119,7 @@ package struct RunMetrics: Sendable {
 
 /// Builds exposition text: HELP and TYPE lines grouped with their samples, families in order.
 struct Exposition {
-    enum Kind: String { case gauge, counter }
+    enum Kind: String { case gauge, counter, histogram }
     private var order: [String] = []
     private var headers: [String: [String]] = [:]
     private var samples: [String: [String]] = [:]
@@ -130,9 +130,11 @@ struct Exposition {
         headers[name] = ["# HELP \(name) \(help.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\n", with: "\\n"))", "# TYPE \(name) \(kind.rawValue)"]
     }
 
-    mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Double) {
+    /// A sample of `name`, listed under `family` (a histogram's `_bucket`, `_sum` and `_count`
+    /// samples belong to the histogram's family).
+    mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Double, family: String? = nil) {
         let rendered = labels.isEmpty ? "" : "{" + labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
-        samples[name, default: []].append("\(name)\(rendered) \(Self.format(value))")
+        samples[family ?? name, default: []].append("\(name)\(rendered) \(Self.format(value))")
     }
 
     var text: String {

@@ -1,0 +1,102 @@
+import Foundation
+import Ledger
+import SignedData
+
+/// What `serve` answers Apple for one POST of a notification: the body read, the notification
+/// verified and recorded through the same path as `ingest`, and the answer chosen so that Apple
+/// retries exactly what was not recorded. A 200 only after the notification is committed (or
+/// was already); 400 for what no retry can mend (a body that is not Apple's, a payload that fails
+/// verification, kept in `app_store.rejected_payloads`); 503 for everything temporary (the
+/// database unreachable, a revocation check that could not be made), so that Apple sends it again.
+package struct NotificationReceiver: Sendable {
+    package enum Answer: Sendable, Hashable {
+        case recorded
+        case alreadyRecorded
+        case rejected(RejectionReason)
+        case badBody(String)
+        case retryLater(String)
+        case unavailable(String)
+
+        package var status: Int {
+            switch self {
+            case .recorded, .alreadyRecorded: 200
+            case .rejected, .badBody: 400
+            case .retryLater, .unavailable: 503
+            }
+        }
+
+        /// The metrics' `outcome` label.
+        package var outcome: String {
+            switch self {
+            case .recorded: "recorded"
+            case .alreadyRecorded: "already_recorded"
+            case .rejected: "rejected"
+            case .badBody: "bad_body"
+            case .retryLater: "retry_later"
+            case .unavailable: "unavailable"
+            }
+        }
+
+        /// The response body: a short reason, never the payload.
+        package var text: String {
+            switch self {
+            case .recorded: "recorded\n"
+            case .alreadyRecorded: "already recorded\n"
+            case .rejected(let reason): "rejected: \(reason.rawValue)\n"
+            case .badBody(let why): "bad request: \(why)\n"
+            case .retryLater(let why): "not verified yet, retry later: \(why)\n"
+            case .unavailable: "temporarily unavailable, retry later\n"
+            }
+        }
+    }
+
+    /// Apple's bodies are a few tens of kilobytes (a JWS holding two more, each with its
+    /// certificate chain); anything far larger is not Apple's.
+    package static let maximumBodyBytes = 256 * 1024
+
+    package let ingest: NotificationIngest
+    /// How long recording may take before the answer is 503: the database's pool waits for a
+    /// server that is down without end, and Apple waits for an answer only so long.
+    package let deadline: Duration
+
+    package init(ingest: NotificationIngest, deadline: Duration = .seconds(10)) {
+        self.ingest = ingest
+        self.deadline = deadline
+    }
+
+    /// The answer for a POST whose body is `body` (nil: it was over the limit).
+    package func answer(body: [UInt8]?) async -> Answer {
+        guard let body, body.count <= Self.maximumBodyBytes else { return .badBody("the body is over \(Self.maximumBodyBytes) bytes") }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any], let jws = object["signedPayload"] as? String else {
+            return .badBody("expected Apple's body {\"signedPayload\": \"…\"}")
+        }
+        do {
+            let ingest = self.ingest
+            guard let outcome = try await Self.within(deadline, { try await ingest.ingest(signedPayload: jws) }) else {
+                return .unavailable("no answer from the database within \(deadline)")
+            }
+            switch outcome {
+            case .recorded: return .recorded
+            case .duplicate: return .alreadyRecorded
+            case .rejected(let rejection): return .rejected(rejection.reason)
+            case .retryLater(let reason): return .retryLater(reason)
+            }
+        } catch {
+            // The database, most likely; its message may quote data, so only the kind is kept.
+            return .unavailable(String(describing: type(of: error)))
+        }
+    }
+
+    /// `operation`'s result, or nil when it takes longer than `limit` (it is then cancelled).
+    package static func within<Value: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> Value) async throws -> Value? {
+        try await withThrowingTaskGroup(of: Value?.self) { group in
+            group.addTask { try await operation() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+    }
+}
