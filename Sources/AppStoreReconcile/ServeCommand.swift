@@ -34,7 +34,8 @@ struct ServeCommand: AsyncParsableCommand {
             GET /healthz: 200 when the database answers and every migration is applied, else 503. GET /metrics: \
             Prometheus text (requests by outcome, rejections by reason, a latency histogram).
 
-            SIGTERM or SIGINT: stops accepting connections, answers the requests in flight, exits 0. Logs are JSON \
+            SIGTERM or SIGINT: stops accepting connections, answers every request it has begun to read, exits 0 \
+            within 15 s (exit 75 if a request is still unanswered then; Apple sends it again). Logs are JSON \
             lines when not on a terminal (APPSTORE_LOG_FORMAT); no payload or secret is logged.
             """
     )
@@ -84,8 +85,11 @@ struct ServeCommand: AsyncParsableCommand {
             let receiver = NotificationReceiver(ingest: NotificationIngest(verifier: verifier, store: store))
             let metrics = ServeMetrics()
             let path = self.path
+            let inFlight = RequestsInFlight()
             let responder = CallbackResponder<BasicRequestContext> { request, _ in
-                await Self.respond(to: request, path: path, receiver: receiver, metrics: metrics, database: database, logger: logger)
+                await inFlight.track {
+                    await Self.respond(to: request, path: path, receiver: receiver, metrics: metrics, database: database, logger: logger)
+                }
             }
             var quiet = logger
             if quiet.logLevel > .warning { quiet.logLevel = .warning }
@@ -106,6 +110,8 @@ struct ServeCommand: AsyncParsableCommand {
                     gracefulShutdownSignals: [.sigterm, .sigint], logger: quiet
                 )
             )
+            let watch = ServeShutdown.watch(inFlight, answering: receiver.deadline, linger: .seconds(3))
+            defer { watch.cancel() }
             try await group.run()
             printError("serve: stopped")
         }

@@ -21,6 +21,11 @@ package struct ChildProcess: Sendable {
         package var standardError: String
     }
 
+    private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    private static let addCloseFrom: AddCloseFrom? = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np").map {
+        unsafeBitCast($0, to: AddCloseFrom.self)
+    }
+
     /// Starts `executable` with its standard output and error going to the given descriptors
     /// (or /dev/null), standard input from `standardInput` (or /dev/null).
     package static func spawn(
@@ -38,6 +43,10 @@ package struct ChildProcess: Sendable {
         if let standardError { posix_spawn_file_actions_adddup2(&actions, standardError, 2) }
         else { posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) }
         for descriptor in closingInChild { posix_spawn_file_actions_addclose(&actions, descriptor) }
+        // Nothing else of ours reaches the child: a socket of ours it held (a PostgreSQL server
+        // started while an HTTP client had connections open) would never be seen closed by its peer.
+        // (glibc 2.34's posix_spawn_file_actions_addclosefrom_np, which Swift's Glibc module omits.)
+        if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
 
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)

@@ -91,9 +91,13 @@ package final class ThrowawayPostgres: Sendable {
     }
 
     private func startServer() throws {
+        // fsync off: nothing is flushed to the disk, which only an operating system's crash would
+        // notice. synchronous_commit stays on: a commit is in the WAL (the kernel's cache) before
+        // it is acknowledged, so a server killed by `crash()` keeps every commit it acknowledged,
+        // as a real one does; tests of what survives a crash depend on it.
         let settings = [
             "listen_addresses=''", "unix_socket_directories='\(directory)'", "unix_socket_permissions=0700",
-            "port=\(port)", "fsync=off", "synchronous_commit=off", "full_page_writes=off",
+            "port=\(port)", "fsync=off", "full_page_writes=off",
             "max_connections=400", "shared_buffers=128MB", "max_locks_per_transaction=256",
         ]
         try run(

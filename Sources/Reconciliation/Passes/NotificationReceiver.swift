@@ -1,6 +1,7 @@
 import Foundation
 import Ledger
 import SignedData
+import Synchronization
 
 /// What `serve` answers Apple for one POST of a notification: the body read, the notification
 /// verified and recorded through the same path as `ingest`, and the answer chosen so that Apple
@@ -87,16 +88,32 @@ package struct NotificationReceiver: Sendable {
         }
     }
 
-    /// `operation`'s result, or nil when it takes longer than `limit` (it is then cancelled).
+    /// `operation`'s result, or nil when it takes longer than `limit`: it is then cancelled and
+    /// not waited for. (A task group would wait for it, and a query whose server died under it
+    /// was seen not to end on cancellation: the answer would have waited with it.)
     package static func within<Value: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> Value) async throws -> Value? {
-        try await withThrowingTaskGroup(of: Value?.self) { group in
-            group.addTask { try await operation() }
-            group.addTask {
-                try await Task.sleep(for: limit)
-                return nil
+        let work = Task { try await operation() }
+        let waiting = Mutex<CheckedContinuation<Value?, any Error>?>(nil)
+        let resume = { @Sendable (result: Result<Value?, any Error>) -> Bool in
+            guard let continuation = waiting.withLock({ $0.take() }) else { return false }
+            continuation.resume(with: result)
+            return true
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                waiting.withLock { $0 = continuation }
+                let timer = Task {
+                    try? await Task.sleep(for: limit)
+                    if !Task.isCancelled, resume(.success(nil)) { work.cancel() }
+                }
+                Task {
+                    let result = await work.result
+                    timer.cancel()
+                    _ = resume(result.map { Optional($0) })
+                }
             }
-            defer { group.cancelAll() }
-            return try await group.next() ?? nil
+        } onCancel: {
+            work.cancel()
         }
     }
 }
