@@ -31,8 +31,12 @@ struct ServeCommand: AsyncParsableCommand {
             as ingest and the runs do. --online-checks checks them at the current time with OCSP revocation checks; \
             a responder that cannot be reached makes the answer 503, so a notification is retried, never lost.
 
+            --forward-to URL: each notification recorded is also queued for your own handler in the same statement; \
+            a background sender POSTs Apple's body to it and retries until a 2xx, so a failing handler never fails \
+            Apple's delivery. What is left when serve stops is sent when it starts again (or by deliver --to URL).
+
             GET /healthz: 200 when the database answers and every migration is applied, else 503. GET /metrics: \
-            Prometheus text (requests by outcome, rejections by reason, a latency histogram).
+            Prometheus text (requests by outcome, rejections by reason, a latency histogram, pending forwards).
 
             SIGTERM or SIGINT: stops accepting connections, answers every request it has begun to read, exits 0 \
             within 15 s (exit 75 if a request is still unanswered then; Apple sends it again). Logs are JSON \
@@ -46,6 +50,16 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The path Apple POSTs to.")
     var path = "/apple/notifications"
 
+    @Option(help: ArgumentHelp(
+        "After recording, hand each notification to your own webhook handler at this URL (https, or http to loopback; APPSTORE_FORWARD_TO), through the ledger's delivery table: a failing handler never fails Apple's delivery, and nothing is lost.",
+        valueName: "url"))
+    var forwardTo: String?
+
+    func forwardTarget(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DeliveryTarget? {
+        guard let text = forwardTo ?? environment["APPSTORE_FORWARD_TO"].flatMap({ $0.isEmpty ? nil : $0 }) else { return nil }
+        do { return try DeliveryTarget(text) } catch let error as DeliveryTargetError { throw ValidationError(error.description) }
+    }
+
     @Flag(help: "Check certificates at the current time, with OCSP revocation checks (a responder out of reach: 503, Apple retries).")
     var onlineChecks = false
 
@@ -56,6 +70,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     func validate() throws {
         _ = try Self.address(listen)
+        _ = try forwardTarget()
         guard path.hasPrefix("/"), path != "/healthz", path != "/metrics" else {
             throw ValidationError("--path must start with / and not be /healthz or /metrics")
         }
@@ -82,13 +97,15 @@ struct ServeCommand: AsyncParsableCommand {
             let (host, port) = try Self.address(listen)
             let database = LedgerDatabase.client(databaseURL, logger: logger)
             let store = LedgerStore(client: database, logger: logger)
-            let receiver = NotificationReceiver(ingest: NotificationIngest(verifier: verifier, store: store))
+            let target = try forwardTarget()
+            let forwarder = target.map { NotificationForwarder(store: store, target: $0, logger: logger) }
+            let receiver = NotificationReceiver(ingest: NotificationIngest(verifier: verifier, store: store, deliverTo: target?.url))
             let metrics = ServeMetrics()
             let path = self.path
             let inFlight = RequestsInFlight()
             let responder = CallbackResponder<BasicRequestContext> { request, _ in
                 await inFlight.track {
-                    await Self.respond(to: request, path: path, receiver: receiver, metrics: metrics, database: database, logger: logger)
+                    await Self.respond(to: request, path: path, receiver: receiver, forwarder: forwarder, metrics: metrics, database: database, logger: logger)
                 }
             }
             var quiet = logger
@@ -97,14 +114,14 @@ struct ServeCommand: AsyncParsableCommand {
                 responder: responder,
                 configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "appstore-reconcile"),
                 onServerRunning: { channel in
-                    printError("serve: listening on \(host):\(channel.localAddress?.port ?? port), POST \(path)")
+                    printError("serve: listening on \(host):\(channel.localAddress?.port ?? port), POST \(path)" + (target.map { ", forwarding to \($0.description)" } ?? ""))
                 },
                 logger: quiet
             )
             let group = ServiceGroup(
                 configuration: ServiceGroupConfiguration(
-                    services: [
-                        .init(service: database),
+                    // Stopped last to first: the listener, then the forwarder, then the database.
+                    services: [.init(service: database)] + (forwarder.map { [ServiceGroupConfiguration.ServiceConfiguration(service: $0)] } ?? []) + [
                         .init(service: application, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup),
                     ],
                     gracefulShutdownSignals: [.sigterm, .sigint], logger: quiet
@@ -118,7 +135,8 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     static func respond(
-        to request: Request, path: String, receiver: NotificationReceiver, metrics: ServeMetrics, database: PostgresClient, logger: Logger
+        to request: Request, path: String, receiver: NotificationReceiver, forwarder: NotificationForwarder?, metrics: ServeMetrics,
+        database: PostgresClient, logger: Logger
     ) async -> Response {
         switch (request.uri.path, request.method) {
         case (path, .post):
@@ -129,6 +147,7 @@ struct ServeCommand: AsyncParsableCommand {
             let elapsed = ContinuousClock.now - started
             metrics.record(answer, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
             if answer.status != 200 { logger.notice("answered \(answer.status): \(answer.outcome)") }
+            if answer == .recorded { forwarder?.wake() }
             return text(answer.status, answer.text)
         case (path, _):
             metrics.record(other: "method_not_allowed")
@@ -149,7 +168,12 @@ struct ServeCommand: AsyncParsableCommand {
             }
         case ("/metrics", .get):
             metrics.record(other: "metrics")
-            var response = text(200, metrics.text())
+            var pending: Int?
+            if let target = forwarder?.redelivery.target {
+                let store = receiver.ingest.store
+                pending = try? await NotificationReceiver.within(.seconds(3), { try await store.pendingDeliveryCount(to: target.url) }) ?? nil
+            }
+            var response = text(200, metrics.text(pendingForwards: pending))
             response.headers[.contentType] = "text/plain; version=0.0.4"
             return response
         default:

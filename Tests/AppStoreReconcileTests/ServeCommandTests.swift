@@ -31,7 +31,9 @@ struct ServeCommandTests {
     }
 
     /// Starts `serve` on a free loopback port against `url`; its base URL, the process, and its log path.
-    static func startServe(_ harness: RecoveryHarness, _ url: DatabaseURL, scratch: String) async throws -> (base: String, process: ChildProcess, log: String) {
+    static func startServe(
+        _ harness: RecoveryHarness, _ url: DatabaseURL, scratch: String, arguments: [String] = []
+    ) async throws -> (base: String, process: ChildProcess, log: String) {
         let files = try SimulatorFiles.write(for: harness.api, in: scratch)
         var environment = Dictionary(uniqueKeysWithValues: files.environment(for: harness.api, baseURL: "http://127.0.0.1:9"))
         environment["DATABASE_URL"] = url.connectionString
@@ -39,7 +41,7 @@ struct ServeCommandTests {
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let descriptor = open(log, O_WRONLY)
         let serve = try ChildProcess.spawn(
-            BuiltBinary.path, ["serve", "--listen", "127.0.0.1:0", "--log-format", "text"], environment: BuiltBinary.environment(environment),
+            BuiltBinary.path, ["serve", "--listen", "127.0.0.1:0", "--log-format", "text"] + arguments, environment: BuiltBinary.environment(environment),
             standardError: descriptor
         )
         close(descriptor)
@@ -215,5 +217,61 @@ struct ServeCommandTests {
             "serve at SIGTERM: of \(answers.count) requests, \(answers.filter { $0 == 200 }.count) answered 200, "
                 + "\(answers.filter { $0 == 0 }.count) found the listener closed, \(answers.filter { $0 == -2 }.count) closed unread"
         )
+    }
+
+    /// `--forward-to` a handler that refuses half its requests (500, 503, 404 in turn): every
+    /// notification answered 200 reaches the handler with Apple's body byte for byte, exactly one
+    /// 2xx each, nothing sent again after its 2xx, every attempt recorded, and Apple never sees
+    /// the handler's failures (each POST is answered 200 as soon as it is committed).
+    @Test func forwardToAHandlerThatFailsHalfTheTimeForwardsEveryNotificationOncePerRecorded2xx() async throws {
+        let harness = try RecoveryHarness(customers: 30, seed: 83)
+        let cluster = try ThrowawayPostgres.start()
+        defer { cluster.stop() }
+        let url = try DatabaseURL(cluster.url())
+        try await LedgerDatabase.withClient(url, logger: harness.logger) { client in _ = try await Migrator().migrate(client, logger: harness.logger) }
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("serve-forward-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let bodies = try harness.scenario.notifications.prefix(60).map { ($0.uuid.lowercased(), "{\"signedPayload\":\"\(try harness.api.signNotification($0))\"}") }
+        let sent = Dictionary(uniqueKeysWithValues: bodies)
+
+        let handler = WebhookReceiver { index in index % 2 == 0 ? 200 : (index % 6 == 1 ? 500 : (index % 6 == 3 ? 503 : 404)) }
+        try await handler.withRunning { handlerURL in
+            let (server, serve, log) = try await Self.startServe(harness, url, scratch: scratch, arguments: ["--forward-to", handlerURL])
+            let endpoint = server + "/apple/notifications"
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for sender in 0..<4 {
+                    group.addTask {
+                        for (index, (_, body)) in bodies.enumerated() where index % 4 == sender {
+                            let status = try await Self.post(endpoint, body).0
+                            #expect(status == 200, "Apple is answered 200 whatever the handler does")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            // Forwarding goes on after Apple's answers: wait for every notification's 2xx.
+            let deadline = Date().addingTimeInterval(90)
+            while Set(handler.received.filter { $0.status < 300 }.compactMap(\.notificationUUID)).count < bodies.count, Date() < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let received = handler.received
+            let accepted = received.filter { $0.status < 300 }
+            #expect(received.count > accepted.count, "refusals were retried")
+            #expect(Set(accepted.compactMap(\.notificationUUID)) == Set(sent.keys), "every notification forwarded")
+            #expect(accepted.count == bodies.count, "exactly one 2xx each")
+            for request in accepted {
+                #expect(!received.contains { $0.index > request.index && $0.notificationUUID == request.notificationUUID }, "nothing after its 2xx")
+            }
+            #expect(received.allSatisfy { $0.notificationUUID.flatMap { sent[$0] } == $0.body && $0.contentType == "application/json" }, "Apple's body, byte for byte")
+            #expect(try await Self.count(url, "SELECT coalesce(sum(attempts), 0)::int FROM app_store.deliveries") == received.count, "every attempt recorded")
+            #expect(try await Self.count(url, "SELECT count(*) FROM app_store.deliveries WHERE delivered_at IS NULL") == 0)
+            let metrics = try await Self.post(server + "/metrics", "", method: .GET)
+            #expect(metrics.1.contains("appstore_reconcile_serve_pending_forwards 0"), "\(metrics.1.suffix(300))")
+            print("serve --forward-to: \(bodies.count) notifications, \(received.count) POSTs to the handler, \(accepted.count) accepted")
+            serve.send(SIGTERM)
+            let status = await serve.waitAsync()
+            #expect(status == 0, "SIGTERM: exit 0, not \(status): \(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").suffix(1500))")
+        }
     }
 }

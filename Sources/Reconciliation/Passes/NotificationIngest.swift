@@ -22,10 +22,14 @@ package struct NotificationIngest: Sendable {
 
     package let verifier: SignedDataVerifier
     package let store: LedgerStore
+    /// When set (`serve --forward-to`), each notification recorded is queued in
+    /// `app_store.deliveries` for this target, in the statement that records it.
+    package let deliverTo: String?
 
-    package init(verifier: SignedDataVerifier, store: LedgerStore) {
+    package init(verifier: SignedDataVerifier, store: LedgerStore, deliverTo: String? = nil) {
         self.verifier = verifier
         self.store = store
+        self.deliverTo = deliverTo
     }
 
     /// Records many live notifications at once (a backlog a webhook handler queued, or the demo
@@ -36,7 +40,8 @@ package struct NotificationIngest: Sendable {
         let inputs = await PageInputs.verify(signedPayloads.map { NotificationHistoryItem(signedPayload: $0, sendAttempts: nil) }, with: verifier)
         let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
         var memory = RecoveryPlanner.RunMemory()
-        let plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
+        var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
+        plan.batch.deliverTo = deliverTo
         return try await store.apply(plan.batch, runId: nil).insertedNotifications.count
     }
 
@@ -44,7 +49,8 @@ package struct NotificationIngest: Sendable {
         let inputs = await PageInputs.verify([NotificationHistoryItem(signedPayload: signedPayload, sendAttempts: nil)], with: verifier)
         let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
         var memory = RecoveryPlanner.RunMemory()
-        let plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
+        var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
+        plan.batch.deliverTo = deliverTo
         let outcome = try await store.apply(plan.batch, runId: nil)
         guard let decision = plan.decisions.first else { return .duplicate }
         switch RecoveryPlanner.settle(decision, batch: plan.batch, written: outcome) {
