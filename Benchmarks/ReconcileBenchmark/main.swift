@@ -2,6 +2,7 @@
 //
 //   ./scripts/bench                      # builds in release mode and runs all of it
 //   reconcile-benchmark [--seconds N] [--sizes 10000,100000] [--million] [--skip-apple] [--skip-end-to-end]
+//                       [--skip-serve] [--serve-seconds N] [--compare-with OTHER-BINARY]
 //
 // 1. Verification against its ceiling: swift-crypto P-256 verifications per CPU-second beside
 //    full notification verifications (three signatures each). Target: full ≥ 60% of ceiling ÷ 3.
@@ -17,6 +18,10 @@
 //    run's requests take at Apple's Production limit of 50 requests/s per endpoint.
 // 5. Under a simulated 50 requests/s limit: achieved rate and 429s. Target: ≥ 90% of the limit,
 //    no 429 after the first second.
+// 7. `serve` against a receiver on Apple's Python library (gunicorn, one sync worker per core,
+//    psycopg), same PostgreSQL, distinct notifications each with nested transaction and renewal
+//    info: sustained notifications/s answered 200 (committed), p50/p99 at half that rate, and
+//    `serve` at 500/s. Targets: ≥ 10× the receiver's rate; p99 < 50 ms at 500/s.
 
 import AppStoreSimulator
 import Foundation
@@ -162,6 +167,45 @@ if let other = option("--compare-with") {
                 )
             }
         }
+    }
+}
+
+if !arguments.contains("--skip-serve") {
+    guard FileManager.default.isExecutableFile(atPath: binary) else {
+        say("error: \(binary) not found: build it first (swift build -c release --product appstore-reconcile)")
+        exit(1)
+    }
+    let serveSeconds = option("--serve-seconds").flatMap(Double.init) ?? 8
+    say("7. serve against a receiver on Apple's Python library (\(number(serveSeconds)) s per phase)…")
+    await attempt("serve") {
+        let result = try await ServeComparison(binary: binary, root: root, seconds: serveSeconds, logger: logger).run(fixedRate: 500)
+        let times = result.serve.perSecond / result.receiver.perSecond
+        rows.append(Row(section: "serve", figure: "serve: notifications/s answered 200 (32 clients; \(result.serve.refused) not 200)", value: number(result.serve.perSecond)))
+        rows.append(
+            Row(
+                section: "serve",
+                figure: "Apple's library \(AppleLibrary.version) + psycopg under gunicorn (\(ProcessInfo.processInfo.activeProcessorCount) workers): notifications/s (\(result.receiver.refused) not 200)",
+                value: number(result.receiver.perSecond)
+            )
+        )
+        rows.append(Row(section: "serve", figure: "serve ÷ the receiver on Apple's library", value: number(times, 1) + "×", target: "≥ 10×", met: times >= 10))
+        for (name, latency) in [("serve", result.serveAtHalf), ("the receiver", result.receiverAtHalf)] {
+            rows.append(
+                Row(
+                    section: "serve", figure: "\(name) at half its rate (\(number(latency.rate))/s, \(latency.sent) sent, \(latency.refused) not 200): p50 / p99",
+                    value: "\(number(latency.p50 * 1000, 1)) / \(number(latency.p99 * 1000, 1)) ms"
+                )
+            )
+        }
+        if let fixed = result.serveAtFixed {
+            rows.append(
+                Row(
+                    section: "serve", figure: "serve at \(number(fixed.rate))/s (\(fixed.sent) sent, \(fixed.refused) not 200): p50 / p99",
+                    value: "\(number(fixed.p50 * 1000, 1)) / \(number(fixed.p99 * 1000, 1)) ms", target: "p99 < 50 ms", met: fixed.p99 < 0.05 && fixed.refused == 0
+                )
+            )
+        }
+        rows.append(Row(section: "serve", figure: "rows committed: serve's ledger / the receiver's table", value: "\(result.committed.serve) / \(result.committed.receiver)"))
     }
 }
 

@@ -99,7 +99,9 @@ struct ServeCommand: AsyncParsableCommand {
             let store = LedgerStore(client: database, logger: logger)
             let target = try forwardTarget()
             let forwarder = target.map { NotificationForwarder(store: store, target: $0, logger: logger) }
-            let receiver = NotificationReceiver(ingest: NotificationIngest(verifier: verifier, store: store, deliverTo: target?.url))
+            let ingest = NotificationIngest(verifier: verifier, store: store, deliverTo: target?.url)
+            let batched = BatchedIngest(ingest: ingest)
+            let receiver = NotificationReceiver(ingest: ingest, batched: batched)
             let metrics = ServeMetrics()
             let path = self.path
             let inFlight = RequestsInFlight()
@@ -120,8 +122,8 @@ struct ServeCommand: AsyncParsableCommand {
             )
             let group = ServiceGroup(
                 configuration: ServiceGroupConfiguration(
-                    // Stopped last to first: the listener, then the forwarder, then the database.
-                    services: [.init(service: database)] + (forwarder.map { [ServiceGroupConfiguration.ServiceConfiguration(service: $0)] } ?? []) + [
+                    // Stopped last to first: the listener, the forwarder, the batch writers, the database.
+                    services: [.init(service: database), .init(service: batched)] + (forwarder.map { [ServiceGroupConfiguration.ServiceConfiguration(service: $0)] } ?? []) + [
                         .init(service: application, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup),
                     ],
                     gracefulShutdownSignals: [.sigterm, .sigint], logger: quiet

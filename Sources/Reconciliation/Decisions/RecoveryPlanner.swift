@@ -89,6 +89,16 @@ package struct RecoveryPlanner: Sendable {
         package var batch = LedgerBatch(cause: .history)
     }
 
+    /// The order in which `plan` decides `inputs` (and so the order of its decisions): by
+    /// `signedDate`, ties and unverified payloads in the order given. As indices into `inputs`.
+    package static func order(_ inputs: [Input]) -> [Int] {
+        inputs.indices.sorted { lhs, rhs in
+            let left = inputs[lhs].outcome.verifiedPayload?.payload.signedDate ?? 0
+            let right = inputs[rhs].outcome.verifiedPayload?.payload.signedDate ?? 0
+            return left != right ? left < right : lhs < rhs
+        }
+    }
+
     /// Plans a page. Notifications are taken in `signedDate` order, so that within the page too
     /// a notification signed earlier never overwrites state from one signed later.
     package static func plan(
@@ -96,10 +106,7 @@ package struct RecoveryPlanner: Sendable {
     ) -> PagePlan {
         var plan = PagePlan()
         plan.batch.cause = source == .webhook ? .webhook : .history
-        let ordered = inputs.sorted { lhs, rhs in
-            (lhs.outcome.verifiedPayload?.payload.signedDate ?? 0) < (rhs.outcome.verifiedPayload?.payload.signedDate ?? 0)
-        }
-        for input in ordered {
+        for input in order(inputs).map({ inputs[$0] }) {
             let first = input.item.sendAttempts?.min { $0.attemptDate < $1.attemptDate }
             var decision = Decision(
                 // The verified UUID when there is one: reading the payload again costs a JSON decode.

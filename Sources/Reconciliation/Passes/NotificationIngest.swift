@@ -46,19 +46,33 @@ package struct NotificationIngest: Sendable {
     }
 
     package func ingest(signedPayload: String) async throws -> Outcome {
-        let inputs = await PageInputs.verify([NotificationHistoryItem(signedPayload: signedPayload, sendAttempts: nil)], with: verifier)
+        try await ingest(verified: [await verify(signedPayload)])[0]
+    }
+
+    /// One payload verified: the first half of `ingest`, which needs no database.
+    package func verify(_ signedPayload: String) async -> RecoveryPlanner.Input {
+        let item = NotificationHistoryItem(signedPayload: signedPayload, sendAttempts: nil)
+        return RecoveryPlanner.Input(item: item, outcome: await verifier.verifyNotification(signedPayload))
+    }
+
+    /// The second half: payloads already verified, recorded in one database transaction; the
+    /// outcome of each, in the order given.
+    package func ingest(verified inputs: [RecoveryPlanner.Input]) async throws -> [Outcome] {
         let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
         var memory = RecoveryPlanner.RunMemory()
         var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
         plan.batch.deliverTo = deliverTo
-        let outcome = try await store.apply(plan.batch, runId: nil)
-        guard let decision = plan.decisions.first else { return .duplicate }
-        switch RecoveryPlanner.settle(decision, batch: plan.batch, written: outcome) {
-        case .rejected: return .rejected(decision.rejection ?? Rejection(.malformed, "unreadable"))
-        case .retryLater: return .retryLater(decision.retryReason ?? "")
-        case .alreadyRecorded: return .duplicate
-        case .applied: return .recorded(stale: false)
-        case .stale: return .recorded(stale: true)
+        let written = try await store.apply(plan.batch, runId: nil)
+        var outcomes = [Outcome](repeating: .duplicate, count: inputs.count)
+        for (decision, index) in zip(plan.decisions, RecoveryPlanner.order(inputs)) {
+            switch RecoveryPlanner.settle(decision, batch: plan.batch, written: written) {
+            case .rejected: outcomes[index] = .rejected(decision.rejection ?? Rejection(.malformed, "unreadable"))
+            case .retryLater: outcomes[index] = .retryLater(decision.retryReason ?? "")
+            case .alreadyRecorded: outcomes[index] = .duplicate
+            case .applied: outcomes[index] = .recorded(stale: false)
+            case .stale: outcomes[index] = .recorded(stale: true)
+            }
         }
+        return outcomes
     }
 }

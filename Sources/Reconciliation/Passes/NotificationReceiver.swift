@@ -56,12 +56,15 @@ package struct NotificationReceiver: Sendable {
     package static let maximumBodyBytes = 256 * 1024
 
     package let ingest: NotificationIngest
+    /// When set, concurrent notifications are recorded together (`serve`); else one by one.
+    package let batched: BatchedIngest?
     /// How long recording may take before the answer is 503: the database's pool waits for a
     /// server that is down without end, and Apple waits for an answer only so long.
     package let deadline: Duration
 
-    package init(ingest: NotificationIngest, deadline: Duration = .seconds(10)) {
+    package init(ingest: NotificationIngest, batched: BatchedIngest? = nil, deadline: Duration = .seconds(10)) {
         self.ingest = ingest
+        self.batched = batched
         self.deadline = deadline
     }
 
@@ -73,7 +76,11 @@ package struct NotificationReceiver: Sendable {
         }
         do {
             let ingest = self.ingest
-            guard let outcome = try await Self.within(deadline, { try await ingest.ingest(signedPayload: jws) }) else {
+            let batched = self.batched
+            let record: @Sendable () async throws -> NotificationIngest.Outcome = {
+                if let batched { try await batched.ingest(signedPayload: jws) } else { try await ingest.ingest(signedPayload: jws) }
+            }
+            guard let outcome = try await Self.within(deadline, record) else {
                 return .unavailable("no answer from the database within \(deadline)")
             }
             switch outcome {

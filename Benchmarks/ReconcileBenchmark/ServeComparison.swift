@@ -1,0 +1,266 @@
+import AppStoreSimulator
+import AsyncHTTPClient
+import Foundation
+import Ledger
+import NIOCore
+import NIOHTTP1
+import PostgresNIO
+import SwiftASN1
+import Synchronization
+import ThrowawayPostgres
+import X509
+
+/// `serve` against a minimal receiver built on Apple's Python library (gunicorn, one sync worker
+/// per core, psycopg), on the same machine, the same PostgreSQL, the same kind of notifications
+/// (each with a nested signed transaction and renewal info, each distinct): the highest rate each
+/// sustains with every answer 200, and the latency at half that rate and at a fixed rate.
+struct ServeComparison {
+    static let gunicornVersion = "27.0.1"
+    static let psycopgVersion = "3.3.9"
+
+    let binary: String
+    let root: String
+    let seconds: Double
+    let logger: Logger
+
+    struct Throughput {
+        var sent: Int
+        var answered: Int
+        var refused: Int
+        var perSecond: Double
+    }
+
+    struct Latency {
+        var rate: Double
+        var sent: Int
+        var refused: Int
+        var p50: Double
+        var p99: Double
+    }
+
+    struct Figures {
+        var serve: Throughput
+        var serveAtHalf: Latency
+        var serveAtFixed: Latency?
+        var receiver: Throughput
+        var receiverAtHalf: Latency
+        var committed: (serve: Int, receiver: Int)
+    }
+
+    func run(fixedRate: Double) async throws -> Figures {
+        let workers = ProcessInfo.processInfo.activeProcessorCount
+        let python = try AppleLibrary.prepare(root: root)
+        let installed = try ChildProcess.run(python, ["-m", "pip", "install", "-q", "gunicorn==\(Self.gunicornVersion)", "psycopg[binary]==\(Self.psycopgVersion)"])
+        guard installed.status == 0 else { throw BenchmarkError("pip install gunicorn psycopg failed: \(installed.standardError.suffix(500))") }
+
+        // Enough distinct notifications for every phase: each is sent once.
+        let serveCount = Int(seconds * 3_000) + Int(seconds * fixedRate) + 2_000
+        say("  signing \(serveCount) distinct notifications (each with a signed transaction and renewal info)…")
+        let figures = try VerificationFigures(count: serveCount)
+        let bodies = figures.notifications.map { "{\"signedPayload\":\"\($0)\"}" }
+        let scratch = NSTemporaryDirectory() + "serve-benchmark-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        var serializer = DER.Serializer()
+        try serializer.serialize(figures.pki.root)
+        let rootPath = scratch + "/root.der"
+        try Data(serializer.serializedBytes).write(to: URL(fileURLWithPath: rootPath))
+
+        let cluster = try ThrowawayPostgres.start()
+        defer { cluster.stop() }
+        let url = try DatabaseURL(cluster.url())
+        try await LedgerDatabase.withClient(url, logger: logger) { client in
+            _ = try await Migrator().migrate(client, logger: logger)
+            try await client.query(
+                """
+                CREATE SCHEMA apple_library_receiver;
+                """, logger: logger)
+            try await client.query(
+                """
+                CREATE TABLE apple_library_receiver.notifications (
+                    notification_uuid text PRIMARY KEY, notification_type text NOT NULL, signed_date bigint NOT NULL,
+                    original_transaction_id text, expires_date bigint, auto_renew_status int,
+                    received_at timestamptz NOT NULL DEFAULT now())
+                """, logger: logger)
+        }
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 256
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        // Each phase gets notifications never sent before; a closed loop hands back what it left.
+        var next = 0
+        func take(_ count: Int) -> ArraySlice<String> {
+            let lower = min(next, bodies.count)
+            defer { next = min(next + count, bodies.count) }
+            return bodies[lower..<min(lower + count, bodies.count)]
+        }
+        func giveBack(_ unused: Int) { next -= unused }
+
+        // serve.
+        say("  serve (release build, \(binary))…")
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("APPSTORE_") }
+        environment["DATABASE_URL"] = cluster.url()
+        environment["APPSTORE_BUNDLE_ID"] = VerificationFigures.bundleId
+        environment["APPSTORE_APP_APPLE_ID"] = String(VerificationFigures.appAppleId)
+        environment["APPSTORE_ENVIRONMENT"] = "Production"
+        environment["APPSTORE_ROOT_CERTIFICATES"] = rootPath
+        environment["APPSTORE_LOG_LEVEL"] = "warning"
+        let serveLog = scratch + "/serve.log"
+        let serve = try Self.start(binary, ["serve", "--listen", "127.0.0.1:0", "--log-format", "text"], environment: environment, log: serveLog)
+        defer { serve.process.send(SIGKILL) }
+        let serveURL = try await Self.port(in: serveLog, pattern: #"listening on 127\.0\.0\.1:([0-9]+)"#).map { "http://127.0.0.1:\($0)/apple/notifications" }!
+        let warmUp = Array(take(300))
+        giveBack(warmUp.count - (try await Self.closedLoop(client, serveURL, warmUp, concurrency: 16, seconds: 1)).sent)
+        let serveBudget = Array(take(Int(seconds * 3_000)))
+        let serveThroughput = try await Self.closedLoop(client, serveURL, serveBudget, concurrency: 32, seconds: seconds)
+        giveBack(serveBudget.count - serveThroughput.sent)
+        say("    \(number(serveThroughput.perSecond)) notifications/s sustained (\(serveThroughput.refused) not answered 200)")
+        let serveHalf = try await Self.openLoop(client, serveURL, Array(take(Int(seconds * serveThroughput.perSecond / 2) + 1)), rate: serveThroughput.perSecond / 2)
+        say("    at \(number(serveHalf.rate)) /s: p50 \(number(serveHalf.p50 * 1000, 1)) ms, p99 \(number(serveHalf.p99 * 1000, 1)) ms")
+        var serveFixed: Latency?
+        if next + Int(seconds * fixedRate) <= bodies.count {
+            serveFixed = try await Self.openLoop(client, serveURL, Array(take(Int(seconds * fixedRate))), rate: fixedRate)
+            say("    at \(number(fixedRate)) /s: p50 \(number(serveFixed!.p50 * 1000, 1)) ms, p99 \(number(serveFixed!.p99 * 1000, 1)) ms")
+        }
+        serve.process.send(SIGTERM)
+        _ = serve.process.wait()
+
+        // The receiver on Apple's library.
+        say("  Apple's library under gunicorn, \(workers) sync workers…")
+        let gunicorn = URL(fileURLWithPath: python).deletingLastPathComponent().appendingPathComponent("gunicorn").path
+        var receiverEnvironment = ProcessInfo.processInfo.environment
+        receiverEnvironment["RECEIVER_ROOT"] = rootPath
+        receiverEnvironment["RECEIVER_BUNDLE_ID"] = VerificationFigures.bundleId
+        receiverEnvironment["RECEIVER_APP_APPLE_ID"] = String(VerificationFigures.appAppleId)
+        receiverEnvironment["RECEIVER_DSN"] = "host=\(cluster.directory) port=\(cluster.port) user=\(cluster.user) dbname=postgres"
+        let receiverPort = Int.random(in: 20_000..<40_000)
+        let receiverLog = scratch + "/receiver.log"
+        let receiver = try Self.start(
+            gunicorn, ["-w", String(workers), "-b", "127.0.0.1:\(receiverPort)", "--chdir", root + "/Benchmarks", "--log-level", "warning", "apple_library_receiver:application"],
+            environment: receiverEnvironment, log: receiverLog
+        )
+        defer { receiver.process.send(SIGKILL) }
+        let receiverURL = "http://127.0.0.1:\(receiverPort)/apple/notifications"
+        try await Self.waitUntilAnswering(client, receiverURL, log: receiverLog)
+        let receiverWarmUp = Array(take(50))
+        giveBack(receiverWarmUp.count - (try await Self.closedLoop(client, receiverURL, receiverWarmUp, concurrency: 4, seconds: 1)).sent)
+        let receiverBudget = Array(take(Int(seconds * 1_000)))
+        let receiverThroughput = try await Self.closedLoop(client, receiverURL, receiverBudget, concurrency: 32, seconds: seconds)
+        giveBack(receiverBudget.count - receiverThroughput.sent)
+        say("    \(number(receiverThroughput.perSecond)) notifications/s sustained (\(receiverThroughput.refused) not answered 200)")
+        let receiverHalf = try await Self.openLoop(
+            client, receiverURL, Array(take(max(1, Int(seconds * receiverThroughput.perSecond / 2)))), rate: max(1, receiverThroughput.perSecond / 2)
+        )
+        say("    at \(number(receiverHalf.rate)) /s: p50 \(number(receiverHalf.p50 * 1000, 1)) ms, p99 \(number(receiverHalf.p99 * 1000, 1)) ms")
+        receiver.process.send(SIGTERM)
+        _ = receiver.process.wait()
+        try await client.shutdown()
+
+        // What each committed: every 200 must be a row.
+        let committed = try await LedgerDatabase.withClient(url, logger: logger) { client in
+            var serveRows = 0
+            var receiverRows = 0
+            for try await count in try await client.query("SELECT count(*)::int FROM app_store.notifications", logger: logger).decode(Int.self) { serveRows = count }
+            for try await count in try await client.query("SELECT count(*)::int FROM apple_library_receiver.notifications", logger: logger).decode(Int.self) { receiverRows = count }
+            return (serveRows, receiverRows)
+        }
+        return Figures(
+            serve: serveThroughput, serveAtHalf: serveHalf, serveAtFixed: serveFixed, receiver: receiverThroughput, receiverAtHalf: receiverHalf,
+            committed: committed
+        )
+    }
+
+    /// `concurrency` clients, each sending its next notification when the last is answered, for
+    /// `seconds` (or until the notifications run out): answers 200 per second.
+    static func closedLoop(_ client: HTTPClient, _ url: String, _ bodies: [String], concurrency: Int, seconds: Double) async throws -> Throughput {
+        final class Cursor: Sendable { let next = Atomic<Int>(0) }
+        let cursor = Cursor()
+        let start = ContinuousClock.now
+        let end = start + .milliseconds(Int(seconds * 1000))
+        let results = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            for _ in 0..<concurrency {
+                group.addTask {
+                    var answered = 0
+                    var refused = 0
+                    while ContinuousClock.now < end {
+                        let index = cursor.next.wrappingAdd(1, ordering: .relaxed).oldValue
+                        guard index < bodies.count else { break }
+                        if try await post(client, url, bodies[index]) == 200 { answered += 1 } else { refused += 1 }
+                    }
+                    return (answered, refused)
+                }
+            }
+            return try await group.reduce(into: (0, 0)) { $0.0 += $1.0; $0.1 += $1.1 }
+        }
+        let elapsed = ContinuousClock.now - start
+        return Throughput(sent: min(cursor.next.load(ordering: .relaxed), bodies.count), answered: results.0, refused: results.1, perSecond: Double(results.0) / ServeComparison.seconds(elapsed))
+    }
+
+    /// One notification every 1/`rate` s whatever the answers (no coordinated omission): each
+    /// latency runs from when the request was due to when its answer arrived.
+    static func openLoop(_ client: HTTPClient, _ url: String, _ bodies: [String], rate: Double) async throws -> Latency {
+        let start = ContinuousClock.now
+        let interval = 1 / rate
+        let results = try await withThrowingTaskGroup(of: (Double, Bool).self) { group in
+            for (index, body) in bodies.enumerated() {
+                let due = start + .microseconds(Int(Double(index) * interval * 1_000_000))
+                try await Task.sleep(until: due, clock: .continuous)
+                group.addTask {
+                    let status = try await post(client, url, body)
+                    return (ServeComparison.seconds(ContinuousClock.now - due), status == 200)
+                }
+            }
+            return try await group.reduce(into: [(Double, Bool)]()) { $0.append($1) }
+        }
+        let latencies = results.map(\.0).sorted()
+        func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int((Double(latencies.count) * p).rounded(.up)) - 1)] }
+        return Latency(rate: rate, sent: bodies.count, refused: results.filter { !$0.1 }.count, p50: percentile(0.5), p99: percentile(0.99))
+    }
+
+    static func post(_ client: HTTPClient, _ url: String, _ body: String) async throws -> Int {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(string: body))
+        do {
+            let response = try await client.execute(request, timeout: .seconds(30))
+            _ = try await response.body.collect(upTo: 1 << 16)
+            return Int(response.status.code)
+        } catch {
+            return 0
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    static func start(_ executable: String, _ arguments: [String], environment: [String: String], log: String) throws -> (process: ChildProcess, log: String) {
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let descriptor = open(log, O_WRONLY)
+        defer { close(descriptor) }
+        return (try ChildProcess.spawn(executable, arguments, environment: environment, standardOutput: descriptor, standardError: descriptor), log)
+    }
+
+    static func port(in log: String, pattern: String) async throws -> Int? {
+        for _ in 0..<600 {
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            if let range = text.range(of: pattern, options: .regularExpression),
+                let port = text[range].split(separator: ":").last.flatMap({ Int($0) })
+            {
+                return port
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw BenchmarkError("serve did not start: \(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").suffix(1000))")
+    }
+
+    static func waitUntilAnswering(_ client: HTTPClient, _ url: String, log: String) async throws {
+        for _ in 0..<300 {
+            var request = HTTPClientRequest(url: url)
+            request.method = .GET
+            if let response = try? await client.execute(request, timeout: .seconds(2)), response.status.code == 405 { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw BenchmarkError("the receiver did not start: \(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").suffix(1000))")
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import Ledger
+import ServiceLifecycle
+import Synchronization
+
+/// `serve`'s path to the ledger under load: each request verifies its own payload (in parallel,
+/// no database), then waits while a writer records it together with whatever else arrived
+/// meanwhile, in one transaction (`NotificationIngest.ingest(verified:)`), and gets its own
+/// outcome after that commit. One transaction per notification made the change feed's
+/// commit-order lock and the commit itself the limit; shared, they cost once per batch. A
+/// batch that takes longer than `deadline` is given up: its requests fail (503, Apple retries)
+/// and the writer goes on with the next, so a query that never ends cannot stop the receiver.
+package final class BatchedIngest: Service, Sendable {
+    private struct Waiting: Sendable {
+        var input: RecoveryPlanner.Input
+        var continuation: CheckedContinuation<NotificationIngest.Outcome, any Error>
+    }
+
+    package struct GivenUp: Error {}
+
+    package let ingest: NotificationIngest
+    package let maximumBatch: Int
+    package let writers: Int
+    package let deadline: Duration
+    private let queue = Mutex<[Waiting]>([])
+    private let wakes: AsyncStream<Void>
+    private let waker: AsyncStream<Void>.Continuation
+
+    package init(ingest: NotificationIngest, maximumBatch: Int = 200, writers: Int = 2, deadline: Duration = .seconds(10)) {
+        self.ingest = ingest
+        self.maximumBatch = max(1, maximumBatch)
+        self.writers = max(1, writers)
+        self.deadline = deadline
+        (wakes, waker) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Verifies `signedPayload`, records it with the others waiting, returns its outcome.
+    package func ingest(signedPayload: String) async throws -> NotificationIngest.Outcome {
+        let input = await ingest.verify(signedPayload)
+        return try await withCheckedThrowingContinuation { continuation in
+            queue.withLock { $0.append(Waiting(input: input, continuation: continuation)) }
+            waker.yield()
+        }
+    }
+
+    /// The writers, until the graceful shutdown; what is queued then is still written.
+    package func run() async {
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                for _ in 0..<writers {
+                    group.addTask { await self.write() }
+                }
+            }
+        } onGracefulShutdown: {
+            self.waker.finish()
+        }
+        // Anything that came after the writers stopped.
+        await writeQueued()
+    }
+
+    private func write() async {
+        for await _ in wakes {
+            await writeQueued()
+        }
+    }
+
+    private func writeQueued() async {
+        while true {
+            let batch = queue.withLock { queued -> [Waiting] in
+                let taken = Array(queued.prefix(maximumBatch))
+                queued.removeFirst(taken.count)
+                return taken
+            }
+            guard !batch.isEmpty else { return }
+            // More is queued: another writer may take it while this one writes.
+            if queue.withLock({ !$0.isEmpty }) { waker.yield() }
+            let ingest = self.ingest
+            let inputs = batch.map(\.input)
+            do {
+                guard let outcomes = try await NotificationReceiver.within(deadline, { try await ingest.ingest(verified: inputs) }) else {
+                    batch.forEach { $0.continuation.resume(throwing: GivenUp()) }
+                    continue
+                }
+                for (waiting, outcome) in zip(batch, outcomes) { waiting.continuation.resume(returning: outcome) }
+            } catch {
+                batch.forEach { $0.continuation.resume(throwing: error) }
+            }
+        }
+    }
+}
