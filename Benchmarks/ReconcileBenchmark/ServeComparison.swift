@@ -151,7 +151,7 @@ struct ServeComparison {
             client, receiverURL, Array(take(max(1, Int(seconds * receiverThroughput.perSecond / 2)))), rate: max(1, receiverThroughput.perSecond / 2)
         )
         say("    at \(number(receiverHalf.rate)) /s: p50 \(number(receiverHalf.p50 * 1000, 1)) ms, p99 \(number(receiverHalf.p99 * 1000, 1)) ms")
-        receiver.process.send(SIGTERM)
+        receiver.process.send(SIGQUIT)  // gunicorn's quick shutdown (SIGTERM waits for idle keep-alive clients)
         _ = receiver.process.wait()
         try await client.shutdown()
 

@@ -52,8 +52,13 @@ package struct ChildProcess: Sendable {
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
         // A fresh process group: a terminal's Ctrl-C then reaches only us, and we decide.
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        // And no blocked signals: the thread that spawns may have some blocked, and a child
+        // inheriting that mask never sees them (gunicorn ignored SIGTERM and SIGQUIT so).
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK))
         posix_spawnattr_setpgroup(&attributes, 0)
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
 
         let environmentPairs = (environment ?? ProcessInfo.processInfo.environment).map { "\($0.key)=\($0.value)" }
         // posix_spawn has no portable "change directory" action: a shell does the `cd`, with the
