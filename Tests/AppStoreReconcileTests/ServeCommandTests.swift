@@ -6,6 +6,7 @@ import NIOCore
 import NIOHTTP1
 import PostgresNIO
 import TestSupport
+import Synchronization
 import Testing
 import ThrowawayPostgres
 
@@ -136,6 +137,10 @@ struct ServeCommandTests {
         let bodies = try harness.scenario.notifications.prefix(300).map { ($0.uuid.lowercased(), "{\"signedPayload\":\"\(try harness.api.signNotification($0))\"}") }
         try #require(bodies.count >= 200)
 
+        // The database dies once a sixth of the notifications are answered (a time would race the
+        // senders: recorded together, 300 can all be answered within a third of a second).
+        final class Answered: Sendable { let count = Atomic<Int>(0) }
+        let answered = Answered()
         let (accepted, refused) = try await withThrowingTaskGroup(of: ([String], Int).self) { group in
             for sender in 0..<8 {
                 group.addTask {
@@ -144,7 +149,11 @@ struct ServeCommandTests {
                     for (index, (uuid, body)) in bodies.enumerated() where index % 8 == sender {
                         while true {
                             let status = (try? await Self.post(endpoint, body).0) ?? 0
-                            if status == 200 { mine.append(uuid); break }
+                            if status == 200 {
+                                mine.append(uuid)
+                                answered.count.add(1, ordering: .relaxed)
+                                break
+                            }
                             refused += 1
                             try await Task.sleep(for: .milliseconds(100))
                         }
@@ -153,7 +162,7 @@ struct ServeCommandTests {
                 }
             }
             group.addTask {
-                try await Task.sleep(for: .milliseconds(300))
+                while answered.count.load(ordering: .relaxed) < bodies.count / 6 { try await Task.sleep(for: .milliseconds(5)) }
                 try cluster.crash()
                 try await Task.sleep(for: .seconds(2))
                 try cluster.restart()
