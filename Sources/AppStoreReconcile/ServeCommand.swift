@@ -129,7 +129,7 @@ struct ServeCommand: AsyncParsableCommand {
                     gracefulShutdownSignals: [.sigterm, .sigint], logger: quiet
                 )
             )
-            let watch = ServeShutdown.watch(inFlight, answering: receiver.deadline, linger: .seconds(3))
+            let watch = await ServeShutdown.watch(inFlight, answering: receiver.deadline, linger: .seconds(3))
             defer { watch.cancel() }
             try await group.run()
             printError("serve: stopped")

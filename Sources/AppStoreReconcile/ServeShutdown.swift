@@ -23,14 +23,23 @@ final class RequestsInFlight: Sendable {
 /// connections, and then ends the process with exit 0: nothing is lost, since a notification is
 /// answered 200 only after its commit, and one cut off unanswered is sent again by Apple.
 enum ServeShutdown {
-    static func watch(_ inFlight: RequestsInFlight, answering deadline: Duration, linger: Duration) -> Task<Void, Never> {
-        Task.detached {
-            for await _ in await UnixSignalsSequence(trapping: .sigterm, .sigint) { break }
+    /// Starts watching; call before the service group runs, so that no signal comes unseen.
+    /// Cancelling the watch (the group ended on its own) ends it without exiting.
+    static func watch(_ inFlight: RequestsInFlight, answering deadline: Duration, linger: Duration) async -> Task<Void, Never> {
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        return Task.detached {
+            var signalled = false
+            for await _ in signals {
+                signalled = true
+                break
+            }
+            guard signalled, !Task.isCancelled else { return }
             let clock = ContinuousClock()
             let limit = clock.now + deadline + .seconds(2)
             while inFlight.current > 0, clock.now < limit { try? await Task.sleep(for: .milliseconds(20)) }
             let unanswered = inFlight.current
             try? await Task.sleep(for: linger)
+            guard !Task.isCancelled else { return }
             printError(
                 unanswered == 0
                     ? "serve: stopped; connections their clients kept open after their answers were closed"

@@ -22,7 +22,13 @@ package final class BatchedIngest: Service, Sendable {
     package let maximumBatch: Int
     package let writers: Int
     package let deadline: Duration
-    private let queue = Mutex<[Waiting]>([])
+    private struct Queue {
+        var waiting: [Waiting] = []
+        /// The writers are done: what comes now is refused at once.
+        var closed = false
+    }
+
+    private let queue = Mutex(Queue())
     private let wakes: AsyncStream<Void>
     private let waker: AsyncStream<Void>.Continuation
 
@@ -38,8 +44,11 @@ package final class BatchedIngest: Service, Sendable {
     package func ingest(signedPayload: String) async throws -> NotificationIngest.Outcome {
         let input = await ingest.verify(signedPayload)
         return try await withCheckedThrowingContinuation { continuation in
-            queue.withLock { $0.append(Waiting(input: input, continuation: continuation)) }
-            waker.yield()
+            let accepted = queue.withLock { queue in
+                if !queue.closed { queue.waiting.append(Waiting(input: input, continuation: continuation)) }
+                return !queue.closed
+            }
+            if accepted { waker.yield() } else { continuation.resume(throwing: GivenUp()) }
         }
     }
 
@@ -54,8 +63,14 @@ package final class BatchedIngest: Service, Sendable {
         } onGracefulShutdown: {
             self.waker.finish()
         }
-        // Anything that came after the writers stopped.
+        // Anything that came after the writers stopped; then nothing more is taken.
         await writeQueued()
+        let late = queue.withLock { queue in
+            queue.closed = true
+            defer { queue.waiting = [] }
+            return queue.waiting
+        }
+        late.forEach { $0.continuation.resume(throwing: GivenUp()) }
     }
 
     private func write() async {
@@ -66,25 +81,40 @@ package final class BatchedIngest: Service, Sendable {
 
     private func writeQueued() async {
         while true {
-            let batch = queue.withLock { queued -> [Waiting] in
-                let taken = Array(queued.prefix(maximumBatch))
-                queued.removeFirst(taken.count)
+            let batch = queue.withLock { queue -> [Waiting] in
+                let taken = Array(queue.waiting.prefix(maximumBatch))
+                queue.waiting.removeFirst(taken.count)
                 return taken
             }
             guard !batch.isEmpty else { return }
             // More is queued: another writer may take it while this one writes.
-            if queue.withLock({ !$0.isEmpty }) { waker.yield() }
-            let ingest = self.ingest
-            let inputs = batch.map(\.input)
+            if queue.withLock({ !$0.waiting.isEmpty }) { waker.yield() }
             do {
-                guard let outcomes = try await NotificationReceiver.within(deadline, { try await ingest.ingest(verified: inputs) }) else {
+                guard let outcomes = try await record(batch) else {
                     batch.forEach { $0.continuation.resume(throwing: GivenUp()) }
                     continue
                 }
                 for (waiting, outcome) in zip(batch, outcomes) { waiting.continuation.resume(returning: outcome) }
+            } catch where batch.count > 1 {
+                // One input the database refuses must not fail the others: each on its own.
+                for waiting in batch {
+                    do {
+                        guard let outcome = try await record([waiting])?.first else { throw GivenUp() }
+                        waiting.continuation.resume(returning: outcome)
+                    } catch {
+                        waiting.continuation.resume(throwing: error)
+                    }
+                }
             } catch {
                 batch.forEach { $0.continuation.resume(throwing: error) }
             }
         }
+    }
+
+    /// The batch's outcomes, in its order; nil when it took longer than the deadline.
+    private func record(_ batch: [Waiting]) async throws -> [NotificationIngest.Outcome]? {
+        let ingest = self.ingest
+        let inputs = batch.map(\.input)
+        return try await NotificationReceiver.within(deadline) { try await ingest.ingest(verified: inputs) }
     }
 }

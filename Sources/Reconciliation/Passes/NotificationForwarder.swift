@@ -7,8 +7,9 @@ import ServiceLifecycle
 /// through the ledger's delivery table (`app_store.deliveries`), so that a failing handler never
 /// makes Apple's delivery fail and nothing is lost. Ingest queues the notification in the same
 /// statement that records it; this service sends what is pending when woken (by each recorded
-/// notification) and, while something is left, again after a pause that doubles from
-/// `firstRetry` up to `maximumRetry`. Each send is one round of `NotificationRedelivery`: in
+/// notification) or, while the handler refuses something, after a pause that doubles from
+/// `firstRetry` up to `maximumRetry` (new notifications then wait for that pass). Each pass is
+/// three rounds of `NotificationRedelivery` (what is refused is tried again after 1 s and 2 s): in
 /// `signedDate` order, each answer committed before the next POST, a 2xx final.
 package struct NotificationForwarder: Service {
     package let redelivery: NotificationRedelivery
@@ -18,7 +19,7 @@ package struct NotificationForwarder: Service {
     private let waker: AsyncStream<Void>.Continuation
 
     package init(store: LedgerStore, target: DeliveryTarget, logger: Logger, firstRetry: Duration = .seconds(1), maximumRetry: Duration = .seconds(30)) {
-        self.redelivery = NotificationRedelivery(store: store, target: target, policy: DeliveryPolicy(rounds: 1), logger: logger)
+        self.redelivery = NotificationRedelivery(store: store, target: target, policy: DeliveryPolicy(rounds: 3, firstDelay: .seconds(1), maximumDelay: .seconds(2)), logger: logger)
         self.firstRetry = firstRetry
         self.maximumRetry = maximumRetry
         (wakes, waker) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
@@ -44,16 +45,17 @@ package struct NotificationForwarder: Service {
                     redelivery.logger.warning("forwarding: \(String(describing: type(of: error))); trying again in \(retry)")
                 }
                 if stop.isRequested { break }
-                // Something left: a retry after a pause that doubles while it stays; a new
-                // notification wakes this sooner.
-                let timer: Task<Void, Never>? = pending ? Task { [retry] in
-                    try? await Task.sleep(for: retry)
-                    waker.yield()
-                } : nil
-                retry = pending ? min(retry * 2, maximumRetry) : firstRetry
-                let woken = await iterator.next() != nil
-                timer?.cancel()
-                if !woken { break }
+                if pending {
+                    // The handler refused something: the next pass after a pause that doubles
+                    // while it keeps refusing; notifications arriving meanwhile wait for it too,
+                    // so a steady stream of them cannot turn the pauses into a busy loop.
+                    let end = ContinuousClock.now + retry
+                    while ContinuousClock.now < end, !stop.isRequested { try? await Task.sleep(for: .milliseconds(100)) }
+                    retry = min(retry * 2, maximumRetry)
+                } else {
+                    retry = firstRetry
+                    guard await iterator.next() != nil else { break }
+                }
             } while !stop.isRequested
         } onGracefulShutdown: {
             stop.request()
