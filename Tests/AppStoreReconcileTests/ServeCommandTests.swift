@@ -31,6 +31,22 @@ struct ServeCommandTests {
         }
     }
 
+    /// A dedicated migrated cluster (the tests crash it) and a scratch directory named `name`-….
+    static func world(_ harness: RecoveryHarness, _ name: String) async throws -> (ThrowawayPostgres, DatabaseURL, String) {
+        let cluster = try ThrowawayPostgres.start()
+        let url: DatabaseURL
+        do {
+            url = try DatabaseURL(cluster.url())
+            try await LedgerDatabase.withClient(url, logger: harness.logger) { client in _ = try await Migrator().migrate(client, logger: harness.logger) }
+        } catch {
+            cluster.stop()
+            throw error
+        }
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        return (cluster, url, scratch)
+    }
+
     /// Starts `serve` on a free loopback port against `url`; its base URL, the process, and its log path.
     static func startServe(
         _ harness: RecoveryHarness, _ url: DatabaseURL, scratch: String, arguments: [String] = []
@@ -63,13 +79,11 @@ struct ServeCommandTests {
 
     @Test func aPostIsRecordedOnceRejectedOrRetriedAsAppleNeedsAndSIGTERMEndsServeWithExit0() async throws {
         let harness = try RecoveryHarness(customers: 5, seed: 81)
-        let cluster = try ThrowawayPostgres.start()
-        defer { cluster.stop() }
-        let url = try DatabaseURL(cluster.url())
-        try await LedgerDatabase.withClient(url, logger: harness.logger) { client in _ = try await Migrator().migrate(client, logger: harness.logger) }
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let (cluster, url, scratch) = try await Self.world(harness, "serve")
+        defer {
+            cluster.stop()
+            try? FileManager.default.removeItem(atPath: scratch)
+        }
         let (server, serve, log) = try await Self.startServe(harness, url, scratch: scratch)
         let endpoint = server + "/apple/notifications"
 
@@ -125,13 +139,11 @@ struct ServeCommandTests {
     /// in flight at the SIGTERM gets its answer; serve exits 0.
     @Test func underLoadWithTheDatabaseKilledMidwayEvery200IsInTheLedgerAndSIGTERMAnswersWhatIsInFlight() async throws {
         let harness = try RecoveryHarness(customers: 60, seed: 82)
-        let cluster = try ThrowawayPostgres.start()
-        defer { cluster.stop() }
-        let url = try DatabaseURL(cluster.url())
-        try await LedgerDatabase.withClient(url, logger: harness.logger) { client in _ = try await Migrator().migrate(client, logger: harness.logger) }
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("serve-load-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let (cluster, url, scratch) = try await Self.world(harness, "serve-load")
+        defer {
+            cluster.stop()
+            try? FileManager.default.removeItem(atPath: scratch)
+        }
         let (server, serve, log) = try await Self.startServe(harness, url, scratch: scratch)
         let endpoint = server + "/apple/notifications"
         let bodies = try harness.scenario.notifications.prefix(300).map { ($0.uuid.lowercased(), "{\"signedPayload\":\"\(try harness.api.signNotification($0))\"}") }
@@ -248,13 +260,11 @@ struct ServeCommandTests {
     /// the handler's failures (each POST is answered 200 as soon as it is committed).
     @Test func forwardToAHandlerThatFailsHalfTheTimeForwardsEveryNotificationOncePerRecorded2xx() async throws {
         let harness = try RecoveryHarness(customers: 30, seed: 83)
-        let cluster = try ThrowawayPostgres.start()
-        defer { cluster.stop() }
-        let url = try DatabaseURL(cluster.url())
-        try await LedgerDatabase.withClient(url, logger: harness.logger) { client in _ = try await Migrator().migrate(client, logger: harness.logger) }
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("serve-forward-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let (cluster, url, scratch) = try await Self.world(harness, "serve-forward")
+        defer {
+            cluster.stop()
+            try? FileManager.default.removeItem(atPath: scratch)
+        }
         let bodies = try harness.scenario.notifications.prefix(60).map { ($0.uuid.lowercased(), "{\"signedPayload\":\"\(try harness.api.signNotification($0))\"}") }
         let sent = Dictionary(uniqueKeysWithValues: bodies)
 

@@ -38,11 +38,7 @@ package struct NotificationIngest: Sendable {
     @discardableResult
     package func ingest(signedPayloads: [String]) async throws -> Int {
         let inputs = await PageInputs.verify(signedPayloads.map { NotificationHistoryItem(signedPayload: $0, sendAttempts: nil) }, with: verifier)
-        let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
-        var memory = RecoveryPlanner.RunMemory()
-        var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
-        plan.batch.deliverTo = deliverTo
-        return try await store.apply(plan.batch, runId: nil).insertedNotifications.count
+        return try await ingest(verified: inputs).filter { if case .recorded = $0 { true } else { false } }.count
     }
 
     package func ingest(signedPayload: String) async throws -> Outcome {
