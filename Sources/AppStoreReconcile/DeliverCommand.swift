@@ -35,7 +35,7 @@ struct DeliverCommand: AsyncParsableCommand {
 
     func validate() throws {
         do { _ = try DeliveryTarget(to) } catch let error as DeliveryTargetError {
-            throw ValidationError(error.description.replacingOccurrences(of: "--deliver-to", with: "--to"))
+            throw ValidationError("--to \(error.description)")
         }
     }
 

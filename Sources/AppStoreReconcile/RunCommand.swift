@@ -127,7 +127,7 @@ struct RecoveryRunOptions: ParsableArguments {
     /// `--deliver-to`, else `APPSTORE_DELIVER_TO`, checked.
     func deliveryTarget(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DeliveryTarget? {
         guard let text = deliverTo ?? environment["APPSTORE_DELIVER_TO"].flatMap({ $0.isEmpty ? nil : $0 }) else { return nil }
-        do { return try DeliveryTarget(text) } catch let error as DeliveryTargetError { throw ValidationError(error.description) }
+        do { return try DeliveryTarget(text) } catch let error as DeliveryTargetError { throw ValidationError("--deliver-to \(error.description)") }
     }
 
     func parsedShard() throws -> Shard {

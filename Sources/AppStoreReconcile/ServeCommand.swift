@@ -57,7 +57,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     func forwardTarget(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DeliveryTarget? {
         guard let text = forwardTo ?? environment["APPSTORE_FORWARD_TO"].flatMap({ $0.isEmpty ? nil : $0 }) else { return nil }
-        do { return try DeliveryTarget(text) } catch let error as DeliveryTargetError { throw ValidationError(error.description) }
+        do { return try DeliveryTarget(text) } catch let error as DeliveryTargetError { throw ValidationError("--forward-to \(error.description)") }
     }
 
     @Flag(help: "Check certificates at the current time, with OCSP revocation checks (a responder out of reach: 503, Apple retries).")

@@ -12,20 +12,20 @@ package struct DeliveryTarget: Hashable, Sendable, CustomStringConvertible {
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
             let host = components.host, !host.isEmpty
         else {
-            throw DeliveryTargetError(description: "--deliver-to \(Self.shown(text)) is not an absolute URL such as https://api.example.com/apple/notifications")
+            throw DeliveryTargetError(description: "\(Self.shown(text)) is not an absolute URL such as https://api.example.com/apple/notifications")
         }
         switch scheme {
         case "https": break
         case "http":
             guard APIBaseURL.isLoopback(host) else {
-                throw DeliveryTargetError(description: "--deliver-to uses plain http to \(host), which is not a loopback address; use https")
+                throw DeliveryTargetError(description: "uses plain http to \(host), which is not a loopback address; use https")
             }
         default:
-            throw DeliveryTargetError(description: "--deliver-to must use https (or http to a loopback address), not \(scheme)")
+            throw DeliveryTargetError(description: "must use https (or http to a loopback address), not \(scheme)")
         }
         guard components.user == nil, components.password == nil else {
             // Not sent as Basic authentication by the HTTP client, and shown in no output: refuse it.
-            throw DeliveryTargetError(description: "--deliver-to must not hold a user or password: put a secret token in its path or query instead")
+            throw DeliveryTargetError(description: "must not hold a user or password: put a secret token in its path or query instead")
         }
         url = text
     }
@@ -44,6 +44,7 @@ package struct DeliveryTarget: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// What is wrong with a delivery URL; the command that took it names its option in front.
 package struct DeliveryTargetError: Error, CustomStringConvertible, Sendable {
     package var description: String
 }
