@@ -196,4 +196,21 @@ struct RedeliveryTests {
         #expect(DeliveryPolicy.delivers(status: 200) && DeliveryPolicy.delivers(status: 204) && !DeliveryPolicy.delivers(status: 302))
         #expect(!DeliveryPolicy.delivers(status: 500))
     }
+
+    @Test func forwardingPausesStayShortWhilePassesDeliverAndDoubleOnlyWhileTheyDeliverNothing() {
+        var pauses = ForwardingPause(first: .seconds(1), maximum: .seconds(30))
+        // A handler that accepts half: every pass delivers something, so the pause stays 1 s
+        // however long it goes on (CI saw a 50% handler pushed to 30 s pauses and not drained).
+        #expect((0..<10).map { _ in pauses.after(pending: 3, delivered: 4) } == Array(repeating: .seconds(1), count: 10))
+        // A handler that is down: the pause doubles up to the cap.
+        #expect((0..<7).map { _ in pauses.after(pending: 3, delivered: 0) } == [1, 2, 4, 8, 16, 30, 30].map { Duration.seconds($0) })
+        // One pass that delivers brings it back to the first pause.
+        #expect(pauses.after(pending: 2, delivered: 1) == .seconds(1))
+        #expect(pauses.after(pending: 2, delivered: 0) == .seconds(1))
+        #expect(pauses.after(pending: 2, delivered: 0) == .seconds(2))
+        // Nothing pending: no pause (wait for the next notification), and a new failing stretch
+        // starts over.
+        #expect(pauses.after(pending: 0, delivered: 2) == nil)
+        #expect(pauses.after(pending: 1, delivered: 0) == .seconds(1))
+    }
 }

@@ -96,6 +96,39 @@ package struct DeliveryPolicy: Sendable, Hashable {
     }
 }
 
+/// `serve --forward-to`'s pause between passes while something is pending: the first pause
+/// again after a pass that delivered something (a handler that accepts some requests drains at
+/// its own pace), doubling up to the maximum after each pass that delivered nothing (a handler
+/// that is down is not hammered). Nothing pending: no pause, and the next failing stretch starts
+/// from the first pause again.
+package struct ForwardingPause: Sendable, Hashable {
+    package let first: Duration
+    package let maximum: Duration
+    private var next: Duration
+
+    package init(first: Duration, maximum: Duration) {
+        self.first = first
+        self.maximum = max(first, maximum)
+        self.next = first
+    }
+
+    /// The pause before the next pass, after a pass that ended with `pending` notifications not
+    /// delivered and delivered `delivered`; nil when nothing is pending (wait for a new one).
+    package mutating func after(pending: Int, delivered: Int) -> Duration? {
+        guard pending > 0 else {
+            next = first
+            return nil
+        }
+        if delivered > 0 {
+            next = first
+            return first
+        }
+        let pause = next
+        next = min(next * 2, maximum)
+        return pause
+    }
+}
+
 /// What re-delivery did for one target in a run (or, dry, would do): the report's and the
 /// metrics' delivered, failed and pending counts.
 package struct RedeliverySummary: Sendable, Codable, Hashable {

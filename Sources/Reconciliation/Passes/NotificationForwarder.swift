@@ -7,8 +7,8 @@ import ServiceLifecycle
 /// through the ledger's delivery table (`app_store.deliveries`), so that a failing handler never
 /// makes Apple's delivery fail and nothing is lost. Ingest queues the notification in the same
 /// statement that records it; this service sends what is pending when woken (by each recorded
-/// notification) or, while the handler refuses something, after a pause that doubles from
-/// `firstRetry` up to `maximumRetry` (new notifications then wait for that pass). Each pass is
+/// notification) or, while the handler refuses something, after a `ForwardingPause` (new
+/// notifications then wait for that pass). Each pass is
 /// three rounds of `NotificationRedelivery` (what is refused is tried again after 1 s and 2 s): in
 /// `signedDate` order, each answer committed before the next POST, a 2xx final.
 package struct NotificationForwarder: Service {
@@ -32,28 +32,28 @@ package struct NotificationForwarder: Service {
         let stop = redelivery.stop
         let waker = self.waker
         await withGracefulShutdownHandler {
-            var retry = firstRetry
+            var pauses = ForwardingPause(first: firstRetry, maximum: maximumRetry)
             var iterator = wakes.makeAsyncIterator()
             // What an earlier serve left is sent at the start.
             repeat {
-                var pending = true
+                var pause: Duration?
                 do {
-                    pending = try await redelivery.deliverPending().pending > 0
+                    let summary = try await redelivery.deliverPending()
+                    pause = pauses.after(pending: summary.pending, delivered: summary.delivered)
                 } catch is DeliveryInProgress {
                     // Another deliverer (`deliver`, another serve) holds the target: later.
+                    pause = pauses.after(pending: 1, delivered: 0)
                 } catch {
-                    redelivery.logger.warning("forwarding: \(String(describing: type(of: error))); trying again in \(retry)")
+                    pause = pauses.after(pending: 1, delivered: 0)
+                    redelivery.logger.warning("forwarding: \(String(describing: type(of: error))); trying again in \(pause ?? firstRetry)")
                 }
                 if stop.isRequested { break }
-                if pending {
-                    // The handler refused something: the next pass after a pause that doubles
-                    // while it keeps refusing; notifications arriving meanwhile wait for it too,
-                    // so a steady stream of them cannot turn the pauses into a busy loop.
-                    let end = ContinuousClock.now + retry
+                if let pause {
+                    // Notifications arriving during the pause wait for the next pass, so a steady
+                    // stream of them cannot turn the pauses into a busy loop.
+                    let end = ContinuousClock.now + pause
                     while ContinuousClock.now < end, !stop.isRequested { try? await Task.sleep(for: .milliseconds(100)) }
-                    retry = min(retry * 2, maximumRetry)
                 } else {
-                    retry = firstRetry
                     guard await iterator.next() != nil else { break }
                 }
             } while !stop.isRequested
