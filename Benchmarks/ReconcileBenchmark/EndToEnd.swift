@@ -40,6 +40,8 @@ struct EndToEnd {
         var rateLimited: Int
         var lastRateLimitedAfter: Double?
         var exitCode: Int32
+        /// The sizes of the run's report.html, report.json and report.md, written in the same run.
+        var reportBytes: (html: Int, json: Int, markdown: Int) = (0, 0, 0)
 
         var passOnePerSecond: Double { Double(fetched) / passOneSeconds }
         var passTwoPerSecond: Double { Double(customersChecked) / max(passTwoSeconds, 0.001) }
@@ -137,7 +139,8 @@ struct EndToEnd {
         let decoder = JSONDecoder()
         let report = try decoder.decode(ReportFigures.self, from: Data(contentsOf: URL(fileURLWithPath: reportDirectory + "/report.json")))
         let times = api.rateLimitTimes
-        return Result(
+        func size(_ name: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: reportDirectory + "/" + name))?[.size] as? Int) ?? 0 }
+        var result = Result(
             notifications: scenario.notifications.count, customers: scenario.configuration.customers, fetched: report.counts.fetched,
             missed: report.counts.missed, applied: report.counts.applied, historyRequests: report.counts.apiRequests,
             priorityQueries: report.run.plan.priorityQueries.count, remainder: report.run.plan.remainder,
@@ -149,6 +152,8 @@ struct EndToEnd {
             lastRateLimitedAfter: times.lastRateLimited.flatMap { last in times.firstRequest.map { last.timeIntervalSince($0) } },
             exitCode: usage.0
         )
+        result.reportBytes = (size("report.html"), size("report.json"), size("report.md"))
+        return result
     }
 }
 

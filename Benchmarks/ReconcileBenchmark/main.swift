@@ -97,6 +97,12 @@ if !arguments.contains("--skip-end-to-end") {
             )
         )
         rows.append(Row(section: "end to end", figure: "\(label): peak resident memory", value: number(Double(result.peakResidentBytes) / 1_048_576, 1) + " MiB"))
+        rows.append(
+            Row(
+                section: "end to end", figure: "\(label): report.html / report.json / report.md, written in the same run (\(result.missed) missed)",
+                value: [result.reportBytes.html, result.reportBytes.json, result.reportBytes.markdown].map { number(Double($0) / 1024, 0) + " KiB" }.joined(separator: " / ")
+            )
+        )
         let overBound = Double(result.historyRequests) / Double(result.requestBound) - 1
         rows.append(
             Row(

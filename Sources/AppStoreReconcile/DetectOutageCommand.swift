@@ -17,8 +17,9 @@ struct DetectOutageCommand: AsyncParsableCommand {
             margin of ten minutes either side.
 
             A notification Apple delivered on a later retry drops out of onlyFailures: an outage Apple's retries \
-            covered shows only what they never delivered. Reads no payload and writes nothing. Needs the API \
-            settings (APPSTORE_ISSUER_ID, APPSTORE_KEY_ID, APPSTORE_PRIVATE_KEY, APPSTORE_BUNDLE_ID, \
+            covered shows only what they never delivered. Reads no payload and writes nothing to the database. \
+            Writes report.html (a chart of the period with each outage shaded), report.md and report.json into \
+            --report-dir. Needs the API settings (APPSTORE_ISSUER_ID, APPSTORE_KEY_ID, APPSTORE_PRIVATE_KEY, APPSTORE_BUNDLE_ID, \
             APPSTORE_ENVIRONMENT), not the database.
 
             \(ExitStatus.summary)
@@ -33,6 +34,9 @@ struct DetectOutageCommand: AsyncParsableCommand {
 
     @Flag(help: "Print JSON instead of text.")
     var json = false
+
+    @Option(help: "Where to write report.html, report.md and report.json (default: appstore-reconcile-outages-<time> in the working directory).")
+    var reportDir: String?
 
     @OptionGroup var options: ConfigurationOptions
 
@@ -74,18 +78,31 @@ struct DetectOutageCommand: AsyncParsableCommand {
                 undelivered: result.undelivered, requests: result.requests,
                 outages: result.outages.map { Outage(detected: $0, command: Self.command(for: $0)) }
             )
-            json ? try printJSON(output) : printText(output)
+            let jsonText = try Self.json(output)
+            var lines: [String] = []
+            Self.text(output) { lines.append($0) }
+            json ? print(jsonText, terminator: "") : lines.forEach { print($0) }
+            let directory = reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-outages", dryRun: false, now: now)
+            try ReportFiles.write(
+                [
+                    "report.md": "# Outages\n\n" + lines.map { $0.hasPrefix("  ") ? "    " + $0.dropFirst(2) : $0 + "\n" }.joined(separator: "\n") + "\n",
+                    "report.json": jsonText,
+                    "report.html": OutageReportPage.html(result, commands: output.outages.map(\.command)),
+                ],
+                to: directory
+            )
+            printError("Reports: \(directory)/report.html (chart), report.md, report.json")
         }
     }
 
-    func printJSON(_ output: Output) throws {
+    static func json(_ output: Output) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        print(String(decoding: try encoder.encode(output), as: UTF8.self))
+        return String(decoding: try encoder.encode(output), as: UTF8.self) + "\n"
     }
 
-    func printText(_ output: Output) {
+    static func text(_ output: Output, _ print: (String) -> Void) {
         print(
             "Scanned \(output.scannedFrom.formatted(.iso8601)) to \(output.scannedTo.formatted(.iso8601)) (\(output.environment), onlyFailures): "
                 + "\(output.undelivered) notification(s) not delivered, \(output.requests) request(s)."

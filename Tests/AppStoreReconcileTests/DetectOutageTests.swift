@@ -14,7 +14,7 @@ struct DetectOutageTests {
         let outage = try #require(harness.scenario.configuration.outage)
         let missed = harness.scenario.missedNotifications
         try await RunCommandTests.withSetup(harness) { environment, client, scratch in
-            let scan = try await BuiltBinary.run(["detect-outage", "--since", "3d", "--gap", "3h", "--json"], environment: environment)
+            let scan = try await BuiltBinary.run(["detect-outage", "--since", "3d", "--gap", "3h", "--json", "--report-dir", scratch.path + "/outages"], environment: environment)
             #expect(scan.exitCode == 0, "\(scan.combined)")
             let decoder = JSONDecoder()
             decoder.dateDecodingStrategy = .iso8601
@@ -31,7 +31,21 @@ struct DetectOutageTests {
                 #expect(b.detected.firstFailure.timeIntervalSince(a.detected.lastFailure) > 3 * 3600, "separate outages are more than --gap apart")
             }
 
-            let text = try await BuiltBinary.run(["detect-outage", "--since", "3d", "--gap", "3h"], environment: environment)
+            // report.html: the period's chart (3 days: hourly, 72 steps is too many, so 2 hours),
+            // every undelivered notification's failed first attempt in a bar, each outage shaded,
+            // one row per outage; it loads in a browser without a console message. report.json
+            // is what --json printed.
+            let (dom, console) = try HeadlessChromium.load(scratch.path + "/outages/report.html")
+            #expect(console.isEmpty, "\(console)")
+            let failed = try HeadlessChromium.captures(#"<g class="step"[^>]* data-failed="(\d+)""#, in: dom).compactMap { Int($0) }
+            #expect(failed.count == 36 || failed.count == 37, "\(failed.count) steps of 2 hours")
+            #expect(failed.reduce(0, +) == missed.count)
+            #expect(try HeadlessChromium.captures(#"(<rect class="outage")"#, in: dom).count == output.outages.count)
+            #expect(try HeadlessChromium.captures(#"<tr data-notifications="(\d+)""#, in: dom).compactMap { Int($0) } == output.outages.map(\.detected.notifications))
+            for found in output.outages { #expect(dom.contains(found.command)) }
+            #expect(try String(contentsOfFile: scratch.path + "/outages/report.json", encoding: .utf8) == scan.standardOutput)
+
+            let text = try await BuiltBinary.run(["detect-outage", "--since", "3d", "--gap", "3h", "--report-dir", scratch.path + "/outages-text"], environment: environment)
             #expect(text.standardOutput.contains("Outage 1: first failed attempt"), "\(text.standardOutput)")
             for found in output.outages { #expect(text.standardOutput.contains("  recover: \(found.command)")) }
 

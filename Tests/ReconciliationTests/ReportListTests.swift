@@ -60,10 +60,15 @@ struct ReportListTests {
         repair.outcome = .repaired
         repair.changes = [.init(field: "status", before: "1", after: "5")]
         report.add(repairs: [repair])
+        var timeline = ReportTimeline(start: Date(timeIntervalSince1970: 1_790_000_000), end: Date(timeIntervalSince1970: 1_790_086_400))
+        timeline.countFirstAttempt(at: Date(timeIntervalSince1970: 1_790_000_100), result: "NO_RESPONSE")
+        timeline.countMissed(at: Date(timeIntervalSince1970: 1_790_000_100), type: "DID_RENEW")
+        report.timeline = timeline
 
         let streamed = try report.json()
         let object = try JSONSerialization.jsonObject(with: streamed) as? [String: Any]
-        #expect(object?.keys.sorted() == ["counts", "customers", "deliveryFailures", "missed", "rejected", "repairs", "run"])
+        #expect(object?.keys.sorted() == ["counts", "customers", "deliveryFailures", "missed", "rejected", "repairs", "run", "timeline"])
+        #expect(try JSONDecoder().decode(RecoveryReport.self, from: streamed).timeline == timeline)
         let decoded = try JSONDecoder().decode(RecoveryReport.self, from: streamed)
         #expect(decoded.missed.map(\.notificationUUID) == missed.map(\.notificationUUID))
         #expect(decoded.rejected.first?.detail == "a \"quoted\" | detail\nwith a newline")
@@ -90,6 +95,7 @@ struct ReportListTests {
         #expect(try String(contentsOfFile: directory + "/report.md", encoding: .utf8) == report.markdown())
         #expect(try String(contentsOfFile: directory + "/report.md", encoding: .utf8).contains("## Missed notifications (3)"))
         #expect(try JSONDecoder().decode(RecoveryReport.self, from: Data(contentsOf: URL(fileURLWithPath: directory + "/report.json"))).missed.count == 3)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == ["report.json", "report.md"], "no partial file left")
+        #expect(try String(contentsOfFile: directory + "/report.html", encoding: .utf8) == report.html())
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == ["report.html", "report.json", "report.md"], "no partial file left")
     }
 }

@@ -85,6 +85,8 @@ package struct NotificationRecovery: Sendable {
         var rejected: ReportList<RecoveryReport.Rejected>
         var byResult: [String: Int] = [:]
         var byHour: [String: Int] = [:]
+        /// report.html's chart: failed first attempts and missed notifications by time step.
+        var timeline: ReportTimeline
         var retryLater: [NotificationHistoryItem] = []
         var pages = 0
         /// Notifications an earlier, unfinished run handled, which this one skipped.
@@ -110,7 +112,7 @@ package struct NotificationRecovery: Sendable {
         let plan = QueryPlan(window: options.shard.subWindow(of: options.window), onlyFailures: options.onlyFailures)
         let scope = options.checkpointScope(environment)
         let checkpointing = !options.dryRun && options.checkpoints
-        var tally = Tally(missed: try ReportList(), rejected: try ReportList())
+        var tally = Tally(missed: try ReportList(), rejected: try ReportList(), timeline: ReportTimeline(start: options.window.start, end: options.window.end))
         let requestsBefore = client.counts.requests[.notificationHistory] ?? 0
         do {
             let saved = checkpointing ? try await store.resumableCheckpoints(in: scope) : [:]
@@ -363,6 +365,9 @@ package struct NotificationRecovery: Sendable {
     private func record(_ plan: RecoveryPlanner.PagePlan, outcome: LedgerBatchOutcome?, options: Options, tally: inout Tally) {
         for decision in plan.decisions {
             let action = RecoveryPlanner.settle(decision, batch: plan.batch, written: outcome)
+            if action != .retryLater, let result = decision.firstAttemptResult, let attempt = decision.firstAttemptDate {
+                tally.timeline.countFirstAttempt(at: attempt, result: result)
+            }
             switch action {
             case .rejected:
                 tally.counts.fetched += 1
@@ -399,6 +404,7 @@ package struct NotificationRecovery: Sendable {
             }
             if let result = decision.firstAttemptResult, result != "SUCCESS" { tally.byResult[result, default: 0] += 1 }
             if let attempt = decision.firstAttemptDate { tally.byHour[Self.hour(attempt), default: 0] += 1 }
+            if let date = decision.firstAttemptDate ?? decision.signedDate { tally.timeline.countMissed(at: date, type: decision.notificationType ?? "") }
         }
     }
 
@@ -445,7 +451,8 @@ package struct NotificationRecovery: Sendable {
                 passOneSeconds: (Date().timeIntervalSince(startedAt) * 1000).rounded() / 1000
             ),
             counts: tally.counts, missed: tally.missed, rejected: tally.rejected, customers: changes,
-            deliveryFailures: .init(byFirstAttemptResult: tally.byResult, byHourOfFirstAttempt: tally.byHour)
+            deliveryFailures: .init(byFirstAttemptResult: tally.byResult, byHourOfFirstAttempt: tally.byHour),
+            timeline: tally.timeline
         )
         report.pass1.subscriptions = tally.memory.subscriptions
         report.pass1.transactions = tally.memory.transactions

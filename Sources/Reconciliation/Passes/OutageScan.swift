@@ -16,6 +16,8 @@ package struct OutageScan: Sendable {
         package var outages: [OutageDetection.DetectedOutage]
         /// When `since` lay beyond what history keeps, where the scan started instead.
         package var clampedTo: Date?
+        /// The failed first attempts by time step, the outages shaded: report.html's chart.
+        package var timeline: ReportTimeline
     }
 
     package let client: AppStoreServerAPIClient
@@ -40,9 +42,13 @@ package struct OutageScan: Sendable {
             progress.update("undelivered notifications found: \(undelivered)", requests: client.counts.requests[.notificationHistory] ?? 0)
         }
         progress.finish()
+        let outages = OutageDetection.clusters(failed, gap: gap)
+        var timeline = ReportTimeline(start: window.start, end: window.end)
+        for attempt in failed { timeline.countFirstAttempt(at: attempt.date, result: attempt.result) }
+        timeline.outages = outages.map { ReportTimeline.Span(start: ReportTimeline.iso($0.firstFailure), end: ReportTimeline.iso($0.lastFailure)) }
         return Result(
             window: window, environment: environment, undelivered: undelivered, requests: client.counts.requests[.notificationHistory] ?? 0,
-            outages: OutageDetection.clusters(failed, gap: gap), clampedTo: since < earliest ? earliest : nil
+            outages: outages, clampedTo: since < earliest ? earliest : nil, timeline: timeline
         )
     }
 }

@@ -196,6 +196,8 @@ package struct RecoveryReport: Sendable, Codable {
     package var rejected: ReportList<Rejected>
     package var customers: ReportList<CustomerChange>
     package var deliveryFailures: DeliveryFailures
+    /// report.html's chart of the window; nil for a `repair` run, which has no window.
+    package var timeline: ReportTimeline? = nil
     /// Pass 2; empty when it did not run.
     package var repairs = ReportList<Repair>([])
     /// Re-delivery to the team's webhook handler (`--deliver-to`); nil when not asked for.
@@ -214,7 +216,7 @@ package struct RecoveryReport: Sendable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case run, counts, missed, rejected, customers, deliveryFailures, repairs, redelivery
+        case run, counts, missed, rejected, customers, deliveryFailures, repairs, redelivery, timeline
     }
 
     /// Adds pass 2's results.
@@ -354,7 +356,9 @@ package struct RecoveryReport: Sendable, Codable {
         try list(rejected)
         try write(",\n  \"repairs\" : ")
         try list(repairs)
-        try write(",\n  \"run\" : " + (try encoded(run, indent: "  ")) + "\n}\n")
+        try write(",\n  \"run\" : " + (try encoded(run, indent: "  ")))
+        if let timeline { try write(",\n  \"timeline\" : " + (try encoded(timeline, indent: "  "))) }
+        try write("\n}\n")
     }
 
     /// `report.md` as one string (small reports, tests); `writeMarkdown` streams it.

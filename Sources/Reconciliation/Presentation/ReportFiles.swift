@@ -21,10 +21,19 @@ package enum ReportFiles {
         try report.writeFiles(to: path)
         return path
     }
+
+    /// Writes small reports already in memory (`detect-outage`'s), each file renamed into place
+    /// when complete, into `directory` (created if needed).
+    package static func write(_ files: KeyValuePairs<String, String>, to directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for (name, text) in files {
+            try BufferedTextFile.write(directory + "/" + name) { $0.write(text) }
+        }
+    }
 }
 
 extension RecoveryReport {
-    /// Writes `report.md` and `report.json` into `directory` (created if needed), each streamed
+    /// Writes `report.md`, `report.json` and `report.html` into `directory` (created if needed), each streamed
     /// from the report's lists through a buffered file and renamed into place when complete: a
     /// reader never sees half a report, and writing one does not need the whole of it in memory.
     package func writeFiles(to directory: String) throws {
@@ -39,6 +48,9 @@ extension RecoveryReport {
         }
         try BufferedTextFile.write(directory + "/report.json") { file in
             try writeJSON { file.write($0) }
+        }
+        try BufferedTextFile.write(directory + "/report.html") { file in
+            writeHTML { file.write($0) }
         }
     }
 }

@@ -1,0 +1,131 @@
+import Foundation
+import Ledger
+@testable import Reconciliation
+import Testing
+
+/// report.html's decisions without a browser or a database: the chart's steps, what each event
+/// counts in, the shaded stretches, and a page that stays small and complete at 300,000 missed
+/// notifications. (The page in a real browser: `ReportPageTests`.)
+@Suite("report.html: the timeline and the page")
+struct ReportHTMLTests {
+    static func date(_ text: String) -> Date { try! Date(text, strategy: .iso8601) }
+
+    @Test func aWindowIsCutInto20To60StepsAlignedToTheStep() {
+        // A day: hours. A week and an hour: 3 hours. Twelve hours: 15 minutes. Ninety minutes: 2 minutes.
+        for (hours, step, count) in [(24.0, 3600, 24), (169.0, 10_800, 57), (12.0, 900, 48), (1.5, 120, 45), (30 * 24.0, 43_200, 60)] {
+            let start = Self.date("2026-11-20T10:20:00Z")
+            let timeline = ReportTimeline(start: start, end: start.addingTimeInterval(hours * 3600))
+            #expect(timeline.stepSeconds == step, "\(hours) h")
+            #expect(timeline.steps.count == count || timeline.steps.count == count + 1, "\(hours) h: \(timeline.steps.count) steps")
+            #expect(timeline.steps.count <= 61)
+            // Aligned: each step starts on a whole multiple of the step.
+            #expect(timeline.steps.allSatisfy { Int(Self.date($0.start).timeIntervalSince1970) % step == 0 })
+        }
+    }
+
+    @Test func eachEventCountsInTheStepThatHoldsItSuccessIsNoFailureAndOutsideIsCountedApart() {
+        var timeline = ReportTimeline(start: Self.date("2026-11-20T00:00:00Z"), end: Self.date("2026-11-21T00:00:00Z"))
+        timeline.countFirstAttempt(at: Self.date("2026-11-20T05:59:59Z"), result: "NO_RESPONSE")
+        timeline.countFirstAttempt(at: Self.date("2026-11-20T06:00:00Z"), result: "NO_RESPONSE")
+        timeline.countFirstAttempt(at: Self.date("2026-11-20T06:30:00Z"), result: "TIMED_OUT")
+        timeline.countFirstAttempt(at: Self.date("2026-11-20T06:30:00Z"), result: "SUCCESS")
+        timeline.countMissed(at: Self.date("2026-11-20T06:10:00Z"), type: "DID_RENEW")
+        timeline.countMissed(at: Self.date("2026-11-20T23:59:59Z"), type: "EXPIRED")
+        timeline.countMissed(at: Self.date("2026-11-19T23:00:00Z"), type: "EXPIRED")
+        #expect(timeline.steps[5].failedFirstAttempts == ["NO_RESPONSE": 1])
+        #expect(timeline.steps[6].failedFirstAttempts == ["NO_RESPONSE": 1, "TIMED_OUT": 1])
+        #expect(timeline.steps[6].missed == ["DID_RENEW": 1])
+        #expect(timeline.steps[23].missed == ["EXPIRED": 1])
+        #expect(timeline.failedTotal == 3 && timeline.missedTotal == 2 && timeline.outside == 1)
+        #expect(timeline.results == ["NO_RESPONSE", "TIMED_OUT"], "most first")
+    }
+
+    @Test func failuresLessThanTheGapApartAreOneShadedStretch() {
+        var timeline = ReportTimeline(start: Self.date("2026-11-20T00:00:00Z"), end: Self.date("2026-11-21T00:00:00Z"))
+        for hour in [2, 3, 4, 12] { timeline.countFirstAttempt(at: Self.date("2026-11-20T\(String(format: "%02d", hour)):15:00Z"), result: "TLS_ISSUE") }
+        #expect(timeline.failureSpans(gap: 3600) == [.init(start: "2026-11-20T02:00:00Z", end: "2026-11-20T05:00:00Z"), .init(start: "2026-11-20T12:00:00Z", end: "2026-11-20T13:00:00Z")])
+        #expect(timeline.failureSpans(gap: 10 * 3600).count == 1)
+    }
+
+    @Test func theChartHasOneGroupPerStepWhoseSegmentsAddUpToItsFigures() throws {
+        var timeline = ReportTimeline(start: Self.date("2026-11-20T00:00:00Z"), end: Self.date("2026-11-21T00:00:00Z"))
+        for minute in 0..<300 { timeline.countFirstAttempt(at: Self.date("2026-11-20T00:00:00Z").addingTimeInterval(Double(minute * 200)), result: minute % 3 == 0 ? "TIMED_OUT" : "NO_RESPONSE") }
+        for minute in 0..<40 { timeline.countMissed(at: Self.date("2026-11-20T10:00:00Z").addingTimeInterval(Double(minute * 60)), type: minute % 4 == 0 ? "EXPIRED" : "DID_RENEW") }
+        let svg = TimelineChart.svg(timeline, shaded: timeline.failureSpans())
+        let groups = svg.components(separatedBy: "<g class=\"step\"").dropFirst()
+        #expect(groups.count == 24)
+        for (group, step) in zip(groups, timeline.steps) {
+            let counts = try Self.captures(#"data-kind="(\w+)" data-key="[^"]+" data-count="(\d+)""#, group)
+            #expect(counts.filter { $0.0 == "failed" }.reduce(0) { $0 + $1.1 } == step.failedTotal)
+            #expect(counts.filter { $0.0 == "missed" }.reduce(0) { $0 + $1.1 } == step.missedTotal)
+        }
+        #expect(svg.contains("data-failed=\"300\"") && svg.contains("data-missed=\"40\""))
+    }
+
+    /// 300,000 missed notifications of 4 types, 20,000 rejected, 50,000 changed subscriptions:
+    /// the page shows every count and the first rows of each group, names how many more are in
+    /// report.json, and stays small; it is written from the spools in one pass each.
+    @Test func atThreeHundredThousandMissedThePageShowsEveryCountAndOnlyTheFirstRowsOfEach() throws {
+        let types = ["DID_RENEW", "EXPIRED", "DID_FAIL_TO_RENEW", "CONSUMPTION_REQUEST"]
+        let missed = try ReportList<RecoveryReport.Missed>()
+        var timeline = ReportTimeline(start: Self.date("2026-11-20T00:00:00Z"), end: Self.date("2026-11-21T00:00:00Z"))
+        for index in 0..<300_000 {
+            let type = types[index % 7 == 0 ? 3 : index % 3]
+            let signed = Self.date("2026-11-20T00:00:00Z").addingTimeInterval(Double(index % 86_400))
+            missed.append(
+                .init(
+                    notificationUUID: "uuid-\(index)", notificationType: type, subtype: nil, signedDate: ReportTimeline.iso(signed),
+                    originalTransactionId: "\(1_000_000 + index)", firstAttemptResult: "NO_RESPONSE", action: index % 10 == 0 ? "stale" : "applied"
+                )
+            )
+            timeline.countMissed(at: signed, type: type)
+            timeline.countFirstAttempt(at: signed, result: "NO_RESPONSE")
+        }
+        let rejected = try ReportList<RecoveryReport.Rejected>()
+        for index in 0..<20_000 { rejected.append(.init(notificationUUID: "r-\(index)", originalTransactionId: nil, reason: index % 2 == 0 ? "bad_signature" : "wrong_bundle", detail: "<script>x</script>")) }
+        let customers = try ReportList<RecoveryReport.CustomerChange>()
+        for index in 0..<50_000 {
+            let after = SubscriptionRecord(
+                originalTransactionId: "\(index)", productId: "p", status: 1, expiresDate: nil, autoRenewStatus: 1, autoRenewProductId: nil,
+                isInBillingRetry: nil, gracePeriodExpiresDate: nil, lastSignedDate: Self.date("2026-11-20T00:00:00Z")
+            )
+            customers.append(.init(originalTransactionId: "\(index)", before: nil, after: after))
+        }
+        var counts = RecoveryReport.Counts()
+        counts.missed = 300_000
+        counts.applied = 270_000
+        counts.stale = 30_000
+        counts.rejected = 20_000
+        counts.fetched = 320_000
+        let report = RecoveryReport(
+            run: .init(id: "run-1", mode: .apply, environment: "Production", window: .init(start: timeline.start, end: timeline.end), startedAt: timeline.start, finishedAt: timeline.end, plan: nil),
+            counts: counts, missed: missed, rejected: rejected, customers: customers,
+            deliveryFailures: .init(byFirstAttemptResult: ["NO_RESPONSE": 300_000], byHourOfFirstAttempt: [:]), timeline: timeline
+        )
+        let html = report.html()
+        let limits = HTMLLimits()
+        #expect(html.utf8.count < 1_500_000, "\(html.utf8.count) bytes")
+        #expect(html.contains("Recovered <strong>300,000 missed notifications</strong>"))
+        // Counts by type, from the whole list.
+        let expected = Dictionary(grouping: 0..<300_000) { types[$0 % 7 == 0 ? 3 : $0 % 3] }.mapValues(\.count)
+        for (type, count) in expected { #expect(html.contains("<tr data-type=\"\(type)\" data-count=\"\(count)\">"), "\(type)") }
+        // The first rows of each group, then how many more.
+        let rows = html.components(separatedBy: "<td class=\"id\">uuid-").count - 1
+        #expect(rows == types.count * limits.rowsPerGroup + limits.rowsPerList, "\(rows) rows of missed notifications (each type's first, and the refund requests)")
+        for (_, count) in expected { #expect(html.contains("and \(HTMLPage.number(count - limits.rowsPerGroup)) more: report.json lists them all")) }
+        #expect(html.contains("and \(HTMLPage.number(50_000 - limits.rowsPerList)) more"), "subscription changes")
+        #expect(html.contains("<code>bad_signature</code>: 10,000"))
+        // Escaped, never markup.
+        #expect(!html.contains("<script>x</script>") && html.contains("&lt;script&gt;x&lt;/script&gt;"))
+        #expect(html.components(separatedBy: "<g class=\"step\"").count - 1 == 24)
+        #expect(html.contains("data-missed=\"300000\""))
+    }
+
+    static func captures(_ pattern: String, _ text: String) throws -> [(String, Int)] {
+        let expression = try NSRegularExpression(pattern: pattern)
+        return expression.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap { match in
+            guard let kind = Range(match.range(at: 1), in: text), let count = Range(match.range(at: 2), in: text) else { return nil }
+            return (String(text[kind]), Int(text[count]) ?? 0)
+        }
+    }
+}
