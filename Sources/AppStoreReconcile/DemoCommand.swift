@@ -111,7 +111,7 @@ struct DemoCommand: AsyncParsableCommand {
                         print("\n\(title), window \(report.run.window?.start ?? "") to \(report.run.window?.end ?? ""):")
                         let directory = try ReportFiles.write(report, to: "\(reportDir)/\(name)")
                         print("  \(report.summaryLine)")
-                        print("  report: \(directory)/report.md")
+                        print("  report: \(directory)/report.html")
                     }
                 }
                 let summary = try await LedgerSummary.read(database, logger: logger)
@@ -123,7 +123,7 @@ struct DemoCommand: AsyncParsableCommand {
             }
 
             try await demonstrateVerification()
-            print("\nReports: \(reportDir)/dry-run, \(reportDir)/run, \(reportDir)/second-run (report.md for people, report.json for scripts).")
+            print("\nReports: \(reportDir)/dry-run, \(reportDir)/run, \(reportDir)/second-run (report.html to open in a browser, report.md as text, report.json for scripts).")
         }
     }
 

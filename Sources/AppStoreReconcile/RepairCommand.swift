@@ -34,7 +34,7 @@ struct RepairCommand: AsyncParsableCommand {
     @Flag(help: "Fetch and compare, write nothing, store no revision, and report what would change.")
     var dryRun = false
 
-    @Option(help: "Where to write report.md and report.json (default: ./appstore-reconcile-repair-TIMESTAMP).")
+    @Option(help: "Where to write report.html, report.md and report.json (default: ./appstore-reconcile-repair-TIMESTAMP).")
     var reportDir: String?
 
     @Option(help: "Accounts repaired at once.")
@@ -63,7 +63,7 @@ struct RepairCommand: AsyncParsableCommand {
             if report.counts.customersFailed > 0 {
                 printError("Apple could not answer for \(report.counts.customersFailed) account(s): see the report")
             }
-            print("Report: \(directory)/report.md and \(directory)/report.json")
+            print("Report: \(directory)/report.html (also report.md and report.json)")
             if report.hasProblems { throw ExitCode(ExitStatus.doneWithRejections) }
         }
     }

@@ -22,7 +22,8 @@ struct RunCommand: AsyncParsableCommand {
             truth from Get Transaction History, starting at the stored revision, and Get All Subscription Statuses.
 
             Run it first with --dry-run: it writes nothing and reports what would change. Every run writes \
-            report.md (for people) and report.json (for scripts) to --report-dir and prints a summary.
+            report.html (to open in a browser), report.md (text) and report.json (for scripts) to --report-dir and \
+            prints a summary.
 
             Needs every setting: APPSTORE_ISSUER_ID, APPSTORE_KEY_ID, APPSTORE_PRIVATE_KEY, APPSTORE_BUNDLE_ID, \
             APPSTORE_APP_APPLE_ID (Production), APPSTORE_ENVIRONMENT, APPSTORE_ROOT_CERTIFICATES, DATABASE_URL.
@@ -69,7 +70,7 @@ struct RecoveryRunOptions: ParsableArguments {
     @Flag(help: "Fetch, verify and compare, write nothing, and report what a real run would apply.")
     var dryRun = false
 
-    @Option(help: "Where to write report.md and report.json (default: ./appstore-reconcile-report-TIMESTAMP).")
+    @Option(help: "Where to write report.html, report.md and report.json (default: ./appstore-reconcile-report-TIMESTAMP).")
     var reportDir: String?
 
     @Flag(help: "Ask Apple only for notifications it never delivered (fewer pages; cannot see ones delivered and then lost by the server).")
@@ -158,7 +159,7 @@ extension RecoveryRunOptions {
         }
         let directory = try ReportFiles.write(report, to: reportDir)
         print((request.dryRun ? "Dry run: " : "Done: ") + report.summaryLine)
-        print("Report: \(directory)/report.md and \(directory)/report.json")
+        print("Report: \(directory)/report.html (also report.md and report.json)")
         if report.hasProblems {
             let undelivered = report.undelivered > 0 ? ", \(report.undelivered) notification(s) not delivered to your handler (pending)" : ""
             printError(

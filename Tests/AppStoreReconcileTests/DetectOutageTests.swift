@@ -37,10 +37,11 @@ struct DetectOutageTests {
             // is what --json printed.
             let (dom, console) = try HeadlessChromium.load(scratch.path + "/outages/report.html")
             #expect(console.isEmpty, "\(console)")
-            let failed = try HeadlessChromium.captures(#"<g class="step"[^>]* data-failed="(\d+)""#, in: dom).compactMap { Int($0) }
+            let chart = try #require(try HeadlessChromium.captures(#"(<svg class="chart" id="timeline"[\s\S]*?</svg>)"#, in: dom).first)
+            let failed = try HeadlessChromium.captures(#"<g class="step"[^>]* data-failed="(\d+)""#, in: chart).compactMap { Int($0) }
             #expect(failed.count == 36 || failed.count == 37, "\(failed.count) steps of 2 hours")
             #expect(failed.reduce(0, +) == missed.count)
-            #expect(try HeadlessChromium.captures(#"(<rect class="outage")"#, in: dom).count == output.outages.count)
+            #expect(try HeadlessChromium.captures(#"(<rect class="outage")"#, in: chart).count == output.outages.count)
             #expect(try HeadlessChromium.captures(#"<tr data-notifications="(\d+)""#, in: dom).compactMap { Int($0) } == output.outages.map(\.detected.notifications))
             for found in output.outages { #expect(dom.contains(found.command)) }
             #expect(try String(contentsOfFile: scratch.path + "/outages/report.json", encoding: .utf8) == scan.standardOutput)

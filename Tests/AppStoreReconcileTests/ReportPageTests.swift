@@ -73,19 +73,24 @@ struct ReportPageTests {
         #expect(!dom.contains("<link"), "no style sheet fetched")
 
         // The chart: one group per step, each step's figures, the totals.
-        let steps = try HeadlessChromium.captures(#"<g class="step" data-start="([^"]+)""#, in: dom)
+        let chart = try #require(try HeadlessChromium.captures(#"(<svg class="chart" id="timeline"[\s\S]*?</svg>)"#, in: dom).first)
+        let steps = try HeadlessChromium.captures(#"<g class="step" data-start="([^"]+)""#, in: chart)
         #expect(steps == timeline.steps.map(\.start), "one bar group per step, in order")
         #expect((20...60).contains(steps.count), "\(steps.count) steps")
-        let failed = try HeadlessChromium.captures(#"<g class="step"[^>]* data-failed="(\d+)""#, in: dom).compactMap { Int($0) }
-        let missed = try HeadlessChromium.captures(#"<g class="step"[^>]* data-missed="(\d+)""#, in: dom).compactMap { Int($0) }
+        let failed = try HeadlessChromium.captures(#"<g class="step"[^>]* data-failed="(\d+)""#, in: chart).compactMap { Int($0) }
+        let missed = try HeadlessChromium.captures(#"<g class="step"[^>]* data-missed="(\d+)""#, in: chart).compactMap { Int($0) }
         #expect(failed == timeline.steps.map { $0.failedFirstAttempts.values.reduce(0, +) })
         #expect(missed.reduce(0, +) == report.counts.missed, "every missed notification is in a bar")
         #expect(failed.reduce(0, +) >= report.deliveryFailures.byFirstAttemptResult.values.reduce(0, +), "the missed ones' failed attempts are among the bars'")
         // Each bar's segments add up to its group's figure.
-        let segments = try HeadlessChromium.captures(#"(<rect class="seg"[^>]*>)"#, in: dom)
+        let segments = try HeadlessChromium.captures(#"(<rect class="seg"[^>]*>)"#, in: chart)
         let missedSegments = try segments.filter { $0.contains("data-kind=\"missed\"") }.flatMap { try HeadlessChromium.captures(#"data-count="(\d+)""#, in: $0) }
         #expect(missedSegments.compactMap { Int($0) }.reduce(0, +) == report.counts.missed)
-        #expect(dom.contains("class=\"outage\""), "the outage is shaded")
+        #expect(chart.contains("class=\"outage\""), "the outage is shaded")
+        // The demo's outage is a few hours of a week: the close-up shows it with the same totals.
+        let closeUp = try #require(try HeadlessChromium.captures(#"(<svg class="chart" id="closeup"[\s\S]*?</svg>)"#, in: dom).first)
+        #expect(closeUp.contains("data-failed=\"\(failed.reduce(0, +))\""), "the close-up holds every failed first attempt")
+        #expect((1...60).contains(try HeadlessChromium.captures(#"(<g class="step")"#, in: closeUp).count))
 
         // The missed notifications by type, as the full list in report.json counts them.
         var byType: [String: Int] = [:]

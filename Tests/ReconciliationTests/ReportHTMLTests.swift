@@ -47,6 +47,23 @@ struct ReportHTMLTests {
         #expect(timeline.failureSpans(gap: 10 * 3600).count == 1)
     }
 
+    @Test func anOutageMuchShorterThanTheWindowGetsACloseUpWithTheSameTotals() throws {
+        let start = Self.date("2026-11-16T00:00:00Z")
+        var week = ReportTimeline(start: start, end: start.addingTimeInterval(7 * 86_400))
+        let outage = Self.date("2026-11-22T13:10:00Z")
+        for index in 0..<90 { week.countFirstAttempt(at: outage.addingTimeInterval(Double(index * 120)), result: index % 2 == 0 ? "TIMED_OUT" : "TLS_ISSUE") }
+        for index in 0..<40 { week.countMissed(at: outage.addingTimeInterval(Double(index * 200)), type: "DID_RENEW") }
+        week.countMissed(at: start.addingTimeInterval(3600), type: "EXPIRED")  // far from the outage: not in the close-up
+        let closeUp = try #require(week.closeUp())
+        #expect(closeUp.stepSeconds < week.stepSeconds && (1...60).contains(closeUp.steps.count), "\(closeUp.stepSeconds) s × \(closeUp.steps.count)")
+        #expect(closeUp.failedTotal == 90 && closeUp.missedTotal == 40)
+        #expect(Self.date(closeUp.start) <= outage && Self.date(closeUp.end) >= outage.addingTimeInterval(89 * 120))
+        // Failures spread over the whole window: the chart itself shows them; no close-up.
+        var spread = ReportTimeline(start: start, end: start.addingTimeInterval(86_400))
+        for hour in 0..<24 { spread.countFirstAttempt(at: start.addingTimeInterval(Double(hour * 3600)), result: "NO_RESPONSE") }
+        #expect(spread.closeUp() == nil)
+    }
+
     @Test func theChartHasOneGroupPerStepWhoseSegmentsAddUpToItsFigures() throws {
         var timeline = ReportTimeline(start: Self.date("2026-11-20T00:00:00Z"), end: Self.date("2026-11-21T00:00:00Z"))
         for minute in 0..<300 { timeline.countFirstAttempt(at: Self.date("2026-11-20T00:00:00Z").addingTimeInterval(Double(minute * 200)), result: minute % 3 == 0 ? "TIMED_OUT" : "NO_RESPONSE") }

@@ -110,6 +110,7 @@ package enum HTMLPage {
         body { margin: 0; background: var(--bg); color: var(--fg); font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
         main { max-width: 1080px; margin: 0 auto; padding: 24px 20px 48px; }
         h1 { font-size: 22px; margin: 0 0 8px; }
+        h3 { font-size: 15px; font-weight: 600; margin: 20px 0 4px; }
         h2 { font-size: 18px; margin: 32px 0 8px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
         code, .id { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px; }
         .verdict { font-size: 17px; padding: 12px 16px; border-radius: 8px; border-left: 6px solid var(--good); background: var(--panel); margin: 12px 0 16px; }
@@ -136,14 +137,15 @@ package enum HTMLPage {
         .chart .outage { fill: var(--shade); }
         .chart .step:hover .hit { fill: var(--line); fill-opacity: 0.5; }
         .chart .hit { fill: transparent; }
-        .legend { display: flex; flex-wrap: wrap; gap: 4px 16px; font-size: 13px; margin: 4px 0; }
+        .legend { font-size: 13px; margin: 4px 0; }
+        .legend span { margin-left: 14px; white-space: nowrap; }
         .legend span::before { content: ""; display: inline-block; width: 10px; height: 10px; margin-right: 5px; border-radius: 2px; background: var(--swatch); }
         .more { color: var(--muted); font-style: italic; }
         @media print { body { background: #fff; color: #000; } details { break-inside: avoid; } .chart .step:hover .hit { fill: transparent; } }
         """
 
     /// Colours for failed first attempts (warm) and missed types (cool), readable on light and dark.
-    static let failedColours = ["#d1495b", "#edae49", "#f28e2b", "#b07aa1", "#9c755f", "#e15759", "#ff9da7", "#8c564b"]
+    static let failedColours = ["#d1495b", "#edae49", "#f28e2b", "#8e6c8a", "#9c755f", "#5b3a29", "#ff9da7", "#bab0ac"]
     static let missedColours = ["#00798c", "#30638e", "#59a14f", "#76b7b2", "#4e79a7", "#8cd17d", "#499894", "#86bcb6"]
 
     package static func colour(failed index: Int) -> String { failedColours[index % failedColours.count] }

@@ -33,6 +33,7 @@ package enum OutageReportPage {
             + "stacked by sendAttemptResult; shaded: the outages found. A notification Apple delivered on a later retry is not in onlyFailures, "
             + "so an outage Apple's retries covered shows only what they never delivered.</p>\n"
         html += TimelineChart.svg(timeline, shaded: timeline.outages ?? []) + "\n" + TimelineChart.legend(timeline, showsMissed: false) + "\n"
+        html += TimelineChart.closeUp(timeline)
         html += "<h2 id=\"outages\">Outages (\(HTMLPage.number(outages.count)))</h2>\n"
         if outages.isEmpty {
             html += "<p>None.</p>\n"

@@ -187,6 +187,7 @@ extension RecoveryReport {
             + (shaded.isEmpty ? "" : "; shaded: when first attempts failed (\(shaded.count == 1 ? "one stretch" : "\(shaded.count) stretches"))")
             + (timeline.outside > 0 ? "; \(HTMLPage.number(timeline.outside)) dated outside the window are not drawn" : "") + ".</p>\n"
         html += TimelineChart.svg(timeline, shaded: shaded) + "\n" + TimelineChart.legend(timeline) + "\n"
+        html += TimelineChart.closeUp(timeline)
         return html
     }
 

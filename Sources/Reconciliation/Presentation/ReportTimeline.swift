@@ -38,9 +38,24 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
 
     private var origin: TimeInterval = 0
     private var finish: TimeInterval = 0
+    /// The same counts at a finer step (about a tenth of `stepSeconds`), for the close-up of an
+    /// outage much shorter than the window; not in report.json.
+    private var fineSeconds = 0
+    private var fine: [Step] = []
 
     enum CodingKeys: String, CodingKey {
         case start, end, stepSeconds, steps, outside, outages
+    }
+
+    /// Equal when report.json would say the same (the finer counts aside).
+    package static func == (left: Self, right: Self) -> Bool {
+        (left.start, left.end, left.stepSeconds, left.steps, left.outside, left.outages) == (right.start, right.end, right.stepSeconds, right.steps, right.outside, right.outages)
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(start)
+        hasher.combine(stepSeconds)
+        hasher.combine(steps)
     }
 
     /// The steps people read best, shortest first.
@@ -66,6 +81,9 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
         steps = (0..<count).map { Step(start: Self.iso(Date(timeIntervalSince1970: first + Double($0 * step)))) }
         origin = first
         finish = end.timeIntervalSince1970
+        fineSeconds = Self.candidateSteps.last { $0 <= step / 10 && step % $0 == 0 } ?? step
+        let fineCount = max(1, Int(((finish - first) / Double(fineSeconds)).rounded(.up)))
+        fine = (0..<fineCount).map { Step(start: Self.iso(Date(timeIntervalSince1970: first + Double($0 * fineSeconds)))) }
     }
 
     package init(from decoder: any Decoder) throws {
@@ -92,11 +110,52 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
         guard result != "SUCCESS" else { return }
         guard let index = stepIndex(of: date) else { return outside += 1 }
         steps[index].failedFirstAttempts[result, default: 0] += 1
+        if let fineIndex = fineIndex(of: date) { fine[fineIndex].failedFirstAttempts[result, default: 0] += 1 }
     }
 
     package mutating func countMissed(at date: Date, type: String) {
         guard let index = stepIndex(of: date) else { return outside += 1 }
         steps[index].missed[type.isEmpty ? "unknown" : type, default: 0] += 1
+        if let fineIndex = fineIndex(of: date) { fine[fineIndex].missed[type.isEmpty ? "unknown" : type, default: 0] += 1 }
+    }
+
+    private func fineIndex(of date: Date) -> Int? {
+        guard !fine.isEmpty else { return nil }
+        return min(fine.count - 1, max(0, Int((date.timeIntervalSince1970 - origin) / Double(fineSeconds))))
+    }
+
+    /// The failed first attempts seen closer: when they all fall in less than a third of the
+    /// window, a timeline of that stretch (and a tenth of it either side) at a finer step, with at
+    /// most 60 steps; nil otherwise, or without the finer counts (a timeline read back from JSON).
+    package func closeUp() -> ReportTimeline? {
+        guard fineSeconds < stepSeconds,
+            let first = fine.firstIndex(where: { $0.failedTotal > 0 }), let last = fine.lastIndex(where: { $0.failedTotal > 0 })
+        else { return nil }
+        let covered = Double((last - first + 1) * fineSeconds)
+        guard covered * 3 < finish - origin else { return nil }
+        let margin = max(1, (last - first + 1) / 10)
+        let from = max(0, first - margin)
+        let to = min(fine.count - 1, last + margin)
+        var perStep = 1
+        while (to - from + perStep) / perStep > 60 { perStep += 1 }
+        var view = self
+        view.stepSeconds = fineSeconds * perStep
+        view.origin = origin + Double(from * fineSeconds)
+        view.finish = min(finish, origin + Double((to + 1) * fineSeconds))
+        view.start = Self.iso(Date(timeIntervalSince1970: view.origin))
+        view.end = Self.iso(Date(timeIntervalSince1970: view.finish))
+        view.steps = stride(from: from, through: to, by: perStep).map { index in
+            var step = Step(start: fine[index].start)
+            for part in fine[index..<min(index + perStep, to + 1)] {
+                step.failedFirstAttempts.merge(part.failedFirstAttempts, uniquingKeysWith: +)
+                step.missed.merge(part.missed, uniquingKeysWith: +)
+            }
+            return step
+        }
+        view.outside = 0
+        view.fine = []
+        view.fineSeconds = view.stepSeconds
+        return view
     }
 
     package var failedTotal: Int { steps.reduce(0) { $0 + $1.failedTotal } }

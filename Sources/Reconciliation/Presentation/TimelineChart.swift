@@ -13,7 +13,7 @@ package enum TimelineChart {
     static let top = 10.0
     static let bottom = 40.0
 
-    package static func svg(_ timeline: ReportTimeline, shaded: [ReportTimeline.Span]) -> String {
+    package static func svg(_ timeline: ReportTimeline, shaded: [ReportTimeline.Span], id: String = "timeline") -> String {
         let steps = timeline.steps
         let results = timeline.results
         let types = timeline.types
@@ -29,7 +29,7 @@ package enum TimelineChart {
             left + plotWidth * date.timeIntervalSince(origin) / (Double(timeline.stepSeconds) * Double(steps.count))
         }
 
-        var svg = "<svg class=\"chart\" id=\"timeline\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" "
+        var svg = "<svg class=\"chart\" id=\"\(id)\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" "
             + "aria-label=\"Failed first delivery attempts and missed notifications per \(stepName(timeline.stepSeconds))\" "
             + "data-steps=\"\(steps.count)\" data-step-seconds=\"\(timeline.stepSeconds)\" data-failed=\"\(timeline.failedTotal)\" data-missed=\"\(timeline.missedTotal)\">"
         // Outages behind everything.
@@ -37,6 +37,7 @@ package enum TimelineChart {
             guard let start = ReportTimeline.parse(span.start), let end = ReportTimeline.parse(span.end) else { continue }
             let from = max(left, x(start))
             let to = min(width - right, max(x(end), from + 2))
+            guard to > from else { continue }
             svg += "<rect class=\"outage\" data-start=\"\(span.start)\" data-end=\"\(span.end)\" x=\(f(from)) y=\(f(top)) width=\(f(to - from)) height=\(f(plotHeight))>"
                 + "<title>outage: \(HTMLPage.utc(start)) to \(HTMLPage.utc(end))</title></rect>"
         }
@@ -75,6 +76,14 @@ package enum TimelineChart {
             }
         }
         return svg + "</svg>"
+    }
+
+    /// The failed first attempts closer, when they fill less than a third of the window.
+    package static func closeUp(_ timeline: ReportTimeline) -> String {
+        guard let closeUp = timeline.closeUp() else { return "" }
+        let shaded = timeline.outages ?? closeUp.failureSpans()
+        return "<h3 id=\"closeup-heading\">Close up: \(HTMLPage.time(closeUp.start)) to \(HTMLPage.time(closeUp.end)), one bar group per \(stepName(closeUp.stepSeconds))</h3>\n"
+            + svg(closeUp, shaded: shaded, id: "closeup") + "\n"
     }
 
     /// The legend: which colour is which result and type, with each one's total.
