@@ -82,15 +82,22 @@ struct DetectOutageCommand: AsyncParsableCommand {
             var lines: [String] = []
             Self.text(output) { lines.append($0) }
             json ? print(jsonText, terminator: "") : lines.forEach { print($0) }
+            // The outages are printed above; reports that cannot be written are a warning, not a
+            // failed scan (a read-only working directory, say).
             let directory = reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-outages", dryRun: false, now: now)
-            try ReportFiles.write(
-                [
-                    "report.md": "# Outages\n\n" + lines.map { $0.hasPrefix("  ") ? "    " + $0.dropFirst(2) : $0 + "\n" }.joined(separator: "\n") + "\n",
-                    "report.json": jsonText,
-                    "report.html": OutageReportPage.html(result, commands: output.outages.map(\.command)),
-                ],
-                to: directory
-            )
+            do {
+                try ReportFiles.write(
+                    [
+                        "report.md": "# Outages\n\n" + lines.map { $0.hasPrefix("  ") ? "    " + $0.dropFirst(2) : $0 + "\n" }.joined(separator: "\n") + "\n",
+                        "report.json": jsonText,
+                        "report.html": OutageReportPage.html(result, commands: output.outages.map(\.command)),
+                    ],
+                    to: directory
+                )
+            } catch {
+                printError("warning: the reports were not written to \(directory): \(error); the outages above are complete")
+                return
+            }
             printError("Reports: \(directory)/report.html (chart), report.md, report.json")
         }
     }

@@ -45,6 +45,9 @@ struct DetectOutageTests {
             #expect(try HeadlessChromium.captures(#"<tr data-notifications="(\d+)""#, in: dom).compactMap { Int($0) } == output.outages.map(\.detected.notifications))
             for found in output.outages { #expect(dom.contains(found.command)) }
             #expect(try String(contentsOfFile: scratch.path + "/outages/report.json", encoding: .utf8) == scan.standardOutput)
+            let markdown = try String(contentsOfFile: scratch.path + "/outages/report.md", encoding: .utf8)
+            #expect(markdown.hasPrefix("# Outages") && markdown.contains("Outage 1: first failed attempt"))
+            for found in output.outages { #expect(markdown.contains("    recover: \(found.command)")) }
 
             let text = try await BuiltBinary.run(["detect-outage", "--since", "3d", "--gap", "3h", "--report-dir", scratch.path + "/outages-text"], environment: environment)
             #expect(text.standardOutput.contains("Outage 1: first failed attempt"), "\(text.standardOutput)")

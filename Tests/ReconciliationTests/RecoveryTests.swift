@@ -27,6 +27,7 @@ struct RecoveryTests {
                 #expect(report.counts.fetched == harness.scenario.notifications.count)
                 #expect(report.counts.rejected == 0)
                 #expect(Set(report.missed.map(\.notificationUUID)) == missed)
+                try Self.expectTimeline(of: report, matches: harness.scenario)
 
                 let again = try await recovery.run(.init(window: try harness.window()))
                 #expect(again.counts.missed == 0)
@@ -34,6 +35,26 @@ struct RecoveryTests {
                 #expect(again.counts.alreadyRecorded == harness.scenario.notifications.count)
             }
         }
+    }
+
+    /// report.html's chart, against the scenario: every notification whose first delivery
+    /// attempt failed, by result; every missed one, by type. (A function of its own: inline in
+    /// the test's closure it crashed the 6.3.1 compiler's SendNonSendable pass.)
+    static func expectTimeline(of report: RecoveryReport, matches scenario: Scenario) throws {
+        let timeline = try #require(report.timeline)
+        var failedByResult: [String: Int] = [:]
+        for notification in scenario.notifications {
+            if let first = notification.sendAttempts.first, first.result != "SUCCESS" { failedByResult[first.result, default: 0] += 1 }
+        }
+        var stepFailures: [String: Int] = [:]
+        var stepMissed: [String: Int] = [:]
+        for step in timeline.steps {
+            stepFailures.merge(step.failedFirstAttempts, uniquingKeysWith: +)
+            stepMissed.merge(step.missed, uniquingKeysWith: +)
+        }
+        #expect(stepFailures == failedByResult && !failedByResult.isEmpty)
+        #expect(stepMissed == Dictionary(grouping: scenario.missedNotifications) { $0.type.rawValue }.mapValues(\.count))
+        #expect(timeline.outsideFailedFirstAttempts == 0 && timeline.outsideMissed == 0)
     }
 
     @Test func everySubtypeOfDidRenewAndExpiredIsRecovered() async throws {

@@ -112,7 +112,7 @@ package struct NotificationRecovery: Sendable {
         let plan = QueryPlan(window: options.shard.subWindow(of: options.window), onlyFailures: options.onlyFailures)
         let scope = options.checkpointScope(environment)
         let checkpointing = !options.dryRun && options.checkpoints
-        var tally = Tally(missed: try ReportList(), rejected: try ReportList(), timeline: ReportTimeline(start: options.window.start, end: options.window.end))
+        var tally = Tally(missed: try ReportList(), rejected: try ReportList(), timeline: ReportTimeline(start: plan.window.start, end: plan.window.end))
         let requestsBefore = client.counts.requests[.notificationHistory] ?? 0
         do {
             let saved = checkpointing ? try await store.resumableCheckpoints(in: scope) : [:]

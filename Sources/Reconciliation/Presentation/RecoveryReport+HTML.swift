@@ -185,10 +185,17 @@ extension RecoveryReport {
         html += "<p class=\"muted\">\(HTMLPage.count(timeline.failedTotal, "failed first delivery attempt")) among the notifications fetched, "
             + "\(HTMLPage.count(timeline.missedTotal, "missed notification")) placed at Apple's first attempt to send them"
             + (shaded.isEmpty ? "" : "; shaded: when first attempts failed (\(shaded.count == 1 ? "one stretch" : "\(shaded.count) stretches"))")
-            + (timeline.outside > 0 ? "; \(HTMLPage.number(timeline.outside)) dated outside the window are not drawn" : "") + ".</p>\n"
+            + outsideNote(timeline) + ".</p>\n"
         html += TimelineChart.svg(timeline, shaded: shaded) + "\n" + TimelineChart.legend(timeline) + "\n"
         html += TimelineChart.closeUp(timeline)
         return html
+    }
+
+    func outsideNote(_ timeline: ReportTimeline) -> String {
+        var parts: [String] = []
+        if timeline.outsideFailedFirstAttempts > 0 { parts.append(HTMLPage.count(timeline.outsideFailedFirstAttempts, "failed first attempt")) }
+        if timeline.outsideMissed > 0 { parts.append(HTMLPage.count(timeline.outsideMissed, "missed notification")) }
+        return parts.isEmpty ? "" : "; not drawn, dated outside the window: " + parts.joined(separator: " and ")
     }
 
     // MARK: The tables

@@ -29,14 +29,18 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
     package var end: String
     package var stepSeconds: Int
     package var steps: [Step]
-    /// Counted events dated outside the window (Apple's first attempt before the window's start,
-    /// say): in no step.
-    package var outside = 0
+    /// Failed first attempts and missed notifications dated outside the window (Apple's first
+    /// attempt before the window's start, say): in no step.
+    package var outsideFailedFirstAttempts = 0
+    package var outsideMissed = 0
     /// The outages to shade; `detect-outage` sets its clusters, a run leaves nil and the chart
     /// shades `failureSpans`.
     package var outages: [Span]?
 
+    /// The first step's start (the window's start rounded down to the step), the window's start
+    /// and its end.
     private var origin: TimeInterval = 0
+    private var beginning: TimeInterval = 0
     private var finish: TimeInterval = 0
     /// The same counts at a finer step (about a tenth of `stepSeconds`), for the close-up of an
     /// outage much shorter than the window; not in report.json.
@@ -44,12 +48,13 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
     private var fine: [Step] = []
 
     enum CodingKeys: String, CodingKey {
-        case start, end, stepSeconds, steps, outside, outages
+        case start, end, stepSeconds, steps, outsideFailedFirstAttempts, outsideMissed, outages
     }
 
     /// Equal when report.json would say the same (the finer counts aside).
     package static func == (left: Self, right: Self) -> Bool {
-        (left.start, left.end, left.stepSeconds, left.steps, left.outside, left.outages) == (right.start, right.end, right.stepSeconds, right.steps, right.outside, right.outages)
+        (left.start, left.end, left.stepSeconds, left.steps) == (right.start, right.end, right.stepSeconds, right.steps)
+            && (left.outsideFailedFirstAttempts, left.outsideMissed, left.outages) == (right.outsideFailedFirstAttempts, right.outsideMissed, right.outages)
     }
 
     package func hash(into hasher: inout Hasher) {
@@ -62,25 +67,31 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
     package static let candidateSteps = [60, 120, 300, 600, 900, 1800, 3600, 7200, 10_800, 21_600, 43_200, 86_400, 172_800, 604_800]
 
     /// An hour when that gives 20 to 60 steps; otherwise the shortest step that gives at most 60
-    /// (20 or more whenever the window is long enough for the shortest step, a minute).
-    package static func stepSeconds(for duration: TimeInterval) -> Int {
-        if (20...60).contains(Int((duration / 3600).rounded(.up))) { return 3600 }
-        return candidateSteps.first { (duration / Double($0)).rounded(.up) <= 60 } ?? candidateSteps.last!
+    /// (20 or more whenever the window is long enough for the shortest step, a minute). Steps
+    /// start on whole multiples of the step, so the count is that of the aligned steps.
+    package static func stepSeconds(start: Date, end: Date) -> Int {
+        if (20...60).contains(stepCount(start: start, end: end, step: 3600)) { return 3600 }
+        return candidateSteps.first { stepCount(start: start, end: end, step: $0) <= 60 } ?? candidateSteps.last!
+    }
+
+    static func stepCount(start: Date, end: Date, step: Int) -> Int {
+        let first = (start.timeIntervalSince1970 / Double(step)).rounded(.down) * Double(step)
+        return max(1, Int(((max(end.timeIntervalSince1970, start.timeIntervalSince1970 + 1) - first) / Double(step)).rounded(.up)))
     }
 
     /// Steps aligned to whole multiples of the step in UTC (whole hours for an hourly chart),
     /// from the one holding `start` to the one holding the last instant before `end`.
     package init(start: Date, end: Date) {
-        let duration = max(end.timeIntervalSince(start), 1)
-        let step = Self.stepSeconds(for: duration)
+        let step = Self.stepSeconds(start: start, end: end)
         let first = (start.timeIntervalSince1970 / Double(step)).rounded(.down) * Double(step)
-        let count = max(1, Int(((end.timeIntervalSince1970 - first) / Double(step)).rounded(.up)))
+        let count = Self.stepCount(start: start, end: end, step: step)
         self.start = Self.iso(start)
         self.end = Self.iso(end)
         stepSeconds = step
         steps = (0..<count).map { Step(start: Self.iso(Date(timeIntervalSince1970: first + Double($0 * step)))) }
         origin = first
-        finish = end.timeIntervalSince1970
+        beginning = start.timeIntervalSince1970
+        finish = max(end.timeIntervalSince1970, beginning)
         fineSeconds = Self.candidateSteps.last { $0 <= step / 10 && step % $0 == 0 } ?? step
         let fineCount = max(1, Int(((finish - first) / Double(fineSeconds)).rounded(.up)))
         fine = (0..<fineCount).map { Step(start: Self.iso(Date(timeIntervalSince1970: first + Double($0 * fineSeconds)))) }
@@ -92,29 +103,31 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
         end = try container.decode(String.self, forKey: .end)
         stepSeconds = try container.decode(Int.self, forKey: .stepSeconds)
         steps = try container.decode([Step].self, forKey: .steps)
-        outside = try container.decodeIfPresent(Int.self, forKey: .outside) ?? 0
+        outsideFailedFirstAttempts = try container.decodeIfPresent(Int.self, forKey: .outsideFailedFirstAttempts) ?? 0
+        outsideMissed = try container.decodeIfPresent(Int.self, forKey: .outsideMissed) ?? 0
         outages = try container.decodeIfPresent([Span].self, forKey: .outages)
         origin = steps.first.flatMap { Self.parse($0.start) }?.timeIntervalSince1970 ?? 0
+        beginning = Self.parse(start)?.timeIntervalSince1970 ?? origin
         finish = Self.parse(end)?.timeIntervalSince1970 ?? origin
     }
 
     /// The step holding `date`, nil outside the window.
     package func stepIndex(of date: Date) -> Int? {
         let time = date.timeIntervalSince1970
-        guard time >= origin, time <= finish else { return nil }
+        guard !steps.isEmpty, time >= beginning, time <= finish else { return nil }
         return min(steps.count - 1, Int((time - origin) / Double(stepSeconds)))
     }
 
     /// Counts a first delivery attempt; SUCCESS is not a failure and is not counted.
     package mutating func countFirstAttempt(at date: Date, result: String) {
         guard result != "SUCCESS" else { return }
-        guard let index = stepIndex(of: date) else { return outside += 1 }
+        guard let index = stepIndex(of: date) else { return outsideFailedFirstAttempts += 1 }
         steps[index].failedFirstAttempts[result, default: 0] += 1
         if let fineIndex = fineIndex(of: date) { fine[fineIndex].failedFirstAttempts[result, default: 0] += 1 }
     }
 
     package mutating func countMissed(at date: Date, type: String) {
-        guard let index = stepIndex(of: date) else { return outside += 1 }
+        guard let index = stepIndex(of: date) else { return outsideMissed += 1 }
         steps[index].missed[type.isEmpty ? "unknown" : type, default: 0] += 1
         if let fineIndex = fineIndex(of: date) { fine[fineIndex].missed[type.isEmpty ? "unknown" : type, default: 0] += 1 }
     }
@@ -141,6 +154,7 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
         var view = self
         view.stepSeconds = fineSeconds * perStep
         view.origin = origin + Double(from * fineSeconds)
+        view.beginning = max(beginning, view.origin)
         view.finish = min(finish, origin + Double((to + 1) * fineSeconds))
         view.start = Self.iso(Date(timeIntervalSince1970: view.origin))
         view.end = Self.iso(Date(timeIntervalSince1970: view.finish))
@@ -152,7 +166,8 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
             }
             return step
         }
-        view.outside = 0
+        view.outsideFailedFirstAttempts = 0
+        view.outsideMissed = 0
         view.fine = []
         view.fineSeconds = view.stepSeconds
         return view

@@ -13,10 +13,14 @@ package enum TimelineChart {
     static let top = 10.0
     static let bottom = 40.0
 
-    package static func svg(_ timeline: ReportTimeline, shaded: [ReportTimeline.Span], id: String = "timeline") -> String {
+    /// `order`: the results and types in stacking (and colour) order; the timeline's own by
+    /// default, the whole window's for a close-up so that its colours match the legend.
+    package static func svg(
+        _ timeline: ReportTimeline, shaded: [ReportTimeline.Span], id: String = "timeline", order: (results: [String], types: [String])? = nil
+    ) -> String {
         let steps = timeline.steps
-        let results = timeline.results
-        let types = timeline.types
+        let results = order?.results ?? timeline.results
+        let types = order?.types ?? timeline.types
         let plotWidth = width - left - right
         let plotHeight = height - top - bottom
         let slot = plotWidth / Double(max(steps.count, 1))
@@ -38,7 +42,7 @@ package enum TimelineChart {
             let from = max(left, x(start))
             let to = min(width - right, max(x(end), from + 2))
             guard to > from else { continue }
-            svg += "<rect class=\"outage\" data-start=\"\(span.start)\" data-end=\"\(span.end)\" x=\(f(from)) y=\(f(top)) width=\(f(to - from)) height=\(f(plotHeight))>"
+            svg += "<rect class=\"outage\" data-start=\"\(HTMLPage.escape(span.start))\" data-end=\"\(HTMLPage.escape(span.end))\" x=\(f(from)) y=\(f(top)) width=\(f(to - from)) height=\(f(plotHeight))>"
                 + "<title>outage: \(HTMLPage.utc(start)) to \(HTMLPage.utc(end))</title></rect>"
         }
         // Grid and y axis.
@@ -51,7 +55,7 @@ package enum TimelineChart {
         let barWidth = max(1, slot * 0.38)
         for (index, step) in steps.enumerated() {
             let x0 = left + slot * Double(index)
-            var group = "<g class=\"step\" data-start=\"\(step.start)\" data-utc=\"\(step.start)\" data-failed=\"\(step.failedTotal)\" data-missed=\"\(step.missedTotal)\">"
+            var group = "<g class=\"step\" data-start=\"\(HTMLPage.escape(step.start))\" data-utc=\"\(HTMLPage.escape(step.start))\" data-failed=\"\(step.failedTotal)\" data-missed=\"\(step.missedTotal)\">"
             group += "<title>\(HTMLPage.escape(stepTitle(step, seconds: timeline.stepSeconds, results: results, types: types)))</title>"
             group += "<rect class=\"hit\" x=\(f(x0)) y=\(f(top)) width=\(f(slot)) height=\(f(plotHeight))></rect>"
             group += stack(step.failedFirstAttempts, order: results, kind: "failed", x: x0 + slot * 0.1, width: barWidth, y: y) { HTMLPage.colour(failed: $0) }
@@ -83,7 +87,7 @@ package enum TimelineChart {
         guard let closeUp = timeline.closeUp() else { return "" }
         let shaded = timeline.outages ?? closeUp.failureSpans()
         return "<h3 id=\"closeup-heading\">Close up: \(HTMLPage.time(closeUp.start)) to \(HTMLPage.time(closeUp.end)), one bar group per \(stepName(closeUp.stepSeconds))</h3>\n"
-            + svg(closeUp, shaded: shaded, id: "closeup") + "\n"
+            + svg(closeUp, shaded: shaded, id: "closeup", order: (timeline.results, timeline.types)) + "\n"
     }
 
     /// The legend: which colour is which result and type, with each one's total.
