@@ -12,7 +12,7 @@ enum HeadlessChromium {
     }
 
     static func arguments(_ extra: [String]) -> [String] {
-        ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars", "--enable-logging=stderr", "--v=0"] + extra
+        ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--hide-scrollbars", "--enable-logging=stderr", "--v=0"] + extra
     }
 
     /// The DOM after the page's scripts ran, and every console message the page produced.
