@@ -141,7 +141,7 @@ package enum HTMLPage {
         .legend span { margin-left: 14px; white-space: nowrap; }
         .legend span::before { content: ""; display: inline-block; width: 10px; height: 10px; margin-right: 5px; border-radius: 2px; background: var(--swatch); }
         .more { color: var(--muted); font-style: italic; }
-        @media print { body { background: #fff; color: #000; } details { break-inside: avoid; } .chart .step:hover .hit { fill: transparent; } }
+        @media print { body { background: #fff; color: #000; } h2, h3 { break-after: avoid; } details, .chart, tr { break-inside: avoid; } .chart .step:hover .hit { fill: transparent; } }
         """
 
     /// Colours for failed first attempts (warm) and missed types (cool), readable on light and dark.
