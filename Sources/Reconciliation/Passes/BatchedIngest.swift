@@ -81,14 +81,14 @@ package final class BatchedIngest: Service, Sendable {
 
     private func writeQueued() async {
         while true {
-            let batch = queue.withLock { queue -> [Waiting] in
+            let (batch, more) = queue.withLock { queue -> ([Waiting], Bool) in
                 let taken = Array(queue.waiting.prefix(maximumBatch))
                 queue.waiting.removeFirst(taken.count)
-                return taken
+                return (taken, !queue.waiting.isEmpty)
             }
             guard !batch.isEmpty else { return }
             // More is queued: another writer may take it while this one writes.
-            if queue.withLock({ !$0.waiting.isEmpty }) { waker.yield() }
+            if more { waker.yield() }
             do {
                 guard let outcomes = try await record(batch) else {
                     batch.forEach { $0.continuation.resume(throwing: GivenUp()) }

@@ -176,9 +176,13 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
     package var failedTotal: Int { steps.reduce(0) { $0 + $1.failedTotal } }
     package var missedTotal: Int { steps.reduce(0) { $0 + $1.missedTotal } }
 
+    /// The window's totals: failed first attempts by result, missed notifications by type.
+    package var failedByResult: [String: Int] { Self.totals(steps.map(\.failedFirstAttempts)) }
+    package var missedByType: [String: Int] { Self.totals(steps.map(\.missed)) }
+
     /// Results and types in the order the chart stacks and its legend lists them: most first.
-    package var results: [String] { Self.byCount(steps.map(\.failedFirstAttempts)) }
-    package var types: [String] { Self.byCount(steps.map(\.missed)) }
+    package var results: [String] { Self.byCount(failedByResult) }
+    package var types: [String] { Self.byCount(missedByType) }
 
     /// The run's outages as its failed first attempts show them: runs of steps with failures,
     /// joined across quiet stretches shorter than `gap`.
@@ -198,10 +202,12 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
         }
     }
 
-    static func byCount(_ maps: [[String: Int]]) -> [String] {
-        var totals: [String: Int] = [:]
-        for map in maps { for (key, value) in map { totals[key, default: 0] += value } }
-        return totals.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map(\.key)
+    static func totals(_ maps: [[String: Int]]) -> [String: Int] {
+        maps.reduce(into: [:]) { totals, map in totals.merge(map, uniquingKeysWith: +) }
+    }
+
+    static func byCount(_ totals: [String: Int]) -> [String] {
+        totals.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map(\.key)
     }
 
     static func iso(_ date: Date) -> String { date.formatted(.iso8601) }

@@ -92,21 +92,19 @@ package enum TimelineChart {
 
     /// The legend: which colour is which result and type, with each one's total.
     package static func legend(_ timeline: ReportTimeline, showsMissed: Bool = true) -> String {
-        var totalsFailed: [String: Int] = [:]
-        var totalsMissed: [String: Int] = [:]
-        for step in timeline.steps {
-            for (key, value) in step.failedFirstAttempts { totalsFailed[key, default: 0] += value }
-            for (key, value) in step.missed { totalsMissed[key, default: 0] += value }
-        }
+        let totalsFailed = timeline.failedByResult
+        let totalsMissed = timeline.missedByType
         var html = "<div class=\"legend\"><b>Failed first attempts</b>\(showsMissed ? " (left bar)" : ""):"
-        if timeline.results.isEmpty { html += " <span class=\"muted\" style=\"--swatch: transparent\">none</span>" }
-        for (index, result) in timeline.results.enumerated() {
+        let results = ReportTimeline.byCount(totalsFailed)
+        if results.isEmpty { html += " <span class=\"muted\" style=\"--swatch: transparent\">none</span>" }
+        for (index, result) in results.enumerated() {
             html += " <span style=\"--swatch: \(HTMLPage.colour(failed: index))\">\(HTMLPage.escape(result)) \(HTMLPage.number(totalsFailed[result] ?? 0))</span>"
         }
         guard showsMissed else { return html + "</div>" }
         html += "</div><div class=\"legend\"><b>Missed notifications</b> (right bar):"
-        if timeline.types.isEmpty { html += " <span class=\"muted\" style=\"--swatch: transparent\">none</span>" }
-        for (index, type) in timeline.types.enumerated() {
+        let types = ReportTimeline.byCount(totalsMissed)
+        if types.isEmpty { html += " <span class=\"muted\" style=\"--swatch: transparent\">none</span>" }
+        for (index, type) in types.enumerated() {
             html += " <span style=\"--swatch: \(HTMLPage.colour(missed: index))\">\(HTMLPage.escape(type)) \(HTMLPage.number(totalsMissed[type] ?? 0))</span>"
         }
         return html + "</div>"
