@@ -23,6 +23,29 @@ struct ServeComparison {
     let seconds: Double
     let logger: Logger
 
+    /// What sends the closed loop's requests: wrk (Debian's package; C, one thread, so that the
+    /// load generator takes as little of the 2 cores as it can), or, without it, async-http-client
+    /// in the benchmark's own process (about a tenth of the machine's CPU at serve's rate).
+    enum LoadGenerator: CustomStringConvertible {
+        case wrk(String)
+        case inProcess
+
+        static func find() -> LoadGenerator {
+            let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+            for directory in path.split(separator: ":") where FileManager.default.isExecutableFile(atPath: "\(directory)/wrk") {
+                return .wrk("\(directory)/wrk")
+            }
+            return .inProcess
+        }
+
+        var description: String {
+            switch self {
+            case .wrk: "wrk, 1 thread"
+            case .inProcess: "async-http-client in the benchmark's process"
+            }
+        }
+    }
+
     struct Throughput {
         var sent: Int
         var answered: Int
@@ -45,6 +68,7 @@ struct ServeComparison {
         var receiver: Throughput
         var receiverAtHalf: Latency
         var committed: (serve: Int, receiver: Int)
+        var generator: LoadGenerator
     }
 
     func run(fixedRate: Double) async throws -> Figures {
@@ -54,7 +78,9 @@ struct ServeComparison {
         guard installed.status == 0 else { throw BenchmarkError("pip install gunicorn psycopg failed: \(installed.standardError.suffix(500))") }
 
         // Enough distinct notifications for every phase: each is sent once.
-        let serveCount = Int(seconds * 3_000) + Int(seconds * fixedRate) + 2_000
+        let generator = LoadGenerator.find()
+        say("  closed loop sent by \(generator)\(generator.isInProcess ? " (install Debian's wrk for a lighter one)" : "")")
+        let serveCount = Int(seconds * 4_500) + Int(seconds * fixedRate) + 2_000
         say("  signing \(serveCount) distinct notifications (each with a signed transaction and renewal info)…")
         let figures = try VerificationFigures(count: serveCount)
         let bodies = figures.notifications.map { "{\"signedPayload\":\"\($0)\"}" }
@@ -110,8 +136,8 @@ struct ServeComparison {
         let serveURL = try await Self.port(in: serveLog, pattern: #"listening on 127\.0\.0\.1:([0-9]+)"#).map { "http://127.0.0.1:\($0)/apple/notifications" }!
         let warmUp = Array(take(300))
         giveBack(warmUp.count - (try await Self.closedLoop(client, serveURL, warmUp, concurrency: 16, seconds: 1)).sent)
-        let serveBudget = Array(take(Int(seconds * 3_000)))
-        let serveThroughput = try await Self.closedLoop(client, serveURL, serveBudget, concurrency: 32, seconds: seconds)
+        let serveBudget = Array(take(Int(seconds * 4_500)))
+        let serveThroughput = try await Self.closedLoop(generator, client, serveURL, serveBudget, concurrency: 32, seconds: seconds, scratch: scratch, root: root)
         giveBack(serveBudget.count - serveThroughput.sent)
         say("    \(number(serveThroughput.perSecond)) notifications/s sustained (\(serveThroughput.refused) not answered 200)")
         let serveHalf = try await Self.openLoop(client, serveURL, Array(take(Int(seconds * serveThroughput.perSecond / 2) + 1)), rate: serveThroughput.perSecond / 2)
@@ -144,7 +170,8 @@ struct ServeComparison {
         let receiverWarmUp = Array(take(50))
         giveBack(receiverWarmUp.count - (try await Self.closedLoop(client, receiverURL, receiverWarmUp, concurrency: 4, seconds: 1)).sent)
         let receiverBudget = Array(take(Int(seconds * 1_000)))
-        let receiverThroughput = try await Self.closedLoop(client, receiverURL, receiverBudget, concurrency: 32, seconds: seconds)
+        let receiverThroughput = try await Self.closedLoop(
+            generator, client, receiverURL, receiverBudget, concurrency: 32, seconds: seconds, scratch: scratch, root: root)
         giveBack(receiverBudget.count - receiverThroughput.sent)
         say("    \(number(receiverThroughput.perSecond)) notifications/s sustained (\(receiverThroughput.refused) not answered 200)")
         let receiverHalf = try await Self.openLoop(
@@ -165,7 +192,46 @@ struct ServeComparison {
         }
         return Figures(
             serve: serveThroughput, serveAtHalf: serveHalf, serveAtFixed: serveFixed, receiver: receiverThroughput, receiverAtHalf: receiverHalf,
-            committed: committed
+            committed: committed, generator: generator
+        )
+    }
+
+    /// The closed loop through `generator`. `sent` is how many of `bodies` may have been used (with
+    /// wrk: those answered plus those still in flight when it stopped), so that what follows
+    /// sends only notifications never sent before.
+    static func closedLoop(
+        _ generator: LoadGenerator, _ client: HTTPClient, _ url: String, _ bodies: [String], concurrency: Int, seconds: Double, scratch: String,
+        root: String
+    ) async throws -> Throughput {
+        guard case .wrk(let wrk) = generator else {
+            return try await closedLoop(client, url, bodies, concurrency: concurrency, seconds: seconds)
+        }
+        let list = scratch + "/bodies-\(UUID().uuidString).txt"
+        try Data(bodies.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: list))
+        defer { try? FileManager.default.removeItem(atPath: list) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["WRK_BODIES"] = list
+        let arguments = [
+            "-t", "1", "-c", String(concurrency), "-d", "\(max(1, Int(seconds.rounded())))s", "--timeout", "30s",
+            "-s", root + "/Benchmarks/closed_loop.lua", url,
+        ]
+        let completion = try ChildProcess.run(wrk, arguments, environment: environment)
+        guard completion.status == 0, let line = completion.standardOutput.split(separator: "\n").first(where: { $0.hasPrefix("closed-loop ") }) else {
+            throw BenchmarkError("wrk failed (\(completion.status)): \(completion.standardError.suffix(500))\(completion.standardOutput.suffix(500))")
+        }
+        var figures: [String: Int] = [:]
+        for field in line.split(separator: " ").dropFirst() {
+            let parts = field.split(separator: "=")
+            if parts.count == 2, let value = Int(parts[1]) { figures[String(parts[0])] = value }
+        }
+        guard let completed = figures["answered"], let micros = figures["duration_us"], micros > 0, let statusErrors = figures["status_errors"] else {
+            throw BenchmarkError("wrk's summary could not be read: \(line)")
+        }
+        let otherErrors = ["connect", "read", "write", "timeout"].compactMap { figures[$0] }.reduce(0, +)
+        let answered = completed - statusErrors
+        return Throughput(
+            sent: min(bodies.count, completed + otherErrors + concurrency), answered: answered, refused: statusErrors + otherErrors,
+            perSecond: Double(answered) / (Double(micros) / 1e6)
         )
     }
 
@@ -262,5 +328,11 @@ struct ServeComparison {
             try await Task.sleep(for: .milliseconds(100))
         }
         throw BenchmarkError("the receiver did not start: \(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").suffix(1000))")
+    }
+}
+
+extension ServeComparison.LoadGenerator {
+    var isInProcess: Bool {
+        if case .inProcess = self { true } else { false }
     }
 }

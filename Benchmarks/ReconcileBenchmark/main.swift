@@ -186,7 +186,7 @@ if !arguments.contains("--skip-serve") {
     await attempt("serve") {
         let result = try await ServeComparison(binary: binary, root: root, seconds: serveSeconds, logger: logger).run(fixedRate: 500)
         let times = result.serve.perSecond / result.receiver.perSecond
-        rows.append(Row(section: "serve", figure: "serve: notifications/s answered 200 (32 clients; \(result.serve.refused) not 200)", value: number(result.serve.perSecond)))
+        rows.append(Row(section: "serve", figure: "serve: notifications/s answered 200 (32 connections, \(result.generator); \(result.serve.refused) not 200)", value: number(result.serve.perSecond)))
         rows.append(
             Row(
                 section: "serve",

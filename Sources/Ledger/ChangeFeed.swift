@@ -12,14 +12,8 @@ package enum ChangeFeed {
     /// The transaction's `app_store.change_context` for a batch: why its rows change, and the
     /// notification behind each (see migration 0007).
     static func context(of batch: LedgerBatch, runId: UUID?) -> String {
-        func map(_ notifications: [String: UUID]) -> [String: String] { notifications.mapValues { $0.uuidString.lowercased() } }
-        let object: [String: Any] = [
-            "cause": batch.cause.rawValue,
-            "run": runId.map { $0.uuidString.lowercased() } ?? NSNull(),
-            "notifications": ["subscription": map(batch.subscriptionNotifications), "transaction": map(batch.transactionNotifications)],
-        ]
-        let data = (try? JSONSerialization.data(withJSONObject: object)) ?? Data("{\"cause\":\"\(batch.cause.rawValue)\"}".utf8)
-        return String(decoding: data, as: UTF8.self)
+        RowJSON.changeContext(
+            cause: batch.cause.rawValue, runId: runId, subscriptions: batch.subscriptionNotifications, transactions: batch.transactionNotifications)
     }
 
     /// One change, as `appstore-reconcile changes` prints it: a JSON object on one line, with the

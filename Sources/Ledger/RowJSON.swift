@@ -67,6 +67,41 @@ struct RowJSON {
         needsComma = true
     }
 
+    /// `{"key":"value",...}` of strings, keys in sorted order.
+    mutating func object(_ pairs: [String: String]) {
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+        for (name, value) in pairs.sorted(by: { $0.key < $1.key }) {
+            if needsComma { bytes.append(UInt8(ascii: ",")) }
+            string(name)  // keys are data here (originalTransactionIds): escaped like values
+            bytes.append(UInt8(ascii: ":"))
+            string(value)
+            needsComma = true
+        }
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    /// The transaction's `app_store.change_context` (migration 0007):
+    /// `{"cause":…,"run":…|null,"notifications":{"subscription":{…},"transaction":{…}}}`.
+    static func changeContext(cause: String, runId: UUID?, subscriptions: [String: UUID], transactions: [String: UUID]) -> String {
+        var json = RowJSON(capacity: 96 + 90 * (subscriptions.count + transactions.count))
+        json.bytes.append(UInt8(ascii: "{"))
+        json.key("cause")
+        json.string(cause)
+        json.key("run")
+        if let runId { json.string(runId.uuidString.lowercased()) } else { json.bytes.append(contentsOf: "null".utf8) }
+        json.key("notifications")
+        json.bytes.append(UInt8(ascii: "{"))
+        json.needsComma = false
+        json.key("subscription")
+        json.object(subscriptions.mapValues { $0.uuidString.lowercased() })
+        json.key("transaction")
+        json.object(transactions.mapValues { $0.uuidString.lowercased() })
+        json.bytes.append(contentsOf: "}}".utf8)
+        return json.text
+    }
+
     private mutating func key(_ name: String) {
         if needsComma { bytes.append(UInt8(ascii: ",")) }
         bytes.append(UInt8(ascii: "\""))

@@ -51,6 +51,23 @@ struct RowJSONTests {
         )
     }
 
+    @Test func theChangeContextParsesBackToItsCauseRunAndNotificationsWithAnyKeyEscaped() throws {
+        let run = UUID()
+        let subscriptions = Dictionary(uniqueKeysWithValues: Self.awkward.map { ($0, UUID()) })
+        let transactions = ["2000000000000001": UUID(), "2000000000000002": UUID()]
+        for runId in [run, nil] {
+            let text = RowJSON.changeContext(cause: "webhook", runId: runId, subscriptions: subscriptions, transactions: transactions)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+            #expect(object["cause"] as? String == "webhook")
+            if let runId { #expect(object["run"] as? String == runId.uuidString.lowercased()) } else { #expect(object["run"] is NSNull) }
+            let notifications = try #require(object["notifications"] as? [String: [String: String]])
+            #expect(notifications["subscription"] == subscriptions.mapValues { $0.uuidString.lowercased() })
+            #expect(notifications["transaction"] == transactions.mapValues { $0.uuidString.lowercased() })
+        }
+        let empty = RowJSON.changeContext(cause: "repair", runId: nil, subscriptions: [:], transactions: [:])
+        #expect(empty == #"{"cause":"repair","run":null,"notifications":{"subscription":{},"transaction":{}}}"#)
+    }
+
     @Test func everyTableWritesEachColumnUnderItsKeyAndLeavesAbsentValuesOut() throws {
         for (index, text) in Self.awkward.enumerated() {
             for full in [true, false] {

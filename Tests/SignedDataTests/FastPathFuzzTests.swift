@@ -104,6 +104,38 @@ struct FastPathFuzzTests {
         return true
     }
 
+    /// `serve`'s body reader against `JSONSerialization` on Apple's body and its mutations: the
+    /// same payload, or nil, every time.
+    @Test func theNotificationBodyReaderAnswersWhatJSONSerializationReadsForEveryMutation() throws {
+        func reference(_ body: [UInt8]) -> String? {
+            (try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])?["signedPayload"] as? String
+        }
+        let plain = Array(#"{"signedPayload":"eyJhbGciOiJFUzI1NiJ9.eyJ4IjoxfQ.c2ln"}"#.utf8)
+        let handPicked = [
+            plain,
+            Array(" {\n \"signedPayload\" : \"a.b.c\" } ".utf8),
+            Array(#"{"signedPayload":"a\/b.c"}"#.utf8),
+            Array(#"{"signedPayload":"a.b.c","signedPayload":"d.e.f"}"#.utf8),
+            Array(#"{"signedPayload":7}"#.utf8),
+            Array(#"{"other":"a.b.c"}"#.utf8),
+            Array(#"["a.b.c"]"#.utf8),
+            Array(#"{"signedPayload":"a.b.c"} x"#.utf8),
+            Array(#"{"signedPayload":"\u0061.b.c"}"#.utf8),
+            [],
+        ]
+        for body in handPicked {
+            #expect(NotificationBody.signedPayload(in: body) == reference(body), "\(String(decoding: body, as: UTF8.self))")
+        }
+        #expect(NotificationBody.signedPayload(in: plain) == "eyJhbGciOiJFUzI1NiJ9.eyJ4IjoxfQ.c2ln")
+        var random = SeededGenerator(seed: 20_261_124)
+        var disagreements = 0
+        for _ in 0..<20_000 {
+            let body = Self.mutate(plain, &random)
+            if NotificationBody.signedPayload(in: body) != reference(body) { disagreements += 1 }
+        }
+        #expect(disagreements == 0)
+    }
+
     @Test func whatTheFastPathAcceptsFoundationReadsTheSameAndItNeverCrashes() throws {
         let seeds = try Self.seeds()
         var random = SeededGenerator(seed: 20_261_123)

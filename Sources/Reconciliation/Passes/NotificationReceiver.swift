@@ -71,7 +71,7 @@ package struct NotificationReceiver: Sendable {
     /// The answer for a POST whose body is `body` (nil: it was over the limit).
     package func answer(body: [UInt8]?) async -> Answer {
         guard let body, body.count <= Self.maximumBodyBytes else { return .badBody("the body is over \(Self.maximumBodyBytes) bytes") }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any], let jws = object["signedPayload"] as? String else {
+        guard let jws = NotificationBody.signedPayload(in: body) else {
             return .badBody("expected Apple's body {\"signedPayload\": \"…\"}")
         }
         do {
