@@ -21,6 +21,11 @@ struct ServeComparison {
     let binary: String
     let root: String
     let seconds: Double
+    /// The closed loops' connections, each sending its next notification when the last is
+    /// answered: one closed loop per count, for each receiver. More connections make `serve`'s
+    /// batches larger (its CPU per notification falls); a receiver with one sync worker per
+    /// core is saturated at any count.
+    var connections = [32, 256]
     let logger: Logger
 
     /// What sends the closed loop's requests: wrk (Debian's package; C, one thread, so that the
@@ -51,6 +56,72 @@ struct ServeComparison {
         var answered: Int
         var refused: Int
         var perSecond: Double
+        /// Where the machine's CPU went during the closed loop, per notification answered 200.
+        var cost = CPUCost()
+    }
+
+    /// CPU milliseconds per notification answered 200 during a closed loop, as the kernel charged
+    /// them: the receiver's own processes, PostgreSQL's, and the rest of the machine (the load
+    /// generator, this benchmark, anything else running).
+    struct CPUCost {
+        var receiver = Double.nan
+        var database = Double.nan
+        var rest = Double.nan
+        /// What recording one notification costs: the receiver and its database.
+        var recording: Double { receiver + database }
+    }
+
+    /// CPU seconds so far: the machine's busy time, the receiver's processes (`service` and its
+    /// children), and PostgreSQL's processes.
+    struct CPUSample {
+        var machine: Double
+        var receiver: Double
+        var database: Double
+
+        static func take(service: pid_t) -> CPUSample {
+            var receiver = 0.0
+            var database = 0.0
+            for process in ProcessCPU.all() {
+                if process.pid == service || process.parent == service { receiver += process.seconds }
+                if process.name == "postgres" { database += process.seconds }
+            }
+            return CPUSample(machine: CPUTime.machine(), receiver: receiver, database: database)
+        }
+
+        static func cost(from start: CPUSample, to end: CPUSample, answered: Int) -> CPUCost {
+            guard answered > 0 else { return CPUCost() }
+            let perNotification = 1000 / Double(answered)
+            let receiver = end.receiver - start.receiver
+            let database = end.database - start.database
+            return CPUCost(
+                receiver: receiver * perNotification, database: database * perNotification,
+                rest: max(0, (end.machine - start.machine) - receiver - database) * perNotification
+            )
+        }
+    }
+
+    /// Every process's CPU seconds, from /proc/PID/stat (utime and stime, all its threads).
+    enum ProcessCPU {
+        struct Process {
+            var pid: pid_t
+            var parent: pid_t
+            var name: String
+            var seconds: Double
+        }
+
+        static func all() -> [Process] {
+            let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+            return entries.compactMap { entry -> Process? in
+                guard let pid = pid_t(entry), let text = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                    let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")")
+                else { return nil }
+                // After "(comm)": state, ppid, …, utime (the 12th), stime (the 13th).
+                let fields = text[text.index(after: close)...].split(separator: " ")
+                guard fields.count > 12, let parent = pid_t(fields[1]), let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+                return Process(pid: pid, parent: parent, name: String(text[text.index(after: open)..<close]), seconds: (user + system) / ticks)
+            }
+        }
     }
 
     struct Latency {
@@ -62,10 +133,11 @@ struct ServeComparison {
     }
 
     struct Figures {
-        var serve: Throughput
+        /// One closed loop per count of connections, in `connections`' order.
+        var serve: [Throughput]
         var serveAtHalf: Latency
         var serveAtFixed: Latency?
-        var receiver: Throughput
+        var receiver: [Throughput]
         var receiverAtHalf: Latency
         var committed: (serve: Int, receiver: Int)
         var generator: LoadGenerator
@@ -80,7 +152,9 @@ struct ServeComparison {
         // Enough distinct notifications for every phase: each is sent once.
         let generator = LoadGenerator.find()
         say("  closed loop sent by \(generator)\(generator.isInProcess ? " (install Debian's wrk for a lighter one)" : "")")
-        let serveCount = Int(seconds * 4_500) + Int(seconds * fixedRate) + 2_000
+        // serve's closed loops, its half rate (at most half of 3,500/s) and fixed rate; the
+        // receiver's closed loops and half rate; the warm-ups.
+        let serveCount = (Int(seconds * 3_500) + Int(seconds * 1_000)) * connections.count + Int(seconds * (1_750 + fixedRate + 500)) + 2_000
         say("  signing \(serveCount) distinct notifications (each with a signed transaction and renewal info)…")
         let figures = try VerificationFigures(count: serveCount)
         let bodies = figures.notifications.map { "{\"signedPayload\":\"\($0)\"}" }
@@ -136,11 +210,18 @@ struct ServeComparison {
         let serveURL = try await Self.port(in: serveLog, pattern: #"listening on 127\.0\.0\.1:([0-9]+)"#).map { "http://127.0.0.1:\($0)/apple/notifications" }!
         let warmUp = Array(take(300))
         giveBack(warmUp.count - (try await Self.closedLoop(client, serveURL, warmUp, concurrency: 16, seconds: 1)).sent)
-        let serveBudget = Array(take(Int(seconds * 4_500)))
-        let serveThroughput = try await Self.closedLoop(generator, client, serveURL, serveBudget, concurrency: 32, seconds: seconds, scratch: scratch, root: root)
-        giveBack(serveBudget.count - serveThroughput.sent)
-        say("    \(number(serveThroughput.perSecond)) notifications/s sustained (\(serveThroughput.refused) not answered 200)")
-        let serveHalf = try await Self.openLoop(client, serveURL, Array(take(Int(seconds * serveThroughput.perSecond / 2) + 1)), rate: serveThroughput.perSecond / 2)
+        var serveLoops: [Throughput] = []
+        for count in connections {
+            let budget = Array(take(Int(seconds * 3_500)))
+            let loop = try await Self.closedLoop(
+                generator, client, serveURL, budget, concurrency: count, seconds: seconds, scratch: scratch, root: root, service: serve.process.pid)
+            giveBack(budget.count - loop.sent)
+            say("    \(count) connections: \(number(loop.perSecond)) notifications/s sustained (\(loop.refused) not answered 200)")
+            serveLoops.append(loop)
+            try await Self.settle(count, loop)
+        }
+        let serveBest = serveLoops.map(\.perSecond).max() ?? 0
+        let serveHalf = try await Self.openLoop(client, serveURL, Array(take(Int(seconds * serveBest / 2) + 1)), rate: serveBest / 2)
         say("    at \(number(serveHalf.rate)) /s: p50 \(number(serveHalf.p50 * 1000, 1)) ms, p99 \(number(serveHalf.p99 * 1000, 1)) ms")
         var serveFixed: Latency?
         if next + Int(seconds * fixedRate) <= bodies.count {
@@ -169,13 +250,19 @@ struct ServeComparison {
         try await Self.waitUntilAnswering(client, receiverURL, log: receiverLog)
         let receiverWarmUp = Array(take(50))
         giveBack(receiverWarmUp.count - (try await Self.closedLoop(client, receiverURL, receiverWarmUp, concurrency: 4, seconds: 1)).sent)
-        let receiverBudget = Array(take(Int(seconds * 1_000)))
-        let receiverThroughput = try await Self.closedLoop(
-            generator, client, receiverURL, receiverBudget, concurrency: 32, seconds: seconds, scratch: scratch, root: root)
-        giveBack(receiverBudget.count - receiverThroughput.sent)
-        say("    \(number(receiverThroughput.perSecond)) notifications/s sustained (\(receiverThroughput.refused) not answered 200)")
+        var receiverLoops: [Throughput] = []
+        for count in connections {
+            let budget = Array(take(Int(seconds * 1_000)))
+            let loop = try await Self.closedLoop(
+                generator, client, receiverURL, budget, concurrency: count, seconds: seconds, scratch: scratch, root: root, service: receiver.process.pid)
+            giveBack(budget.count - loop.sent)
+            say("    \(count) connections: \(number(loop.perSecond)) notifications/s sustained (\(loop.refused) not answered 200)")
+            receiverLoops.append(loop)
+            try await Self.settle(count, loop)
+        }
+        let receiverBest = receiverLoops.map(\.perSecond).max() ?? 0
         let receiverHalf = try await Self.openLoop(
-            client, receiverURL, Array(take(max(1, Int(seconds * receiverThroughput.perSecond / 2)))), rate: max(1, receiverThroughput.perSecond / 2)
+            client, receiverURL, Array(take(max(1, Int(seconds * receiverBest / 2)))), rate: max(1, receiverBest / 2)
         )
         say("    at \(number(receiverHalf.rate)) /s: p50 \(number(receiverHalf.p50 * 1000, 1)) ms, p99 \(number(receiverHalf.p99 * 1000, 1)) ms")
         receiver.process.send(SIGQUIT)  // gunicorn's quick shutdown (SIGTERM waits for idle keep-alive clients)
@@ -191,24 +278,37 @@ struct ServeComparison {
             return (serveRows, receiverRows)
         }
         return Figures(
-            serve: serveThroughput, serveAtHalf: serveHalf, serveAtFixed: serveFixed, receiver: receiverThroughput, receiverAtHalf: receiverHalf,
+            serve: serveLoops, serveAtHalf: serveHalf, serveAtFixed: serveFixed, receiver: receiverLoops, receiverAtHalf: receiverHalf,
             committed: committed, generator: generator
         )
     }
 
-    /// The closed loop through `generator`. `sent` is how many of `bodies` may have been used (with
-    /// wrk: those answered plus those still in flight when it stopped), so that what follows
-    /// sends only notifications never sent before.
+    /// Waits until what a closed loop left in flight has been answered: the requests its
+    /// connections had sent when it stopped are still worked through (gunicorn's queue), and the
+    /// next phase must not wait behind them.
+    static func settle(_ connections: Int, _ loop: Throughput) async throws {
+        try await Task.sleep(for: .milliseconds(Int(1000 * (1 + Double(connections) / max(1, loop.perSecond)))))
+    }
+
+    /// The closed loop through `generator`, with the CPU it cost per notification (`service`: the
+    /// receiver's process). `sent` is how many of `bodies` may have been used (with wrk: those
+    /// answered plus those still in flight when it stopped), so that what follows sends only
+    /// notifications never sent before.
     static func closedLoop(
         _ generator: LoadGenerator, _ client: HTTPClient, _ url: String, _ bodies: [String], concurrency: Int, seconds: Double, scratch: String,
-        root: String
+        root: String, service: pid_t
     ) async throws -> Throughput {
         guard case .wrk(let wrk) = generator else {
-            return try await closedLoop(client, url, bodies, concurrency: concurrency, seconds: seconds)
+            let start = CPUSample.take(service: service)
+            var throughput = try await closedLoop(client, url, bodies, concurrency: concurrency, seconds: seconds)
+            throughput.cost = CPUSample.cost(from: start, to: CPUSample.take(service: service), answered: throughput.answered)
+            return throughput
         }
         let list = scratch + "/bodies-\(UUID().uuidString).txt"
         try Data(bodies.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: list))
         defer { try? FileManager.default.removeItem(atPath: list) }
+        // From here: wrk reads the list (its set-up, in "the rest"), then sends for `seconds`.
+        let start = CPUSample.take(service: service)
         var environment = ProcessInfo.processInfo.environment
         environment["WRK_BODIES"] = list
         let arguments = [
@@ -216,6 +316,7 @@ struct ServeComparison {
             "-s", root + "/Benchmarks/closed_loop.lua", url,
         ]
         let completion = try ChildProcess.run(wrk, arguments, environment: environment)
+        let end = CPUSample.take(service: service)
         guard completion.status == 0, let line = completion.standardOutput.split(separator: "\n").first(where: { $0.hasPrefix("closed-loop ") }) else {
             throw BenchmarkError("wrk failed (\(completion.status)): \(completion.standardError.suffix(500))\(completion.standardOutput.suffix(500))")
         }
@@ -231,7 +332,7 @@ struct ServeComparison {
         let answered = completed - statusErrors
         return Throughput(
             sent: min(bodies.count, completed + otherErrors + concurrency), answered: answered, refused: statusErrors + otherErrors,
-            perSecond: Double(answered) / (Double(micros) / 1e6)
+            perSecond: Double(answered) / (Double(micros) / 1e6), cost: CPUSample.cost(from: start, to: end, answered: answered)
         )
     }
 
