@@ -1,22 +1,19 @@
 -- reconcile-benchmark, part 7: wrk's script for the closed loop. Each of wrk's connections sends
 -- its next request when the last is answered; every request carries a notification never sent
--- before, the lines of the file named by WRK_BODIES (one request body per line) in order. Run
--- with one thread (-t 1), so that one list is shared by every connection.
-local bodies = {}
-local sent = 0
+-- before, the next line of the file named by WRK_BODIES (one request body per line), read as it
+-- goes rather than all at once. Run with one thread (-t 1), so that one file is shared by every
+-- connection. wrk calls request() once before the run to check it: that line is never sent.
+local file
 local headers = { ["Content-Type"] = "application/json" }
 
 function init(args)
-  for line in io.lines(os.getenv("WRK_BODIES")) do
-    bodies[#bodies + 1] = line
-  end
+  file = assert(io.open(os.getenv("WRK_BODIES"), "r"))
 end
 
 function request()
-  sent = sent + 1
-  -- Past the end of the list: a body that is not Apple's, answered 400, so counted as refused
+  -- Past the end of the file: a body that is not Apple's, answered 400, so counted as refused
   -- rather than a notification sent twice.
-  return wrk.format("POST", nil, headers, bodies[sent] or "{}")
+  return wrk.format("POST", nil, headers, file:read("*l") or "{}")
 end
 
 -- One line for the benchmark to read: wrk counts answers of 400 and above as status errors.

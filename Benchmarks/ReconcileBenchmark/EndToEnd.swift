@@ -201,25 +201,3 @@ final class PeakMemory: Sendable {
         }
     }
 }
-
-/// CPU time read from the kernel.
-enum CPUTime {
-    /// This process's user and system time, every thread.
-    static func process() -> Double {
-        var usage = rusage()
-        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-    }
-
-    /// The machine's busy time over all cores (/proc/stat: all but idle and iowait).
-    static func machine() -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
-            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") })
-        else { return .nan }
-        let fields = line.split(separator: " ").dropFirst().compactMap { Double($0) }
-        guard fields.count >= 8 else { return .nan }
-        // user nice system idle iowait irq softirq steal
-        let busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6] + fields[7]
-        return busy / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
-}

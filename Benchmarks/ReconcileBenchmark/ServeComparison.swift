@@ -60,70 +60,6 @@ struct ServeComparison {
         var cost = CPUCost()
     }
 
-    /// CPU milliseconds per notification answered 200 during a closed loop, as the kernel charged
-    /// them: the receiver's own processes, PostgreSQL's, and the rest of the machine (the load
-    /// generator, this benchmark, anything else running).
-    struct CPUCost {
-        var receiver = Double.nan
-        var database = Double.nan
-        var rest = Double.nan
-        /// What recording one notification costs: the receiver and its database.
-        var recording: Double { receiver + database }
-    }
-
-    /// CPU seconds so far: the machine's busy time, the receiver's processes (`service` and its
-    /// children), and PostgreSQL's processes.
-    struct CPUSample {
-        var machine: Double
-        var receiver: Double
-        var database: Double
-
-        static func take(service: pid_t) -> CPUSample {
-            var receiver = 0.0
-            var database = 0.0
-            for process in ProcessCPU.all() {
-                if process.pid == service || process.parent == service { receiver += process.seconds }
-                if process.name == "postgres" { database += process.seconds }
-            }
-            return CPUSample(machine: CPUTime.machine(), receiver: receiver, database: database)
-        }
-
-        static func cost(from start: CPUSample, to end: CPUSample, answered: Int) -> CPUCost {
-            guard answered > 0 else { return CPUCost() }
-            let perNotification = 1000 / Double(answered)
-            let receiver = end.receiver - start.receiver
-            let database = end.database - start.database
-            return CPUCost(
-                receiver: receiver * perNotification, database: database * perNotification,
-                rest: max(0, (end.machine - start.machine) - receiver - database) * perNotification
-            )
-        }
-    }
-
-    /// Every process's CPU seconds, from /proc/PID/stat (utime and stime, all its threads).
-    enum ProcessCPU {
-        struct Process {
-            var pid: pid_t
-            var parent: pid_t
-            var name: String
-            var seconds: Double
-        }
-
-        static func all() -> [Process] {
-            let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
-            let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-            return entries.compactMap { entry -> Process? in
-                guard let pid = pid_t(entry), let text = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                    let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")")
-                else { return nil }
-                // After "(comm)": state, ppid, …, utime (the 12th), stime (the 13th).
-                let fields = text[text.index(after: close)...].split(separator: " ")
-                guard fields.count > 12, let parent = pid_t(fields[1]), let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-                return Process(pid: pid, parent: parent, name: String(text[text.index(after: open)..<close]), seconds: (user + system) / ticks)
-            }
-        }
-    }
-
     struct Latency {
         var rate: Double
         var sent: Int
@@ -154,7 +90,8 @@ struct ServeComparison {
         say("  closed loop sent by \(generator)\(generator.isInProcess ? " (install Debian's wrk for a lighter one)" : "")")
         // serve's closed loops, its half rate (at most half of 3,500/s) and fixed rate; the
         // receiver's closed loops and half rate; the warm-ups.
-        let serveCount = (Int(seconds * 3_500) + Int(seconds * 1_000)) * connections.count + Int(seconds * (1_750 + fixedRate + 500)) + 2_000
+        let loopSeconds = Self.loopSeconds(seconds)
+        let serveCount = (Int(loopSeconds * 3_500) + Int(loopSeconds * 1_000)) * connections.count + Int(seconds * (1_750 + fixedRate + 500)) + 2_000
         say("  signing \(serveCount) distinct notifications (each with a signed transaction and renewal info)…")
         let figures = try VerificationFigures(count: serveCount)
         let bodies = figures.notifications.map { "{\"signedPayload\":\"\($0)\"}" }
@@ -169,6 +106,7 @@ struct ServeComparison {
         let cluster = try ThrowawayPostgres.start()
         defer { cluster.stop() }
         let url = try DatabaseURL(cluster.url())
+        let postmaster = try CPUSample.postmaster(of: cluster.dataDirectory)
         try await LedgerDatabase.withClient(url, logger: logger) { client in
             _ = try await Migrator().migrate(client, logger: logger)
             try await client.query(
@@ -212,9 +150,9 @@ struct ServeComparison {
         giveBack(warmUp.count - (try await Self.closedLoop(client, serveURL, warmUp, concurrency: 16, seconds: 1)).sent)
         var serveLoops: [Throughput] = []
         for count in connections {
-            let budget = Array(take(Int(seconds * 3_500)))
+            let budget = Array(take(Int(loopSeconds * 3_500)))
             let loop = try await Self.closedLoop(
-                generator, client, serveURL, budget, concurrency: count, seconds: seconds, scratch: scratch, root: root, service: serve.process.pid)
+                generator, client, serveURL, budget, concurrency: count, seconds: seconds, scratch: scratch, root: root, service: serve.process.pid, database: postmaster)
             giveBack(budget.count - loop.sent)
             say("    \(count) connections: \(number(loop.perSecond)) notifications/s sustained (\(loop.refused) not answered 200)")
             serveLoops.append(loop)
@@ -252,9 +190,9 @@ struct ServeComparison {
         giveBack(receiverWarmUp.count - (try await Self.closedLoop(client, receiverURL, receiverWarmUp, concurrency: 4, seconds: 1)).sent)
         var receiverLoops: [Throughput] = []
         for count in connections {
-            let budget = Array(take(Int(seconds * 1_000)))
+            let budget = Array(take(Int(loopSeconds * 1_000)))
             let loop = try await Self.closedLoop(
-                generator, client, receiverURL, budget, concurrency: count, seconds: seconds, scratch: scratch, root: root, service: receiver.process.pid)
+                generator, client, receiverURL, budget, concurrency: count, seconds: seconds, scratch: scratch, root: root, service: receiver.process.pid, database: postmaster)
             giveBack(budget.count - loop.sent)
             say("    \(count) connections: \(number(loop.perSecond)) notifications/s sustained (\(loop.refused) not answered 200)")
             receiverLoops.append(loop)
@@ -283,6 +221,10 @@ struct ServeComparison {
         )
     }
 
+    /// How long a closed loop may run, for its count of notifications: wrk runs whole seconds,
+    /// and starting takes a little more.
+    static func loopSeconds(_ seconds: Double) -> Double { seconds.rounded(.up) + 1 }
+
     /// Waits until what a closed loop left in flight has been answered: the requests its
     /// connections had sent when it stopped are still worked through (gunicorn's queue), and the
     /// next phase must not wait behind them.
@@ -296,27 +238,27 @@ struct ServeComparison {
     /// notifications never sent before.
     static func closedLoop(
         _ generator: LoadGenerator, _ client: HTTPClient, _ url: String, _ bodies: [String], concurrency: Int, seconds: Double, scratch: String,
-        root: String, service: pid_t
+        root: String, service: pid_t, database: pid_t
     ) async throws -> Throughput {
         guard case .wrk(let wrk) = generator else {
-            let start = CPUSample.take(service: service)
+            let start = CPUSample.take(service: service, database: database)
             var throughput = try await closedLoop(client, url, bodies, concurrency: concurrency, seconds: seconds)
-            throughput.cost = CPUSample.cost(from: start, to: CPUSample.take(service: service), answered: throughput.answered)
+            throughput.cost = CPUSample.cost(from: start, to: CPUSample.take(service: service, database: database), answered: throughput.answered)
             return throughput
         }
         let list = scratch + "/bodies-\(UUID().uuidString).txt"
         try Data(bodies.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: list))
         defer { try? FileManager.default.removeItem(atPath: list) }
-        // From here: wrk reads the list (its set-up, in "the rest"), then sends for `seconds`.
-        let start = CPUSample.take(service: service)
+        // From here: wrk starts (in "the rest"), then sends for `seconds`, reading the list as it goes.
+        let start = CPUSample.take(service: service, database: database)
         var environment = ProcessInfo.processInfo.environment
         environment["WRK_BODIES"] = list
         let arguments = [
-            "-t", "1", "-c", String(concurrency), "-d", "\(max(1, Int(seconds.rounded())))s", "--timeout", "30s",
+            "-t", "1", "-c", String(concurrency), "-d", "\(Int(seconds.rounded(.up)))s", "--timeout", "30s",
             "-s", root + "/Benchmarks/closed_loop.lua", url,
         ]
         let completion = try ChildProcess.run(wrk, arguments, environment: environment)
-        let end = CPUSample.take(service: service)
+        let end = CPUSample.take(service: service, database: database)
         guard completion.status == 0, let line = completion.standardOutput.split(separator: "\n").first(where: { $0.hasPrefix("closed-loop ") }) else {
             throw BenchmarkError("wrk failed (\(completion.status)): \(completion.standardError.suffix(500))\(completion.standardOutput.suffix(500))")
         }
@@ -330,8 +272,12 @@ struct ServeComparison {
         }
         let otherErrors = ["connect", "read", "write", "timeout"].compactMap { figures[$0] }.reduce(0, +)
         let answered = completed - statusErrors
+        // Used: those answered or failed, one per connection still in flight when wrk stopped,
+        // and the one wrk's check of the script read.
+        let used = completed + otherErrors + concurrency + 1
+        if used >= bodies.count { say("    warning: the closed loop ran out of distinct notifications; its rate is capped at what they allowed") }
         return Throughput(
-            sent: min(bodies.count, completed + otherErrors + concurrency), answered: answered, refused: statusErrors + otherErrors,
+            sent: min(bodies.count, used), answered: answered, refused: statusErrors + otherErrors,
             perSecond: Double(answered) / (Double(micros) / 1e6), cost: CPUSample.cost(from: start, to: end, answered: answered)
         )
     }

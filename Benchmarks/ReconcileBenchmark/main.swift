@@ -187,6 +187,9 @@ if !arguments.contains("--skip-serve") {
     say("7. serve against a receiver on Apple's Python library (\(number(serveSeconds)) s per phase)…")
     await attempt("serve") {
         let connections = option("--serve-connections").map { $0.split(separator: ",").compactMap { Int($0) } } ?? [32, 256]
+        guard !connections.isEmpty, connections.allSatisfy({ $0 >= 1 }) else {
+            throw BenchmarkError("--serve-connections takes counts of 1 or more, separated by commas (e.g. 32,256)")
+        }
         let result = try await ServeComparison(binary: binary, root: root, seconds: serveSeconds, connections: connections, logger: logger).run(fixedRate: 500)
         let workers = ProcessInfo.processInfo.activeProcessorCount
         for (index, count) in connections.enumerated() {
