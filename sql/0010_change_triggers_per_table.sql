@@ -11,9 +11,11 @@
 -- `_ms`, absent values left out. The rows in app_store.changes are the same as 0007's; what 0007
 -- says of the commit-order lock, the context and NOTIFY holds unchanged.
 --
--- The column lists are read from the catalog when app_store.create_change_triggers() runs, so a
--- later migration that adds a column to app_store.subscriptions or app_store.transactions calls
--- it again for the feed to carry that column.
+-- The column lists are read from the catalog when app_store.create_change_triggers() runs and
+-- are fixed in the functions it writes. So after any ALTER TABLE of app_store.subscriptions or
+-- app_store.transactions (a later migration's, or your own: a column added, dropped, renamed or
+-- retyped), run SELECT app_store.create_change_triggers(): until then an added column is not in
+-- the feed, and a dropped or renamed one makes every write to that table fail.
 
 -- The feed's form of a row, as SQL over the row's alias (`n` or `o`): the table's columns at the
 -- time of the call. jsonb_build_object takes at most 100 arguments, so the pairs go 40 to an

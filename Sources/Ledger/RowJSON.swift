@@ -1,6 +1,7 @@
 import Foundation
 
-/// The batch rows' JSON (for `jsonb_to_recordset`), written by hand from each table's columns
+/// The batch rows' JSON (for `jsonb_to_recordset`) and the change feed's context
+/// (`changeContext`), written by hand: rows from each table's columns
 /// (`LedgerRow.columns`): with `JSONEncoder` it was about 5% of the reconciler's CPU in pass 1 of
 /// the end-to-end benchmark (perf), for a few dozen small rows a page. Absent values are left
 /// out, and `jsonb_to_recordset` reads a missing key as NULL. Times are UNIX milliseconds, under

@@ -119,6 +119,38 @@ struct ChangeFeedTests {
         }
     }
 
+    /// Migration 0010 fixes each table's columns in its trigger function, as its header and the
+    /// README say: a column the team adds is in the feed once `create_change_triggers()` has run
+    /// again; one it drops makes writes fail until then, and work after.
+    @Test func aColumnTheTeamAddsOrDropsIsFollowedByTheFeedOnceTheTriggersAreWrittenAgain() async throws {
+        try await TestDatabase.withFreshLedger { client, _ in
+            let logger = TestDatabase.logger
+            @Sendable func write(_ sql: String) async throws {
+                try await client.withTransaction(logger: logger) { connection in
+                    try await connection.query(PostgresQuery(unsafeSQL: #"SELECT set_config('app_store.change_context', '{"cause":"webhook"}', true)"#), logger: logger)
+                    try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+                }
+            }
+            func notes() async throws -> [String] {
+                try await Self.lines(
+                    client, "SELECT coalesce(before ->> 'team_note', '-') || ' → ' || coalesce(after ->> 'team_note', '-') FROM app_store.changes ORDER BY id")
+            }
+            try await write("INSERT INTO app_store.subscriptions (original_transaction_id, last_signed_date) VALUES ('1000000000000001', now())")
+            try await client.query("ALTER TABLE app_store.subscriptions ADD COLUMN team_note text", logger: logger)
+            try await write("UPDATE app_store.subscriptions SET team_note = 'first'")
+            #expect(try await notes() == ["- → -", "- → -"], "not in the feed before the triggers are written again")
+            try await client.query("SELECT app_store.create_change_triggers()", logger: logger)
+            try await write("UPDATE app_store.subscriptions SET team_note = 'second'")
+            #expect(try await notes() == ["- → -", "- → -", "first → second"])
+
+            try await client.query("ALTER TABLE app_store.subscriptions DROP COLUMN team_note", logger: logger)
+            await #expect(throws: (any Error).self) { try await write("UPDATE app_store.subscriptions SET last_signed_date = now()") }
+            try await client.query("SELECT app_store.create_change_triggers()", logger: logger)
+            try await write("UPDATE app_store.subscriptions SET last_signed_date = now()")
+            #expect(try await Self.count(client, "SELECT count(*) FROM app_store.changes") == 4)
+        }
+    }
+
     /// Many writers commit at once while a reader follows by id: because ids are given in commit
     /// order, the reader, keeping only the last id it saw, misses none (a plain sequence lets a
     /// transaction that took a smaller id commit after one with a larger id the reader already passed).
