@@ -97,10 +97,13 @@ package struct NotificationReceiver: Sendable {
 
     /// `operation`'s result, or nil when it takes longer than `limit`: it is then cancelled and
     /// not waited for. (A task group would wait for it, and a query whose server died under it
-    /// was seen not to end on cancellation: the answer would have waited with it.)
-    package static func within<Value: Sendable>(_ limit: Duration, _ operation: @escaping @Sendable () async throws -> Value) async throws -> Value? {
-        let work = Task { try await operation() }
+    /// was seen not to end on cancellation: the answer would have waited with it.) The deadline
+    /// is kept by `DeadlineSweeper.shared`, so a call costs one task and no timer of its own.
+    package static func within<Value: Sendable>(
+        _ limit: Duration, sweeper: DeadlineSweeper = .shared, _ operation: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value? {
         let waiting = Mutex<CheckedContinuation<Value?, any Error>?>(nil)
+        let work = Mutex<Task<Void, Never>?>(nil)
         let resume = { @Sendable (result: Result<Value?, any Error>) -> Bool in
             guard let continuation = waiting.withLock({ $0.take() }) else { return false }
             continuation.resume(with: result)
@@ -109,18 +112,21 @@ package struct NotificationReceiver: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 waiting.withLock { $0 = continuation }
-                let timer = Task {
-                    try? await Task.sleep(for: limit)
-                    if !Task.isCancelled, resume(.success(nil)) { work.cancel() }
+                let ticket = sweeper.add(due: .now + limit) {
+                    if resume(.success(nil)) { work.withLock { $0 }?.cancel() }
                 }
-                Task {
-                    let result = await work.result
-                    timer.cancel()
-                    _ = resume(result.map { Optional($0) })
+                let task = Task {
+                    let result: Result<Value?, any Error>
+                    do { result = .success(try await operation()) } catch { result = .failure(error) }
+                    sweeper.cancel(ticket)
+                    _ = resume(result)
                 }
+                work.withLock { $0 = task }
+                // Given up, or the caller cancelled, before the task was stored: cancelled here instead.
+                if waiting.withLock({ $0 == nil }) || Task.isCancelled { task.cancel() }
             }
         } onCancel: {
-            work.cancel()
+            work.withLock { $0 }?.cancel()
         }
     }
 }
