@@ -148,16 +148,22 @@ struct ServeComparison {
         let serveURL = try await Self.port(in: serveLog, pattern: #"listening on 127\.0\.0\.1:([0-9]+)"#).map { "http://127.0.0.1:\($0)/apple/notifications" }!
         let warmUp = Array(take(300))
         giveBack(warmUp.count - (try await Self.closedLoop(client, serveURL, warmUp, concurrency: 16, seconds: 1)).sent)
-        var serveLoops: [Throughput] = []
-        for count in connections {
-            let budget = Array(take(Int(loopSeconds * 3_500)))
-            let loop = try await Self.closedLoop(
-                generator, client, serveURL, budget, concurrency: count, seconds: seconds, scratch: scratch, root: root, service: serve.process.pid, database: postmaster)
-            giveBack(budget.count - loop.sent)
-            say("    \(count) connections: \(number(loop.perSecond)) notifications/s sustained (\(loop.refused) not answered 200)")
-            serveLoops.append(loop)
-            try await Self.settle(count, loop)
+        // One closed loop per count of connections, each with notifications never sent before.
+        func closedLoops(_ url: String, service: pid_t, perSecond budget: Double) async throws -> [Throughput] {
+            var loops: [Throughput] = []
+            for count in connections {
+                let notifications = Array(take(Int(loopSeconds * budget)))
+                let loop = try await Self.closedLoop(
+                    generator, client, url, notifications, concurrency: count, seconds: seconds, scratch: scratch, root: root, service: service,
+                    database: postmaster)
+                giveBack(notifications.count - loop.sent)
+                say("    \(count) connections: \(number(loop.perSecond)) notifications/s sustained (\(loop.refused) not answered 200)")
+                loops.append(loop)
+                try await Self.settle(count, loop)
+            }
+            return loops
         }
+        let serveLoops = try await closedLoops(serveURL, service: serve.process.pid, perSecond: 3_500)
         let serveBest = serveLoops.map(\.perSecond).max() ?? 0
         let serveHalf = try await Self.openLoop(client, serveURL, Array(take(Int(seconds * serveBest / 2) + 1)), rate: serveBest / 2)
         say("    at \(number(serveHalf.rate)) /s: p50 \(number(serveHalf.p50 * 1000, 1)) ms, p99 \(number(serveHalf.p99 * 1000, 1)) ms")
@@ -188,16 +194,7 @@ struct ServeComparison {
         try await Self.waitUntilAnswering(client, receiverURL, log: receiverLog)
         let receiverWarmUp = Array(take(50))
         giveBack(receiverWarmUp.count - (try await Self.closedLoop(client, receiverURL, receiverWarmUp, concurrency: 4, seconds: 1)).sent)
-        var receiverLoops: [Throughput] = []
-        for count in connections {
-            let budget = Array(take(Int(loopSeconds * 1_000)))
-            let loop = try await Self.closedLoop(
-                generator, client, receiverURL, budget, concurrency: count, seconds: seconds, scratch: scratch, root: root, service: receiver.process.pid, database: postmaster)
-            giveBack(budget.count - loop.sent)
-            say("    \(count) connections: \(number(loop.perSecond)) notifications/s sustained (\(loop.refused) not answered 200)")
-            receiverLoops.append(loop)
-            try await Self.settle(count, loop)
-        }
+        let receiverLoops = try await closedLoops(receiverURL, service: receiver.process.pid, perSecond: 1_000)
         let receiverBest = receiverLoops.map(\.perSecond).max() ?? 0
         let receiverHalf = try await Self.openLoop(
             client, receiverURL, Array(take(max(1, Int(seconds * receiverBest / 2)))), rate: max(1, receiverBest / 2)
