@@ -26,6 +26,8 @@ struct ServeComparison {
     /// batches larger (its CPU per notification falls); a receiver with one sync worker per
     /// core is saturated at any count.
     var connections = [32, 256]
+    /// A directory for each open-loop phase's latencies, request by request (`--serve-latencies`).
+    var latencies: String?
     let logger: Logger
 
     /// What sends the closed loop's requests: wrk (Debian's package; C, one thread, so that the
@@ -66,6 +68,9 @@ struct ServeComparison {
         var refused: Int
         var p50: Double
         var p99: Double
+        /// The slowest answer, and how far into the phase its request was due (seconds).
+        var worst: Double
+        var worstDue: Double
     }
 
     struct Figures {
@@ -133,6 +138,8 @@ struct ServeComparison {
         }
         func giveBack(_ unused: Int) { next -= unused }
 
+        func record(_ phase: String) -> String? { latencies.map { "\($0)/\(phase).txt" } }
+
         // serve.
         say("  serve (release build, \(binary))…")
         var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("APPSTORE_") }
@@ -165,12 +172,14 @@ struct ServeComparison {
         }
         let serveLoops = try await closedLoops(serveURL, service: serve.process.pid, perSecond: 3_500)
         let serveBest = serveLoops.map(\.perSecond).max() ?? 0
-        let serveHalf = try await Self.openLoop(client, serveURL, Array(take(Int(seconds * serveBest / 2) + 1)), rate: serveBest / 2)
-        say("    at \(number(serveHalf.rate)) /s: p50 \(number(serveHalf.p50 * 1000, 1)) ms, p99 \(number(serveHalf.p99 * 1000, 1)) ms")
+        let serveHalf = try await Self.openLoop(
+            client, serveURL, Array(take(Int(seconds * serveBest / 2) + 1)), rate: serveBest / 2, record: record("serve-half-rate"))
+        say("    at \(serveHalf)")
         var serveFixed: Latency?
         if next + Int(seconds * fixedRate) <= bodies.count {
-            serveFixed = try await Self.openLoop(client, serveURL, Array(take(Int(seconds * fixedRate))), rate: fixedRate)
-            say("    at \(number(fixedRate)) /s: p50 \(number(serveFixed!.p50 * 1000, 1)) ms, p99 \(number(serveFixed!.p99 * 1000, 1)) ms")
+            serveFixed = try await Self.openLoop(
+                client, serveURL, Array(take(Int(seconds * fixedRate))), rate: fixedRate, record: record("serve-\(Int(fixedRate))-per-second"))
+            say("    at \(serveFixed!)")
         }
         serve.process.send(SIGTERM)
         _ = serve.process.wait()
@@ -197,9 +206,10 @@ struct ServeComparison {
         let receiverLoops = try await closedLoops(receiverURL, service: receiver.process.pid, perSecond: 1_000)
         let receiverBest = receiverLoops.map(\.perSecond).max() ?? 0
         let receiverHalf = try await Self.openLoop(
-            client, receiverURL, Array(take(max(1, Int(seconds * receiverBest / 2)))), rate: max(1, receiverBest / 2)
+            client, receiverURL, Array(take(max(1, Int(seconds * receiverBest / 2)))), rate: max(1, receiverBest / 2),
+            record: record("receiver-half-rate")
         )
-        say("    at \(number(receiverHalf.rate)) /s: p50 \(number(receiverHalf.p50 * 1000, 1)) ms, p99 \(number(receiverHalf.p99 * 1000, 1)) ms")
+        say("    at \(receiverHalf)")
         receiver.process.send(SIGQUIT)  // gunicorn's quick shutdown (SIGTERM waits for idle keep-alive clients)
         _ = receiver.process.wait()
         try await client.shutdown()
@@ -243,7 +253,10 @@ struct ServeComparison {
             throughput.cost = CPUSample.cost(from: start, to: CPUSample.take(service: service, database: database), answered: throughput.answered)
             return throughput
         }
-        let list = scratch + "/bodies-\(UUID().uuidString).txt"
+        // In memory where there is a tmpfs: half a gigabyte written to the disk just before a
+        // phase is flushed by the kernel during the next ones, and stalls the database's writes.
+        let memory = FileManager.default.isWritableFile(atPath: "/dev/shm") ? "/dev/shm" : scratch
+        let list = memory + "/appstore-reconcile-bodies-\(UUID().uuidString).txt"
         try Data(bodies.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: list))
         defer { try? FileManager.default.removeItem(atPath: list) }
         // From here: wrk starts (in "the rest"), then sends for `seconds`, reading the list as it goes.
@@ -306,24 +319,34 @@ struct ServeComparison {
     }
 
     /// One notification every 1/`rate` s whatever the answers (no coordinated omission): each
-    /// latency runs from when the request was due to when its answer arrived.
-    static func openLoop(_ client: HTTPClient, _ url: String, _ bodies: [String], rate: Double) async throws -> Latency {
+    /// latency runs from when the request was due to when its answer arrived. With `record`, every
+    /// request's (seconds into the phase it was due, latency in ms) goes to that file, in order.
+    static func openLoop(_ client: HTTPClient, _ url: String, _ bodies: [String], rate: Double, record: String? = nil) async throws -> Latency {
         let start = ContinuousClock.now
         let interval = 1 / rate
-        let results = try await withThrowingTaskGroup(of: (Double, Bool).self) { group in
+        let results = try await withThrowingTaskGroup(of: (due: Double, latency: Double, answered: Bool).self) { group in
             for (index, body) in bodies.enumerated() {
-                let due = start + .microseconds(Int(Double(index) * interval * 1_000_000))
+                let offset = Double(index) * interval
+                let due = start + .microseconds(Int(offset * 1_000_000))
                 try await Task.sleep(until: due, clock: .continuous)
                 group.addTask {
                     let status = try await post(client, url, body)
-                    return (ServeComparison.seconds(ContinuousClock.now - due), status == 200)
+                    return (offset, ServeComparison.seconds(ContinuousClock.now - due), status == 200)
                 }
             }
-            return try await group.reduce(into: [(Double, Bool)]()) { $0.append($1) }
+            return try await group.reduce(into: [(due: Double, latency: Double, answered: Bool)]()) { $0.append($1) }
         }
-        let latencies = results.map(\.0).sorted()
+        if let record {
+            let lines = results.sorted { $0.due < $1.due }.map { "\(number($0.due, 4)) \(number($0.latency * 1000, 2))" }
+            try (["# seconds into the phase the request was due, latency ms"] + lines).joined(separator: "\n").write(toFile: record, atomically: true, encoding: .utf8)
+        }
+        let latencies = results.map(\.latency).sorted()
         func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int((Double(latencies.count) * p).rounded(.up)) - 1)] }
-        return Latency(rate: rate, sent: bodies.count, refused: results.filter { !$0.1 }.count, p50: percentile(0.5), p99: percentile(0.99))
+        let worst = results.max { $0.latency < $1.latency }
+        return Latency(
+            rate: rate, sent: bodies.count, refused: results.filter { !$0.answered }.count, p50: percentile(0.5), p99: percentile(0.99),
+            worst: worst?.latency ?? 0, worstDue: worst?.due ?? 0
+        )
     }
 
     static func post(_ client: HTTPClient, _ url: String, _ body: String) async throws -> Int {
@@ -378,5 +401,12 @@ struct ServeComparison {
 extension ServeComparison.LoadGenerator {
     var isInProcess: Bool {
         if case .inProcess = self { true } else { false }
+    }
+}
+
+extension ServeComparison.Latency: CustomStringConvertible {
+    /// One line of progress: the rate, p50 and p99, and the slowest answer with when it was due.
+    var description: String {
+        "\(number(rate)) /s: p50 \(number(p50 * 1000, 1)) ms, p99 \(number(p99 * 1000, 1)) ms, slowest \(number(worst * 1000, 1)) ms (due \(number(worstDue, 1)) s in)"
     }
 }

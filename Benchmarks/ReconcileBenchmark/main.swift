@@ -2,7 +2,8 @@
 //
 //   ./scripts/bench                      # builds in release mode and runs all of it
 //   reconcile-benchmark [--seconds N] [--sizes 10000,100000] [--million] [--skip-apple] [--skip-end-to-end]
-//                       [--skip-serve] [--serve-seconds N] [--serve-connections 32,256] [--compare-with OTHER-BINARY]
+//                       [--skip-serve] [--serve-seconds N] [--serve-connections 32,256] [--serve-latencies DIR]
+//                       [--compare-with OTHER-BINARY]
 //
 // 1. Verification against its ceiling: swift-crypto P-256 verifications per CPU-second beside
 //    full notification verifications (three signatures each). Target: full ≥ 60% of ceiling ÷ 3.
@@ -23,7 +24,9 @@
 //    info: sustained notifications/s answered 200 (committed) in closed loops of 32 and 256
 //    connections (wrk when installed), the CPU each side and its PostgreSQL took per notification,
 //    p50/p99 at half the best rate, and `serve` at 500/s. Targets: ≥ 10× the receiver's rate;
-//    p99 < 50 ms at 500/s.
+//    p99 < 50 ms at 500/s. `--serve-latencies DIR` keeps each open-loop phase's latencies,
+//    request by request, to see when a slow stretch came. wrk's list of notifications is written
+//    to /dev/shm (memory), not the disk the database writes to.
 
 import AppStoreSimulator
 import Foundation
@@ -190,7 +193,12 @@ if !arguments.contains("--skip-serve") {
         guard !connections.isEmpty, connections.allSatisfy({ $0 >= 1 }) else {
             throw BenchmarkError("--serve-connections takes counts of 1 or more, separated by commas (e.g. 32,256)")
         }
-        let result = try await ServeComparison(binary: binary, root: root, seconds: serveSeconds, connections: connections, logger: logger).run(fixedRate: 500)
+        var comparison = ServeComparison(binary: binary, root: root, seconds: serveSeconds, connections: connections, logger: logger)
+        if let directory = option("--serve-latencies") {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            comparison.latencies = directory
+        }
+        let result = try await comparison.run(fixedRate: 500)
         let workers = ProcessInfo.processInfo.activeProcessorCount
         for (index, count) in connections.enumerated() {
             let (serve, receiver) = (result.serve[index], result.receiver[index])
