@@ -253,11 +253,15 @@ struct ServeComparison {
             throughput.cost = CPUSample.cost(from: start, to: CPUSample.take(service: service, database: database), answered: throughput.answered)
             return throughput
         }
-        // In memory where there is a tmpfs: half a gigabyte written to the disk just before a
-        // phase is flushed by the kernel during the next ones, and stalls the database's writes.
-        let memory = FileManager.default.isWritableFile(atPath: "/dev/shm") ? "/dev/shm" : scratch
+        // In memory where there is a tmpfs with room for it (a container's is often 64 MB): half a
+        // gigabyte written to the disk just before a phase is flushed by the kernel during the
+        // next ones, and stalls the database's writes.
+        let listed = Data(bodies.joined(separator: "\n").utf8)
+        let free = (try? FileManager.default.attributesOfFileSystem(forPath: "/dev/shm"))?[.systemFreeSize]
+        let room = (free as? NSNumber)?.int64Value ?? (free as? UInt64).map { Int64(clamping: $0) } ?? (free as? Int).map(Int64.init) ?? 0
+        let memory = FileManager.default.isWritableFile(atPath: "/dev/shm") && room > 2 * Int64(listed.count) ? "/dev/shm" : scratch
         let list = memory + "/appstore-reconcile-bodies-\(UUID().uuidString).txt"
-        try Data(bodies.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: list))
+        try listed.write(to: URL(fileURLWithPath: list))
         defer { try? FileManager.default.removeItem(atPath: list) }
         // From here: wrk starts (in "the rest"), then sends for `seconds`, reading the list as it goes.
         let start = CPUSample.take(service: service, database: database)
