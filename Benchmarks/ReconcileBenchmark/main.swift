@@ -26,7 +26,7 @@
 //    p50/p99 at half the best rate, and `serve` at 500/s. Targets: ≥ 10× the receiver's rate;
 //    p99 < 50 ms at 500/s. `--serve-latencies DIR` keeps each open-loop phase's latencies,
 //    request by request, to see when a slow stretch came. wrk's list of notifications is written
-//    to /dev/shm (memory), not the disk the database writes to.
+//    to /dev/shm (memory) when it has room for it, not to the disk the database writes to.
 
 import AppStoreSimulator
 import Foundation
