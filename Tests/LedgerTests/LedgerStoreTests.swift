@@ -1,5 +1,5 @@
 import Foundation
-import Ledger
+@testable import Ledger
 import PostgresNIO
 import TestSupport
 import Testing
@@ -117,6 +117,54 @@ struct LedgerStoreTests {
                 for try await count in try await client.query(query).decode(Int.self) { counts.append(count) }
             }
             #expect(counts == [0, 0, 0, 0], "all of the batch or none of it")
+        }
+    }
+
+    /// A new ledger (serve's first minutes) has never been analyzed. Looked up as
+    /// `key = ANY(array)`, a batch's hundred keys made the planner scan each table whole (a
+    /// hundred index probes priced at random_page_cost looked dearer), batch after batch.
+    @Test func aBatchsKeysAreLookedUpByIndexInALedgerNeverAnalyzedAndFoundOrNot() async throws {
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            let signed = Date(timeIntervalSince1970: 1_790_000_000)
+            var uuids: [UUID] = []
+            for page in 0..<30 {
+                var batch = LedgerBatch(cause: .webhook)
+                for n in page * 100..<(page + 1) * 100 {
+                    let uuid = UUID()
+                    uuids.append(uuid)
+                    var notification = Self.notification(uuid, source: .webhook)
+                    notification.originalTransactionId = "c\(n)"
+                    notification.transactionId = "t\(n)"
+                    batch.notifications.append(notification)
+                    batch.transactions.append(
+                        TransactionRecord(
+                            transactionId: "t\(n)", originalTransactionId: "c\(n)", productId: "monthly", productType: nil,
+                            purchaseDate: nil, expiresDate: nil, revocationDate: nil, revocationReason: nil, isUpgraded: nil,
+                            signedDate: signed, environment: "Sandbox", signedTransaction: "a.b.c"
+                        )
+                    )
+                    var subscription = Self.subscription(signedAt: 1_790_000_000, status: 1)
+                    subscription.originalTransactionId = "c\(n)"
+                    batch.subscriptions.append(subscription)
+                }
+                _ = try await store.apply(batch, runId: nil)
+            }
+            // 100 keys of each kind: 90 in the ledger, 10 not.
+            let customers = (0..<90).map { "c\($0 * 31)" } + (0..<10).map { "absent-c\($0)" }
+            let transactions = (0..<90).map { "t\($0 * 29)" } + (0..<10).map { "absent-t\($0)" }
+            let notifications = (0..<90).map { uuids[$0 * 23] } + (0..<10).map { _ in UUID() }
+            var explain = LedgerStore.PageStateRead(customers: customers, transactions: transactions, notifications: notifications).query
+            explain.sql = "EXPLAIN " + explain.sql
+            var plan: [String] = []
+            for try await line in try await client.query(explain).decode(String.self) { plan.append(line) }
+            #expect(!plan.isEmpty)
+            #expect(!plan.contains { $0.contains("Seq Scan") }, "\(plan.joined(separator: "\n"))")
+            let state = try await store.pageState(notifications: notifications, customers: customers, transactions: transactions)
+            #expect(state.existingNotifications == Set(notifications.prefix(90)))
+            #expect(Set(state.subscriptions.keys) == Set(customers.prefix(90)))
+            #expect(Set(state.transactionSignedDates.keys) == Set(transactions.prefix(90)))
+            #expect(state.transactionSignedDates.values.allSatisfy { $0 == signed })
         }
     }
 }
