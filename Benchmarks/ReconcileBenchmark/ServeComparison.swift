@@ -325,7 +325,7 @@ struct ServeComparison {
     /// One notification every 1/`rate` s whatever the answers (no coordinated omission): each
     /// latency runs from when the request was due to when its answer arrived. With `record`, every
     /// request's (seconds into the phase it was due, latency in ms) goes to that file, in order.
-    static func openLoop(_ client: HTTPClient, _ url: String, _ bodies: [String], rate: Double, record: String? = nil) async throws -> Latency {
+    static func openLoop(_ client: HTTPClient, _ url: String, _ bodies: [String], rate: Double, record: String?) async throws -> Latency {
         let start = ContinuousClock.now
         let interval = 1 / rate
         let results = try await withThrowingTaskGroup(of: (due: Double, latency: Double, answered: Bool).self) { group in

@@ -13,6 +13,14 @@ struct LedgerStoreTests {
         )
     }
 
+    static func transaction(_ id: String, customer: String, signedAt date: Date, signed: String) -> TransactionRecord {
+        TransactionRecord(
+            transactionId: id, originalTransactionId: customer, productId: nil, productType: nil, purchaseDate: nil,
+            expiresDate: nil, revocationDate: nil, revocationReason: nil, isUpgraded: nil,
+            signedDate: date, environment: nil, signedTransaction: signed
+        )
+    }
+
     static func subscription(signedAt seconds: TimeInterval, status: Int) -> SubscriptionRecord {
         SubscriptionRecord(
             originalTransactionId: "1000", productId: "monthly", status: status, expiresDate: nil, autoRenewStatus: 1,
@@ -101,13 +109,7 @@ struct LedgerStoreTests {
             batch.notifications = [Self.notification(UUID(), source: .history), Self.notification(UUID(), source: .history)]
             batch.rejected = [RejectedPayloadRecord(source: "history", notificationUUID: nil, reason: "malformed", detail: "x", signedPayload: "x")]
             batch.subscriptions = [Self.subscription(signedAt: 1, status: 1)]
-            batch.transactions = [
-                TransactionRecord(
-                    transactionId: "1001", originalTransactionId: "1000", productId: nil, productType: nil, purchaseDate: nil,
-                    expiresDate: nil, revocationDate: nil, revocationReason: nil, isUpgraded: nil,
-                    signedDate: Date(timeIntervalSince1970: 1), environment: nil, signedTransaction: "t"
-                )
-            ]
+            batch.transactions = [Self.transaction("1001", customer: "1000", signedAt: Date(timeIntervalSince1970: 1), signed: "t")]
             // A run_id that does not exist breaks the foreign keys of what is written last (the
             // run's record of changes, the rejected payload): everything written before must roll back.
             await #expect(throws: (any Error).self) { try await store.apply(batch, runId: UUID()) }
@@ -127,7 +129,8 @@ struct LedgerStoreTests {
     /// these tables so that "before" is sure to be a table never analyzed.
     @Test func aBatchsKeysAreLookedUpByPrimaryKeyInASmallLedgerAnalyzedOrNotAndFoundOrNot() async throws {
         try await TestDatabase.withFreshLedger { client, _ in
-            for table in ["notifications", "transactions", "subscriptions"] {
+            let tables = ["notifications", "transactions", "subscriptions"]
+            for table in tables {
                 try await client.query(PostgresQuery(unsafeSQL: "ALTER TABLE app_store.\(table) SET (autovacuum_enabled = false)"))
             }
             let store = LedgerStore(client: client, logger: TestDatabase.logger)
@@ -142,13 +145,7 @@ struct LedgerStoreTests {
                     notification.originalTransactionId = "c\(n)"
                     notification.transactionId = "t\(n)"
                     batch.notifications.append(notification)
-                    batch.transactions.append(
-                        TransactionRecord(
-                            transactionId: "t\(n)", originalTransactionId: "c\(n)", productId: "monthly", productType: nil,
-                            purchaseDate: nil, expiresDate: nil, revocationDate: nil, revocationReason: nil, isUpgraded: nil,
-                            signedDate: signed, environment: "Sandbox", signedTransaction: "a.b.c"
-                        )
-                    )
+                    batch.transactions.append(Self.transaction("t\(n)", customer: "c\(n)", signedAt: signed, signed: "a.b.c"))
                     var subscription = Self.subscription(signedAt: 1_790_000_000, status: n % 5 + 1)
                     subscription.originalTransactionId = "c\(n)"
                     batch.subscriptions.append(subscription)
@@ -162,10 +159,10 @@ struct LedgerStoreTests {
             let read = LedgerStore.PageStateRead(customers: customers, transactions: transactions, notifications: notifications)
             for analyzed in [false, true] {
                 if analyzed {
-                    try await client.query("ANALYZE app_store.notifications, app_store.transactions, app_store.subscriptions")
+                    try await client.query(PostgresQuery(unsafeSQL: "ANALYZE " + tables.map { "app_store.\($0)" }.joined(separator: ", ")))
                 }
                 var neverAnalyzed: [Bool] = []
-                let reltuples = "SELECT reltuples < 0 FROM pg_class WHERE oid IN ('app_store.notifications'::regclass, 'app_store.transactions'::regclass, 'app_store.subscriptions'::regclass)"
+                let reltuples = "SELECT reltuples < 0 FROM pg_class WHERE oid IN (" + tables.map { "'app_store.\($0)'::regclass" }.joined(separator: ", ") + ")"
                 for try await flag in try await client.query(PostgresQuery(unsafeSQL: reltuples)).decode(Bool.self) { neverAnalyzed.append(flag) }
                 #expect(neverAnalyzed == Array(repeating: !analyzed, count: 3), "the tables are \(analyzed ? "" : "not ")analyzed")
                 var explain = read.query
@@ -174,7 +171,7 @@ struct LedgerStoreTests {
                 for try await line in try await client.query(explain).decode(String.self) { plan.append(line) }
                 let shown = "analyzed: \(analyzed)\n" + plan.joined(separator: "\n")
                 #expect(!plan.contains { $0.contains("Seq Scan") }, "\(shown)")
-                for index in ["notifications_pkey", "transactions_pkey", "subscriptions_pkey"] {
+                for index in tables.map({ "\($0)_pkey" }) {
                     #expect(plan.contains { $0.contains("Index") && $0.contains(index) }, "\(index) unused: \(shown)")
                 }
             }

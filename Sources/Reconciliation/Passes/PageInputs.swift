@@ -19,9 +19,10 @@ enum PageInputs {
 
     static func snapshot(for inputs: [RecoveryPlanner.Input], store: LedgerStore) async throws -> RecoveryPlanner.LedgerSnapshot {
         let verified = inputs.compactMap { $0.outcome.verifiedPayload }
-        let customers = Set(verified.compactMap { $0.transaction?.originalTransactionId ?? $0.renewalInfo?.originalTransactionId })
+        // pageState looks each key up once, duplicates aside.
         let state = try await store.pageState(
-            notifications: verified.compactMap { UUID(uuidString: $0.payload.notificationUUID) }, customers: Array(customers),
+            notifications: verified.compactMap { UUID(uuidString: $0.payload.notificationUUID) },
+            customers: verified.compactMap { $0.transaction?.originalTransactionId ?? $0.renewalInfo?.originalTransactionId },
             transactions: verified.compactMap { $0.transaction?.transactionId }
         )
         var snapshot = RecoveryPlanner.LedgerSnapshot()
