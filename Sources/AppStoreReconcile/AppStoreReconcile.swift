@@ -18,6 +18,6 @@ struct AppStoreReconcile: AsyncParsableCommand {
 
             \(ExitStatus.summary)
             """,
-        subcommands: [RunCommand.self, NightlyCommand.self, RepairCommand.self, IngestCommand.self, ServeCommand.self, MigrateCommand.self, VerifyCommand.self, DemoCommand.self, ThrowawayPostgresCommand.self, SimulateCommand.self, StatusCommand.self, ChangesCommand.self, DeliverCommand.self, CheckCommand.self, DetectOutageCommand.self]
+        subcommands: [RunCommand.self, NightlyCommand.self, ConsumptionRequestsCommand.self, RepairCommand.self, IngestCommand.self, ServeCommand.self, MigrateCommand.self, VerifyCommand.self, DemoCommand.self, ThrowawayPostgresCommand.self, SimulateCommand.self, StatusCommand.self, ChangesCommand.self, DeliverCommand.self, CheckCommand.self, DetectOutageCommand.self]
     )
 }

@@ -52,6 +52,12 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
     } catch let error as AppStoreAPIError {
         printError("error: \(error)")
         throw ExitCode(error.isCredentialsProblem ? ExitStatus.configuration : ExitStatus.failure)
+    } catch let error as RateLimitedUntil {
+        printError(
+            "error: \(error). Nothing applied was lost (each page is committed); run the same command again after "
+                + "\(error.resumeAt.formatted(.iso8601)) to resume."
+        )
+        throw ExitCode(ExitStatus.temporaryFailure)
     } catch let error as RetriesExhausted {
         printError("error: Apple's API is unavailable: \(error). Nothing applied was lost (each page is committed); run again later.")
         throw ExitCode(ExitStatus.temporaryFailure)

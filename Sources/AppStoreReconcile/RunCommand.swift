@@ -82,6 +82,14 @@ struct RecoveryRunOptions: ParsableArguments {
     @Option(help: "How many times a request to Apple is tried before the run gives up with exit code 75.")
     var retryAttempts = 6
 
+    @Option(
+        help: """
+            Apple enforces its rate limits per hour: when a 429's Retry-After lies within this many minutes, the run waits for it \
+            and goes on; beyond, it stops with exit code 75 and prints when to resume (what it committed stays).
+            """
+    )
+    var rateLimitWaitMinutes = 60.0
+
     @Flag(help: "Stop after pass 1: do not repair Apple accounts from Apple's present state (pass 2).")
     var skipRepair = false
 
@@ -122,6 +130,7 @@ struct RecoveryRunOptions: ParsableArguments {
     var deliverTo: String?
 
     func validateRate() throws {
+        guard rateLimitWaitMinutes >= 0 else { throw ValidationError("--rate-limit-wait-minutes must not be negative") }
         guard rateFactor > 0, rateFactor <= 100 else { throw ValidationError("--rate-factor must be above 0 and at most 100") }
     }
 
@@ -153,7 +162,9 @@ extension RecoveryRunOptions {
     func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions) async throws {
         let report = try await withReconciliationRun(
             configuration.settings, label: request.kind.rawValue, progress: !noProgress,
-            adjust: { $0.forRun(shard: request.shard, rateFactor: rateFactor, retryAttempts: retryAttempts) }
+            adjust: {
+                $0.forRun(shard: request.shard, rateFactor: rateFactor, retryAttempts: retryAttempts, rateLimitWait: .seconds(rateLimitWaitMinutes * 60))
+            }
         ) { run in
             try await run.execute(request)
         }

@@ -1,3 +1,4 @@
+import Foundation
 /// An error answer from the App Store Server API: the HTTP status and, when the body was
 /// Apple's JSON error object, its `errorCode` and `errorMessage`. Unknown codes are kept.
 /// The description never contains the bearer token or the key.
@@ -89,6 +90,23 @@ public struct AppStoreTransportError: Error, Hashable, Sendable, CustomStringCon
         self.endpoint = endpoint
         self.description = description
         self.isRetryable = isRetryable
+    }
+}
+
+/// Apple's rate limit for an endpoint asks to wait longer than the run may
+/// (`RetryPolicy.maximumRateLimitWait`): what is committed stays, and the run is to resume at
+/// `resumeAt` (Apple's `Retry-After`).
+public struct RateLimitedUntil: Error, Sendable, CustomStringConvertible {
+    public var endpoint: Endpoint
+    public var resumeAt: Date
+    public var bound: Duration
+    public init(endpoint: Endpoint, resumeAt: Date, bound: Duration) {
+        self.endpoint = endpoint
+        self.resumeAt = resumeAt
+        self.bound = bound
+    }
+    public var description: String {
+        "Apple's rate limit for \(endpoint.name) asks to wait until \(resumeAt.formatted(.iso8601)), beyond the \(bound.components.seconds / 60)-minute bound (--rate-limit-wait-minutes)"
     }
 }
 

@@ -144,8 +144,9 @@ public final class AppStoreServerAPIClient: Sendable {
         _ endpoint: Endpoint, method: HTTPMethod, path: String, query: [(String, String)], body: [UInt8]?, decoding type: Value.Type
     ) async throws -> Value {
         let policy = configuration.retryPolicy
-        let started = ContinuousClock.now
+        var started = ContinuousClock.now
         var attempt = 0
+        var rateLimitWaited = Duration.zero
         while true {
             attempt += 1
             try await limiters[endpoint]!.acquire()
@@ -175,6 +176,17 @@ public final class AppStoreServerAPIClient: Sendable {
                 failure = error
             }
             let pause = wait ?? policy.delay(afterAttempt: attempt)
+            // A 429 whose Retry-After lies beyond what is left of the retry budget: Apple limits
+            // per hour. Within the bound, wait for it and go on with a fresh budget; beyond it,
+            // stop and say when to resume (what was committed stays).
+            if let wait, ContinuousClock.now - started + wait >= policy.maximumTotal {
+                guard case .wait = policy.rateLimited(retryAfter: wait, waited: rateLimitWaited) else {
+                    throw RateLimitedUntil(endpoint: endpoint, resumeAt: Date().addingTimeInterval(Double(wait / .milliseconds(1)) / 1000), bound: policy.maximumRateLimitWait)
+                }
+                rateLimitWaited += wait
+                attempt = 0
+                started = ContinuousClock.now + wait
+            }
             let elapsed = ContinuousClock.now - started
             guard attempt < policy.maximumAttempts, elapsed + pause < policy.maximumTotal else {
                 throw RetriesExhausted(attempts: attempt, lastError: failure)

@@ -130,6 +130,17 @@ struct CustomerLife {
             pending.append((type, subtype, date, transaction, renewalInfo, status))
         }
 
+        /// A restore of the purchase: a new transaction ID under the same originalTransactionId.
+        mutating func restore(at date: Int64) {
+            guard date <= now else { return }
+            var copy = current
+            copy.transactionId = String(Int64(originalTransactionId)! + Int64(transactionCount))
+            transactionCount += 1
+            copy.purchaseDate = date
+            copy.signedDate = date
+            versions.append(Scenario.TransactionVersion(modified: date, transaction: copy))
+        }
+
         /// A one-time purchase: bought at a random time of the history, refunded one time in five.
         mutating func buyOnce(random: inout SeededGenerator) {
             let start = now - Int64(configuration.history * 1000)
@@ -138,8 +149,13 @@ struct CustomerLife {
             emit(.oneTimeCharge, nil, at: bought)
             guard Int.random(in: 0..<5, using: &random) == 0 else { return }
             let refunded = bought + period / 3
-            // A consumable's refund request first asks the app for consumption information.
-            if kind.type == .consumable { emit(.consumptionRequest, nil, at: bought + period / 6) }
+            // One refunded non-consumable in two was restored on another device first: a new
+            // transaction of the same purchase, which no notification announces (only Get
+            // Transaction History shows it); the refund revokes the purchase.
+            if kind.type == .nonConsumable && index % 2 == 0 { restore(at: bought + period / 12) }
+            // A refund request first asks the app for consumption information (for any product
+            // type since API 1.19).
+            emit(.consumptionRequest, nil, at: bought + period / 6)
             guard refunded <= now else { return }
             current.revocationDate = refunded
             current.revocationReason = 1
@@ -194,6 +210,8 @@ struct CustomerLife {
                     return
                 } else if fate < 0.86 {
                     let refundDate = (current.purchaseDate ?? expires) + period / 3
+                    // The customer's refund request: Apple asks for consumption information first.
+                    emit(.consumptionRequest, nil, at: refundDate - period / 6)
                     guard refundDate <= now else { return }
                     current.revocationDate = refundDate
                     current.revocationReason = 0

@@ -33,6 +33,16 @@ package struct Scenario: Sendable {
         /// Share of accounts that also bought one-time purchases (a consumable, a non-consumable),
         /// each refunded one time in five.
         package var oneTimePurchaseShare: Double = 0.3
+        /// Notifications of a type Apple added after this release (`Scenario.typeAddedLater`),
+        /// placed in the outage: Apple adds types every year, and a recovery must not miss them.
+        /// Each is a copy of a missed notification's snapshot (so the truth is unchanged) under a
+        /// new UUID and the new type, signed a millisecond later.
+        package var typeAddedLaterNotifications = 0
+        /// Set App Account Token calls (by customer index: the new token), made an hour before
+        /// the present on the account's main purchase: every transaction of it, its latest and
+        /// its renewal info carry the new token from then on, and no notification says so (the
+        /// notifications already sent keep the old one).
+        package var appAccountTokensSet: [Int: String] = [:]
 
         package init() {}
     }
@@ -122,11 +132,13 @@ package struct Scenario: Sendable {
                 account.transactionVersions += other.customer.transactionVersions
                 account.purchases.append(Purchase(other.customer))
             }
+            if let token = configuration.appAccountTokensSet[customer] { Self.setAppAccountToken(token, on: &account, configuration: configuration) }
             customers.append(account)
             for version in account.transactionVersions {
                 index[version.transaction.transactionId!] = customer
             }
         }
+        notifications += Self.typeAddedLater(configuration, copying: notifications)
         notifications.sort { ($0.signedDate, $0.uuid) < ($1.signedDate, $1.uuid) }
         self.notifications = notifications
         self.customers = customers
@@ -152,6 +164,54 @@ package struct Scenario: Sendable {
             }
         }
         return kinds
+    }
+
+    /// A notification type Apple added after this release of the tool: the simulated App Store
+    /// knows it (history filters by it, notifications carry it), the tool's list does not.
+    package static let typeAddedLater = NotificationType(rawValue: "SIMULATED_TYPE_ADDED_LATER")
+
+    /// Every type the simulated App Store knows: Apple's documented list, and the one added later.
+    package static let knownTypes = NotificationType.documented + [typeAddedLater]
+
+    static func typeAddedLater(_ configuration: Configuration, copying notifications: [Notification]) -> [Notification] {
+        guard configuration.typeAddedLaterNotifications > 0 else { return [] }
+        let missed = notifications.filter { !$0.delivered && $0.renewalInfo != nil }.sorted { ($0.signedDate, $0.uuid) < ($1.signedDate, $1.uuid) }
+        guard !missed.isEmpty else { return [] }
+        let step = max(1, missed.count / configuration.typeAddedLaterNotifications)
+        return (0..<min(configuration.typeAddedLaterNotifications, missed.count)).map { index in
+            var copy = missed[index * step]
+            var generator = SeededGenerator(seed: configuration.seed &* 0x2545_F491_4F6C_DD1D &+ UInt64(index) &+ 77)
+            copy.uuid = CustomerLife.Builder.uuid(&generator)
+            copy.type = typeAddedLater
+            copy.subtype = nil
+            copy.signedDate += 1
+            copy.transaction.signedDate = copy.signedDate
+            copy.renewalInfo?.signedDate = copy.signedDate
+            return copy
+        }
+    }
+
+    /// Set App Account Token on the account's main purchase: a new version of each of its
+    /// transactions, modified at the call.
+    static func setAppAccountToken(_ token: String, on account: inout Customer, configuration: Configuration) {
+        let at = Int64(configuration.now.addingTimeInterval(-3600).timeIntervalSince1970 * 1000)
+        var newest: [String: TransactionPayload] = [:]
+        var order: [String] = []
+        for version in account.transactionVersions where version.transaction.originalTransactionId == account.originalTransactionId {
+            let id = version.transaction.transactionId!
+            if newest[id] == nil { order.append(id) }
+            newest[id] = version.transaction
+        }
+        for id in order {
+            var changed = newest[id]!
+            changed.appAccountToken = token
+            changed.signedDate = at
+            account.transactionVersions.append(TransactionVersion(modified: at, transaction: changed))
+        }
+        account.latestTransaction.appAccountToken = token
+        account.renewalInfo?.appAccountToken = token
+        account.purchases[0].latestTransaction.appAccountToken = token
+        account.purchases[0].renewalInfo?.appAccountToken = token
     }
 
     /// The customer a transaction ID (original or not) belongs to.

@@ -45,7 +45,7 @@ extension SimulatedAPI {
         var subtype: NotificationSubtype?
         if let rawType = request.notificationType {
             let candidate = NotificationType(rawValue: rawType)
-            guard NotificationType.documented.contains(candidate) else { return .error(400, 4_000_018, "Invalid request. The notification type or subtype is invalid.") }
+            guard Scenario.knownTypes.contains(candidate) else { return .error(400, 4_000_018, "Invalid request. The notification type or subtype is invalid.") }
             type = candidate
         }
         if let rawSubtype = request.notificationSubtype {

@@ -69,8 +69,8 @@ package struct LedgerColumn<Record>: Sendable {
     package let name: String
     package let kind: Kind
     package let update: Update
-    /// Whether the column is part of the state a repair compares with Apple's answer (the rest
-    /// is bookkeeping, such as the signing time, or descriptive facts that ride along).
+    /// Whether a repair compares the column with Apple's answer: every column that comes from
+    /// Apple's payloads, not the signing time (a newer signature is not a change) nor bookkeeping.
     package let compared: Bool
     package let get: @Sendable (Record) -> LedgerValue?
     let set: @Sendable (inout Record, LedgerValue?) throws -> Void

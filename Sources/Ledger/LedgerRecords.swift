@@ -23,6 +23,9 @@ package struct LedgerBatch: Hashable, Sendable {
     package var transactions: [TransactionRecord] = []
     package var subscriptions: [SubscriptionRecord] = []
     package var rejected: [RejectedPayloadRecord] = []
+    /// Refund requests to answer, one per CONSUMPTION_REQUEST of `notifications`: written when
+    /// their notification is (`app_store.consumption_requests`).
+    package var consumptionRequests: [ConsumptionRequestRecord] = []
     /// Accounts pass 2 compared with Apple's answer: recorded with everything the answer changed.
     package var accounts: [AccountVerification] = []
     /// For a run's record of what it changed (`app_store.run_subscription_changes`): each
@@ -72,8 +75,16 @@ package struct AccountVerification: Hashable, Sendable {
     package var verified: Bool
     /// Whether the check included the account's transaction history (then `transactions_verified_at` moves too).
     package var transactionsChecked: Bool
+    /// The error code Apple answered when it does not know the account (4040001, 4040010,
+    /// 4000006): the account is settled with that answer (`app_store.accounts.apple_answer`,
+    /// migration 0013) instead of being asked again every run. Nil: Apple answered for it.
+    package var appleAnswer: String?
 
-    package init(environment: String, accountId: String, members: [String], revision: Revision, verified: Bool = true, transactionsChecked: Bool = false) {
+    package init(
+        environment: String, accountId: String, members: [String], revision: Revision, verified: Bool = true, transactionsChecked: Bool = false,
+        appleAnswer: String? = nil
+    ) {
+        self.appleAnswer = appleAnswer
         self.transactionsChecked = transactionsChecked
         self.environment = environment
         self.accountId = accountId

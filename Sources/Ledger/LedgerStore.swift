@@ -220,6 +220,13 @@ package struct LedgerStore: Sendable {
                 JOIN unnest($13::uuid[], $14::text[]) AS p(notification_uuid, payload) USING (notification_uuid)
                 ON CONFLICT (notification_uuid) DO NOTHING
                 RETURNING notification_uuid
+            ), recorded_consumption_requests AS (
+                INSERT INTO app_store.consumption_requests (\(ConsumptionRequestRecord.selectList()))
+                SELECT \(ConsumptionRequestRecord.values(from: "r"))
+                FROM jsonb_to_recordset($22::text::jsonb) AS r(\(ConsumptionRequestRecord.recordsetTypes))
+                JOIN inserted_notifications USING (notification_uuid)
+                ON CONFLICT (notification_uuid) DO NOTHING
+                RETURNING 1
             ), changed_transactions AS (
                 INSERT INTO app_store.transactions (\(TransactionRecord.selectList()), signed_transaction)
                 SELECT \(TransactionRecord.values(from: "r")), p.payload
@@ -262,7 +269,7 @@ package struct LedgerStore: Sendable {
         static let bindingDataTypes: [PostgresDataType] = [
             .text, .timestamptz, .timestamptz, .bool, .text, .text, .int4, .text, .bool, .uuid, .bool,
             .text, .uuidArray, .textArray, .text, .textArray, .textArray, .text, .text,
-            .text, .text,
+            .text, .text, .text,
         ]
 
         let batch: LedgerBatch
@@ -279,7 +286,7 @@ package struct LedgerStore: Sendable {
             }
             let scope = checkpoint?.1
             let point = checkpoint?.0
-            var bindings = PostgresBindings(capacity: 21)
+            var bindings = PostgresBindings(capacity: 22)
             bindings.append(scope?.environment)
             bindings.append(scope?.windowStart)
             bindings.append(scope?.windowEnd)
@@ -301,6 +308,7 @@ package struct LedgerStore: Sendable {
             bindings.append(RowJSON.array(changes))
             bindings.append(ChangeFeed.context(of: batch, runId: runId))
             bindings.append(batch.deliverTo)
+            bindings.append(RowJSON.array(batch.consumptionRequests))
             return bindings
         }
 
@@ -490,11 +498,12 @@ package struct LedgerStore: Sendable {
             }
         try await connection.query(
             """
-            INSERT INTO app_store.accounts (environment, account_id, revision, verified_at, transactions_verified_at)
+            INSERT INTO app_store.accounts (environment, account_id, revision, verified_at, transactions_verified_at, apple_answer)
             VALUES (
                 \(environment), \(key), \(revision), CASE WHEN \(account.verified) THEN now() END,
-                CASE WHEN \(account.verified) AND \(account.transactionsChecked) THEN now() END)
+                CASE WHEN \(account.verified) AND \(account.transactionsChecked) THEN now() END, \(account.appleAnswer))
             ON CONFLICT (environment, account_id) DO UPDATE SET
+                apple_answer = CASE WHEN \(account.verified) THEN EXCLUDED.apple_answer ELSE app_store.accounts.apple_answer END,
                 verified_at = CASE WHEN \(account.verified) THEN now() ELSE app_store.accounts.verified_at END,
                 transactions_verified_at = CASE WHEN \(account.verified) AND \(account.transactionsChecked) THEN now()
                     ELSE app_store.accounts.transactions_verified_at END,
@@ -512,10 +521,15 @@ package struct LedgerStore: Sendable {
         )
     }
 
-    // "Recovered" below: a notification from history (`source = 'history'`) of this environment,
-    // signed in the window or recorded since the run `runId` started, and recorded after its
+    // "Recovered" below: a notification from history (`source = 'history'`), or of the refund flow
+    // however it was recorded (`refundFlowTypes`), of this environment, signed in the window or recorded since the run `runId` started, and recorded after its
     // account was last verified: what a run (or an earlier run of the window that died before its
     // pass 2, or whose pass 2 could not check the account) recovered and pass 2 has not checked.
+
+    /// The refund flow: notifications about the transaction a refund request concerns, not the
+    /// account's latest. Recorded live (`serve`, `ingest`) as well as recovered, they select the
+    /// account for its transaction history: pass 2 asks Apple what the refund changed.
+    package static let refundFlowTypes = ["REFUND", "REFUND_REVERSED", "REFUND_DECLINED", "CONSUMPTION_REQUEST"]
 
     /// Notification types whose recovery calls for the account's transaction history, not only
     /// its subscription statuses: refunds and their flow, Family Sharing revocations, one-time purchases.
@@ -542,7 +556,8 @@ package struct LedgerStore: Sendable {
             FROM app_store.notifications n
             LEFT JOIN app_store.account_members m ON m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
             LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
-            WHERE n.original_transaction_id = ANY(\(customers)) AND n.environment = \(environment) AND n.source = 'history'
+            WHERE n.original_transaction_id = ANY(\(customers)) AND n.environment = \(environment)
+                AND (n.source = 'history' OR n.notification_type = ANY(\(Self.refundFlowTypes)))
                 AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
                     OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
                 AND \(unescaped: Self.notCheckedSince)
@@ -566,7 +581,8 @@ package struct LedgerStore: Sendable {
             FROM app_store.notifications n
             LEFT JOIN app_store.account_members m ON m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
             LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
-            WHERE n.original_transaction_id > \(cursor ?? "") AND n.environment = \(environment) AND n.source = 'history'
+            WHERE n.original_transaction_id > \(cursor ?? "") AND n.environment = \(environment)
+                AND (n.source = 'history' OR n.notification_type = ANY(\(Self.refundFlowTypes)))
                 AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
                     OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
                 AND \(unescaped: Self.notCheckedSince)
@@ -662,11 +678,11 @@ package struct LedgerStore: Sendable {
     /// Marks `abandoned` the recovering runs of this shard still recorded as running: called by a
     /// run that holds the shard's run lock, so their processes are gone (killed, machine lost).
     @discardableResult
-    package func abandonDeadRuns(shard: String?) async throws -> Int {
+    package func abandonDeadRuns(kinds: [RunKind] = [.run, .nightly], shard: String?) async throws -> Int {
         let rows = try await client.query(
             """
             UPDATE app_store.runs SET outcome = 'abandoned', finished_at = now()
-            WHERE outcome = 'running' AND kind IN ('run', 'nightly') AND shard IS NOT DISTINCT FROM \(shard)
+            WHERE outcome = 'running' AND kind = ANY(\(kinds.map(\.rawValue))) AND shard IS NOT DISTINCT FROM \(shard)
             RETURNING run_id
             """,
             logger: logger

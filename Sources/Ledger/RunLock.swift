@@ -17,14 +17,26 @@ package enum RunLock {
         shardIndex.map { key + 1 + Int64($0) } ?? key
     }
 
+    /// The lock of a run of `kind`: `run` and `nightly` share one (per shard); the hourly
+    /// refund-request check has its own, so that it never waits for a long nightly run.
+    package static func key(kind: RunKind, shardIndex: Int?) -> Int64 {
+        kind == .consumptionRequests ? key - 1 : key(shardIndex: shardIndex)
+    }
+
+    /// The kinds of run that take the same lock as `kind`.
+    package static func kinds(sharing kind: RunKind) -> [RunKind] {
+        kind == .consumptionRequests ? [.consumptionRequests] : [.run, .nightly]
+    }
+
     /// Shards up to this many have locks of their own.
     package static let maximumShards = 255
 
     /// Runs `body` holding the lock, or throws `RunInProgress` naming the holder.
     package static func withLock<Result: Sendable>(
-        _ url: DatabaseURL, store: LedgerStore, logger: Logger, shardIndex: Int? = nil, _ body: @escaping @Sendable () async throws -> Result
+        _ url: DatabaseURL, store: LedgerStore, logger: Logger, kind: RunKind = .run, shardIndex: Int? = nil,
+        _ body: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
-        let key = Self.key(shardIndex: shardIndex)
+        let key = Self.key(kind: kind, shardIndex: shardIndex)
         let connection = try await PostgresConnection.connect(configuration: try url.connectionConfiguration(), id: 1, logger: logger)
         do {
             var acquired = false
@@ -201,12 +213,13 @@ extension LedgerStore {
         return runs
     }
 
-    /// The newest run that succeeded (with or without rejections), of one kind or any.
+    /// The newest run that succeeded (with or without rejections), of one kind, or of any kind
+    /// but the hourly refund-request check (which says nothing of the ledger's other notifications).
     package func lastSuccessfulRun(kind: RunKind? = nil) async throws -> RunSummary? {
         let rows = try await client.query(
             """
             SELECT run_id FROM app_store.runs WHERE outcome IN ('succeeded', 'succeeded_with_rejections')
-              AND (\(kind?.rawValue)::text IS NULL OR kind = \(kind?.rawValue))
+              AND (CASE WHEN \(kind?.rawValue)::text IS NULL THEN kind <> \(RunKind.consumptionRequests.rawValue) ELSE kind = \(kind?.rawValue) END)
             ORDER BY finished_at DESC LIMIT 1
             """,
             logger: logger

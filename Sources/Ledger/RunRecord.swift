@@ -5,6 +5,9 @@ package enum RunKind: String, Sendable, CaseIterable, Codable {
     case run
     /// `nightly`: the time since the last successful nightly run.
     case nightly
+    /// `consumption-requests`: the hourly check for refund requests (CONSUMPTION_REQUEST) a down
+    /// receiver missed, since the last successful check; it holds a lock of its own.
+    case consumptionRequests = "consumption-requests"
 }
 
 /// How a run ended, as `app_store.runs.outcome` records it; the raw values are the column's

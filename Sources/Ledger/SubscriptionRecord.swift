@@ -54,8 +54,9 @@ package struct SubscriptionRecord: Hashable, Sendable, Codable, LedgerRow {
 
 
 extension SubscriptionRecord {
-    /// `app_store.subscriptions`' columns (and the database's `updated_at`). Compared: the
-    /// subscription's state, which a repair checks against Apple's answer and lists when it differs.
+    /// `app_store.subscriptions`' columns (and the database's `updated_at`). Compared: every
+    /// column Apple's payloads set but the signing time, which a repair checks against Apple's
+    /// answer and lists when it differs.
     package static let columns: [LedgerColumn<Self>] = [
         .text("original_transaction_id", \.originalTransactionId, update: .key),
         .text("product_id", \.productId, compared: true),
@@ -66,16 +67,16 @@ extension SubscriptionRecord {
         .boolean("is_in_billing_retry", \.isInBillingRetry, compared: true),
         .time("grace_period_expires_date", \.gracePeriodExpiresDate, compared: true),
         .time("last_signed_date", \.lastSignedDate),
-        .text("environment", \.environment, update: .keepWhenAbsent),
-        .uuid("app_account_token", \.appAccountToken),
-        .text("subscription_group_identifier", \.subscriptionGroupIdentifier),
-        .text("in_app_ownership_type", \.inAppOwnershipType),
-        .integer("expiration_intent", .smallint, \.expirationIntent),
-        .integer("price_increase_status", .smallint, \.priceIncreaseStatus),
-        .integer("renewal_price", .bigint, \.renewalPrice),
-        .text("currency", \.currency),
-        .integer("offer_type", .smallint, \.offerType),
-        .text("offer_identifier", \.offerIdentifier),
+        .text("environment", \.environment, update: .keepWhenAbsent, compared: true),
+        .uuid("app_account_token", \.appAccountToken, compared: true),
+        .text("subscription_group_identifier", \.subscriptionGroupIdentifier, compared: true),
+        .text("in_app_ownership_type", \.inAppOwnershipType, compared: true),
+        .integer("expiration_intent", .smallint, \.expirationIntent, compared: true),
+        .integer("price_increase_status", .smallint, \.priceIncreaseStatus, compared: true),
+        .integer("renewal_price", .bigint, \.renewalPrice, compared: true),
+        .text("currency", \.currency, compared: true),
+        .integer("offer_type", .smallint, \.offerType, compared: true),
+        .text("offer_identifier", \.offerIdentifier, compared: true),
     ]
 
     package static let blank = SubscriptionRecord(

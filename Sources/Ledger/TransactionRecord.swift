@@ -60,7 +60,9 @@ package struct TransactionRecord: Hashable, Sendable, LedgerRow {
 
 extension TransactionRecord {
     /// `app_store.transactions`' columns (`signed_transaction` aside, and the database's
-    /// `recorded_at` and `updated_at`). Compared: what a repair checks against Apple's answer.
+    /// `recorded_at` and `updated_at`). Compared: what a repair checks against Apple's answer, every
+    /// column Apple's payload sets but the signing time (Set App Account Token, for one, changes a
+    /// token without any notification: only a comparison of every column sees it).
     package static let columns: [LedgerColumn<Self>] = [
         .text("transaction_id", \.transactionId, update: .key),
         .text("original_transaction_id", \.originalTransactionId, compared: true),
@@ -72,21 +74,21 @@ extension TransactionRecord {
         .integer("revocation_reason", .integer, \.revocationReason, compared: true),
         .boolean("is_upgraded", \.isUpgraded, compared: true),
         .time("signed_date", \.signedDate),
-        .text("environment", \.environment),
-        .uuid("app_account_token", \.appAccountToken),
-        .text("in_app_ownership_type", \.inAppOwnershipType),
-        .text("subscription_group_identifier", \.subscriptionGroupIdentifier),
-        .text("web_order_line_item_id", \.webOrderLineItemId),
-        .integer("quantity", .integer, \.quantity),
-        .integer("price", .bigint, \.price),
-        .text("currency", \.currency),
-        .text("storefront", \.storefront),
-        .integer("offer_type", .smallint, \.offerType),
-        .text("offer_identifier", \.offerIdentifier),
-        .text("transaction_reason", \.transactionReason),
-        .text("revocation_type", \.revocationType),
-        .integer("revocation_percentage", .integer, \.revocationPercentage),
-        .text("app_transaction_id", \.appTransactionId),
+        .text("environment", \.environment, compared: true),
+        .uuid("app_account_token", \.appAccountToken, compared: true),
+        .text("in_app_ownership_type", \.inAppOwnershipType, compared: true),
+        .text("subscription_group_identifier", \.subscriptionGroupIdentifier, compared: true),
+        .text("web_order_line_item_id", \.webOrderLineItemId, compared: true),
+        .integer("quantity", .integer, \.quantity, compared: true),
+        .integer("price", .bigint, \.price, compared: true),
+        .text("currency", \.currency, compared: true),
+        .text("storefront", \.storefront, compared: true),
+        .integer("offer_type", .smallint, \.offerType, compared: true),
+        .text("offer_identifier", \.offerIdentifier, compared: true),
+        .text("transaction_reason", \.transactionReason, compared: true),
+        .text("revocation_type", \.revocationType, compared: true),
+        .integer("revocation_percentage", .integer, \.revocationPercentage, compared: true),
+        .text("app_transaction_id", \.appTransactionId, compared: true),
     ]
 
     package static let blank = TransactionRecord(

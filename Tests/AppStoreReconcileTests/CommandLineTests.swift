@@ -59,7 +59,7 @@ struct CommandLineTests {
             #expect(text.contains(word), "--help mentions \(word)")
         }
         for subcommand in [
-            "run", "nightly", "repair", "ingest", "serve", "check", "status", "changes", "deliver", "detect-outage", "migrate", "verify", "demo", "throwaway-postgres",
+            "run", "nightly", "consumption-requests", "repair", "ingest", "serve", "check", "status", "changes", "deliver", "detect-outage", "migrate", "verify", "demo", "throwaway-postgres",
             "simulate",
         ] {
             let help = try await BuiltBinary.run([subcommand, "--help"])

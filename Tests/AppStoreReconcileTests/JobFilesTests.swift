@@ -13,8 +13,8 @@ struct JobFilesTests {
         (try? ChildProcess.run("/usr/bin/env", ["python3", "-c", "import yaml"]).status) == 0
     }
 
-    @Test(.enabled(if: hasPythonYAML, "needs python3 with PyYAML"))
-    func theCronJobParsesAndHasWhatKubernetesRequires() throws {
+    @Test(.enabled(if: hasPythonYAML, "needs python3 with PyYAML"), arguments: [("cronjob.yaml", "nightly"), ("consumption-requests.yaml", "consumption-requests")])
+    func theCronJobsParseAndHaveWhatKubernetesRequires(file: String, command: String) throws {
         let script = """
             import sys, yaml
             d = yaml.safe_load(open(sys.argv[1]))
@@ -25,7 +25,7 @@ struct JobFilesTests {
             t = s["jobTemplate"]["spec"]["template"]["spec"]
             assert t["restartPolicy"] in ("Never", "OnFailure"), "restartPolicy"
             c = t["containers"][0]
-            assert c["name"] and c["image"] and c["args"][0] == "nightly", "container"
+            assert c["name"] and c["image"] and c["args"][0] == sys.argv[2], "container"
             names = {e["name"] for e in c["env"]}
             for n in ["APPSTORE_ISSUER_ID", "APPSTORE_KEY_ID", "APPSTORE_PRIVATE_KEY", "APPSTORE_BUNDLE_ID", "APPSTORE_APP_APPLE_ID",
                       "APPSTORE_ENVIRONMENT", "APPSTORE_ROOT_CERTIFICATES", "DATABASE_URL"]:
@@ -34,7 +34,7 @@ struct JobFilesTests {
             assert mounts <= {v["name"] for v in t["volumes"]}, "volumes"
             print(" ".join(c["args"]))
             """
-        let result = try ChildProcess.run("/usr/bin/env", ["python3", "-c", script, Self.jobs.appendingPathComponent("kubernetes/cronjob.yaml").path])
+        let result = try ChildProcess.run("/usr/bin/env", ["python3", "-c", script, Self.jobs.appendingPathComponent("kubernetes/\(file)").path, command])
         #expect(result.status == 0, "\(result.standardError)")
     }
 
@@ -73,6 +73,28 @@ struct JobFilesTests {
         // Kubernetes expands $(JOB_COMPLETION_INDEX); the binary accepts what it expands to.
         let shard = try await BuiltBinary.run(["run", "--start", "2026-11-18T02:00:00Z", "--end", "2026-11-18T09:30:00Z", "--shard", "4/4"])
         #expect(shard.exitCode == 64 && shard.standardError.contains("shard index must be 0 to 3"), "\(shard.combined)")
+    }
+
+    @Test func everyHourlyJobCallsConsumptionRequestsEveryHourWithFlagsItHas() async throws {
+        let help = try await BuiltBinary.run(["consumption-requests", "--help"]).standardOutput
+        let cron = try String(contentsOf: Self.jobs.appendingPathComponent("crontab"), encoding: .utf8).split(separator: "\n")
+            .filter { !$0.hasPrefix("#") && $0.contains("appstore-reconcile consumption-requests") }.map(String.init)
+        #expect(cron.count == 1 && cron.allSatisfy { $0.split(separator: " ")[1] == "*" }, "hourly: \(cron)")
+        let timer = try String(contentsOf: Self.jobs.appendingPathComponent("systemd/appstore-reconcile-consumption-requests.timer"), encoding: .utf8)
+        #expect(timer.contains("OnCalendar=*-*-* *:07:00"))
+        let kubernetes = try String(contentsOf: Self.jobs.appendingPathComponent("kubernetes/consumption-requests.yaml"), encoding: .utf8)
+        #expect(kubernetes.contains(#"schedule: "7 * * * *""#))
+        var lines = cron
+        lines += try String(contentsOf: Self.jobs.appendingPathComponent("systemd/appstore-reconcile-consumption-requests.service"), encoding: .utf8)
+            .split(separator: "\n").filter { $0.hasPrefix("ExecStart=") }.map(String.init)
+        lines += kubernetes.split(separator: "\n").filter { $0.contains("args:") }.map(String.init)
+        #expect(lines.count == 3)
+        for line in lines {
+            #expect(line.contains("consumption-requests"))
+            let flags = line.split(whereSeparator: { $0 == " " || $0 == "\"" || $0 == "," || $0 == "[" }).filter { $0.hasPrefix("--") }
+            #expect(!flags.isEmpty)
+            for flag in flags { #expect(help.contains(String(flag)), "consumption-requests has \(flag)") }
+        }
     }
 
     @Test func everyJobCallsNightlyWithFlagsItHas() async throws {
@@ -136,6 +158,8 @@ struct JobFilesTests {
                 "verify", Self.jobs.appendingPathComponent("systemd/appstore-reconcile.service").path,
                 Self.jobs.appendingPathComponent("systemd/appstore-reconcile.timer").path,
                 Self.jobs.appendingPathComponent("systemd/appstore-reconcile-serve.service").path,
+                Self.jobs.appendingPathComponent("systemd/appstore-reconcile-consumption-requests.service").path,
+                Self.jobs.appendingPathComponent("systemd/appstore-reconcile-consumption-requests.timer").path,
             ]
         )
         // systemd-analyze also complains about the binary path not existing here; only syntax matters.

@@ -14,8 +14,8 @@ import ThrowawayPostgres
 
 /// The ledger a run leaves, without the runs themselves (how many there were and how they ended
 /// differ between an interrupted and an uninterrupted run by design).
-private func ledgerContent(_ client: PostgresClient) async throws -> [String] {
-    try await RecoveryHarness.dump(client).filter { !$0.hasPrefix("4:") }
+private func ledgerContent(_ client: PostgresClient, _ harness: RecoveryHarness) async throws -> [String] {
+    try await RecoveryHarness.dump(client, worldNow: harness.scenario.configuration.now).filter { !$0.hasPrefix("4:") }
 }
 
 /// A second ledger, seeded like the first, where the same scenario runs without interruption.
@@ -26,7 +26,7 @@ private func referenceLedger(_ harness: RecoveryHarness, environment: [String: S
         environment["DATABASE_URL"] = url.connectionString
         let result = try await BuiltBinary.run(arguments, environment: environment)
         #expect(result.exitCode == 0, "the reference run: \(result.combined)")
-        return try await ledgerContent(client)
+        return try await ledgerContent(client, harness)
     }
 }
 
@@ -85,7 +85,7 @@ struct ResumeTests {
             #expect(left == 0, "a finished run leaves no query checkpoints")
 
             let reference = try await referenceLedger(harness, environment: environment, arguments: arguments + ["--report-dir", scratch.path + "/reference"])
-            #expect(try await ledgerContent(client) == reference, "the resumed ledger equals an uninterrupted run's")
+            #expect(try await ledgerContent(client, harness) == reference, "the resumed ledger equals an uninterrupted run's")
             #expect(try await RecoveryHarness.historyUUIDs(client) == Set(harness.scenario.missedNotifications.map(\.uuid)))
 
             // The same window again, after success: a fresh run (no resume), which applies nothing.
@@ -133,7 +133,7 @@ struct ShardTests {
             #expect(shards == ["0/4", "1/4", "2/4", "3/4"])
 
             let reference = try await referenceLedger(harness, environment: environment, arguments: common + ["--report-dir", scratch.path + "/one"])
-            let content = try await ledgerContent(client)
+            let content = try await ledgerContent(client, harness)
             #expect(content == reference, "four shards leave the ledger one run leaves: \(Reliability.difference(content, reference))")
         }
     }

@@ -126,6 +126,35 @@ struct ClientTests {
         }
     }
 
+    /// The same decisions with the times scaled down: a Retry-After beyond the retry budget
+    /// (`maximumTotal`, 1 s here) but within the rate-limit bound is waited for, and the request
+    /// succeeds; one beyond the bound stops it at once with the time to resume.
+    @Test func a429BeyondTheRetryBudgetIsWaitedForWithinTheBoundAndStopsBeyondIt() async throws {
+        let harness = try SimulatorHarness(customers: 5)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let policy = RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(200), maximumTotal: .seconds(1), maximumRateLimitWait: .seconds(5))
+            let client = try harness.client(baseURL: baseURL, retryPolicy: policy)
+            let soon = Int64(Date().timeIntervalSince1970 * 1000) + 2_000
+            harness.api.inject([.error(status: 429, errorCode: 4_290_000, message: "Rate limit exceeded.", retryAfterMilliseconds: soon)])
+            let started = ContinuousClock.now
+            let page = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil)
+            #expect(!page.notificationHistory.isEmpty)
+            #expect(ContinuousClock.now - started >= .milliseconds(1_800), "it waited for Apple's time")
+
+            let late = Date().addingTimeInterval(30)
+            harness.api.inject([.error(status: 429, errorCode: 4_290_000, message: "Rate limit exceeded.", retryAfterMilliseconds: Int64(late.timeIntervalSince1970 * 1000))])
+            let before = ContinuousClock.now
+            do {
+                _ = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil)
+                Issue.record("a 429 beyond the bound must stop the request")
+            } catch let error as RateLimitedUntil {
+                #expect(abs(error.resumeAt.timeIntervalSince(late)) < 2, "resume at Apple's time: \(error.resumeAt) against \(late)")
+                #expect(error.endpoint == .notificationHistory)
+            }
+            #expect(ContinuousClock.now - before < .seconds(5), "stopped at once, without waiting")
+        }
+    }
+
     @Test func aRetryableErrorIsRetriedUntilItSucceeds() async throws {
         let harness = try SimulatorHarness(customers: 5)
         try await SimulatorServer.withRunning(harness.api) { baseURL in

@@ -12,6 +12,16 @@ final class PauseRecord: Sendable {
 
 @Suite("Client pieces without a server")
 struct ClientUnitTests {
+    /// Apple enforces its rate limits per hour: a 429's Retry-After within the bound (an hour by
+    /// default) is waited for; beyond it, the request stops and says when to resume.
+    @Test func aRetryAfterWithinTheHourIsWaitedForAndOneBeyondItStops() {
+        let policy = RetryPolicy()
+        #expect(policy.maximumRateLimitWait == .seconds(3600))
+        #expect(policy.rateLimited(retryAfter: .seconds(300), waited: .zero) == .wait(.seconds(300)), "5 minutes ahead: wait")
+        #expect(policy.rateLimited(retryAfter: .seconds(7200), waited: .zero) == .stop, "2 hours ahead: stop")
+        #expect(policy.rateLimited(retryAfter: .seconds(300), waited: .seconds(3400)) == .stop, "the bound is for all the waits of a request")
+    }
+
     /// The rate limiter alone: 16 callers reserve slots 25 ms apart (0 to 375 ms); 100 ms in, a
     /// 429's `Retry-After` pauses the endpoint for 400 ms, covering the slots still ahead. None of
     /// them may leave during the pause (100 ms allowed for one already past its check), and they

@@ -134,12 +134,17 @@ struct RowJSONTests {
     }
 
     /// The repair's field names in reports (`RepairPlanner.differences`) were written by hand
-    /// before the columns listed them; they must stay the same.
+    /// before the columns listed them; they must stay the same. Every column from Apple's payloads
+    /// is compared (issue 30): the state columns first, then the facts, neither the key nor the
+    /// signing time.
     @Test func comparedSubscriptionFieldsKeepTheirReportNames() {
         #expect(
             SubscriptionRecord.columns.filter(\.compared).map(\.fieldName) == [
                 "productId", "status", "expiresDate", "autoRenewStatus", "autoRenewProductId", "isInBillingRetry", "gracePeriodExpiresDate",
+                "environment", "appAccountToken", "subscriptionGroupIdentifier", "inAppOwnershipType", "expirationIntent", "priceIncreaseStatus",
+                "renewalPrice", "currency", "offerType", "offerIdentifier",
             ]
         )
+        #expect(TransactionRecord.columns.filter { !$0.compared }.map(\.name) == ["transaction_id", "signed_date"])
     }
 }

@@ -110,6 +110,15 @@ struct BackendLedgerTests {
         #expect(statuses.isSuperset(of: [.active, .expired, .billingRetry, .billingGracePeriod, .revoked]), "\(statuses)")
         #expect(purchases.contains { $0.latestTransaction.type == .nonConsumable && $0.latestTransaction.revocationDate != nil }, "a refunded non-consumable")
         #expect(purchases.contains { $0.latestTransaction.inAppOwnershipType == "FAMILY_SHARED" }, "a family-shared purchase")
+        // A non-consumable restored on another device (a second transaction of the purchase, which
+        // Get Transaction History signs at the same instant as the first), then refunded: it grants nothing.
+        let restoredThenRefunded = harness.scenario.customers.filter { account in
+            account.purchases.contains { purchase in
+                purchase.latestTransaction.type == .nonConsumable && purchase.latestTransaction.revocationDate != nil
+                    && Set(account.transactionVersions.filter { $0.transaction.originalTransactionId == purchase.originalTransactionId }.map(\.transaction.transactionId)).count > 1
+            }
+        }
+        #expect(!restoredThenRefunded.isEmpty, "a restored, then refunded non-consumable")
         try await SimulatorServer.withRunning(harness.api) { baseURL in
             try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)

@@ -29,6 +29,7 @@ struct ChangeFeedTests {
         """,
         "CREATE TRIGGER witness AFTER INSERT OR UPDATE ON app_store.subscriptions FOR EACH ROW EXECUTE FUNCTION public.witness('original_transaction_id')",
         "CREATE TRIGGER witness AFTER INSERT OR UPDATE ON app_store.transactions FOR EACH ROW EXECUTE FUNCTION public.witness('transaction_id')",
+        "CREATE TRIGGER witness AFTER INSERT OR UPDATE ON app_store.consumption_requests FOR EACH ROW EXECUTE FUNCTION public.witness('notification_uuid')",
         """
         CREATE FUNCTION public.feed_form(r jsonb, tbl regclass) RETURNS jsonb LANGUAGE sql AS $$
             SELECT jsonb_object_agg(
@@ -67,10 +68,12 @@ struct ChangeFeedTests {
         try await lines(
             client,
             """
-            SELECT kind || 's ' || CASE kind WHEN 'subscription' THEN original_transaction_id ELSE after ->> 'transaction_id' END || ': '
+            SELECT kind || 's ' || CASE kind WHEN 'subscription' THEN original_transaction_id
+                    WHEN 'transaction' THEN after ->> 'transaction_id' ELSE after ->> 'notification_uuid' END || ': '
                 || coalesce(before::text, 'none') || ' → ' || after::text
             FROM app_store.changes
-            ORDER BY kind, CASE kind WHEN 'subscription' THEN original_transaction_id ELSE after ->> 'transaction_id' END, id
+            ORDER BY kind, CASE kind WHEN 'subscription' THEN original_transaction_id
+                WHEN 'transaction' THEN after ->> 'transaction_id' ELSE after ->> 'notification_uuid' END, id
             """
         )
     }

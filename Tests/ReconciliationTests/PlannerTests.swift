@@ -159,28 +159,51 @@ struct PlannerTests {
         #expect(plan.batch.notifications.isEmpty && plan.batch.subscriptions.isEmpty && plan.batch.transactions.isEmpty)
     }
 
-    @Test func thePriorityQueriesAskForEachSubtypeOfDidRenewAndExpiredSeparately() throws {
+    @Test func thePriorityQueriesAskForEachSubtypeOfDidRenewAndExpiredSeparatelyThenConsumptionRequests() throws {
         let window = try OutageWindow(start: Date().addingTimeInterval(-7200), end: Date(), environment: .sandbox)
         let plan = QueryPlan(window: window, onlyFailures: false)
         #expect(plan.priorityQueries.map(\.description) == [
             "DID_RENEW (no subtype)", "DID_RENEW/BILLING_RECOVERY", "EXPIRED (no subtype)", "EXPIRED/VOLUNTARY",
-            "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE", "EXPIRED/PRODUCT_NOT_FOR_SALE",
+            "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE", "EXPIRED/PRODUCT_NOT_FOR_SALE", "CONSUMPTION_REQUEST (no subtype)",
         ])
         let requests = plan.priorityQueries.map(plan.request(for:))
         #expect(requests.allSatisfy { $0.onlyFailures == nil && $0.startDate == window.startMilliseconds })
         #expect(QueryPlan(window: window, onlyFailures: true).request(for: plan.priorityQueries[0]).onlyFailures == true)
     }
 
-    @Test func theRemainderIsOneUnfilteredPassUnlessPriorityNotificationsOutweighOneQueryPerPair() throws {
+    @Test func theRemainderIsAlwaysOneUnfilteredPassSkippingOnlyThePriorityPairs() throws {
         let plan = QueryPlan(window: try OutageWindow(start: Date().addingTimeInterval(-7200), end: Date(), environment: .sandbox), onlyFailures: false)
-        let pairs = plan.remainingPairs.count
-        #expect(pairs > 30)
-        #expect(plan.remainderStrategy(afterPriority: 20 * pairs) == .unfiltered)
-        #expect(plan.remainderStrategy(afterPriority: 20 * pairs + 1) == .perType)
-        let unfiltered = plan.remainderQueries(.unfiltered)
-        #expect(unfiltered.count == 1 && unfiltered[0].type == nil && unfiltered[0].skipping.count == 7)
-        #expect(plan.remainderQueries(.perType).count == pairs)
-        #expect(!plan.remainingPairs.contains { $0.type == .didRenew || $0.type == .expired })
+        let remainder = plan.remainderQuery
+        #expect(remainder.type == nil && remainder.subtype == nil, "unfiltered: it sees types this release does not know")
+        #expect(remainder.skipping == Set(plan.priorityPairs) && remainder.skipping.count == 8)
+        #expect(plan.request(for: remainder).notificationType == nil)
+    }
+
+    @Test func aRefundRequestAboutAnUpgradedFromAnnualPlanLeavesProductAndExpiryAsTheyWere() {
+        // The row: the monthly plan the customer upgraded to, expiring in a month.
+        var ledger = RecoveryPlanner.LedgerSnapshot()
+        let monthlyExpiry = Date(timeIntervalSince1970: 1_802_592_000)
+        ledger.subscriptions["1000"] = SubscriptionRecord(
+            originalTransactionId: "1000", productId: "premium.monthly", status: 1, expiresDate: monthlyExpiry, autoRenewStatus: 1,
+            autoRenewProductId: "premium.monthly", isInBillingRetry: false, gracePeriodExpiresDate: nil, lastSignedDate: Date(timeIntervalSince1970: 1_800_000_000)
+        )
+        // A CONSUMPTION_REQUEST, then a REFUND_DECLINED, about the annual plan upgraded from: it
+        // expires next year, later than the current plan.
+        for type in [NotificationType.consumptionRequest, .refundDeclined, .refund] {
+            var input = Self.notification(Self.uuidA, signedDate: 1_800_100_000_000, status: .active, type: type)
+            guard case .verified(var verified) = input.outcome else { Issue.record("not verified"); return }
+            verified.transaction?.productId = "basic.annual"
+            verified.transaction?.isUpgraded = true
+            verified.transaction?.expiresDate = 1_831_000_000_000
+            input.outcome = .verified(verified)
+            var memory = RecoveryPlanner.RunMemory()
+            let plan = RecoveryPlanner.plan([input], ledger: ledger, memory: &memory)
+            let row = plan.batch.subscriptions.first
+            #expect(row?.productId == "premium.monthly", "\(type)")
+            #expect(row?.expiresDate == monthlyExpiry, "\(type)")
+            #expect(row?.lastSignedDate.unixMilliseconds == 1_800_100_000_000, "its status and renewal info still apply")
+            #expect(plan.batch.transactions.first?.isUpgraded == true, "the transaction itself is recorded as Apple signed it")
+        }
     }
 }
 

@@ -44,6 +44,12 @@ struct RepairTests {
                 var report = passOne.report
                 let before = try await harness.mismatches(store)
                 #expect(!before.isEmpty, "pass 1 alone cannot set these customers right")
+                // The rules see the expiry never notified.
+                var expiryReasons: [GapReason] = []
+                try await harness.repair(baseURL, store, client: apiClient).scanLedger { target in
+                    if target.customer == expiry { expiryReasons = target.reasons }
+                }
+                #expect(expiryReasons.contains(.activeButExpired), "\(expiryReasons)")
                 report.add(repairs: try await harness.repair(baseURL, store, client: apiClient).afterRecovery(passOne.handoff, window: window, dryRun: false))
 
                 let problems = try await harness.mismatches(store)
@@ -52,8 +58,9 @@ struct RepairTests {
                 #expect(repairs[refund]?.refundsFound.isEmpty == false, "the refund is found, and highlighted")
                 #expect(repairs[renewal]?.reasons.contains("transaction-chain-gap") == true)
                 #expect(repairs[renewal]?.transactionsAdded.count == 1)
-                #expect(repairs[expiry]?.reasons.contains("active-but-expired") == true)
-                #expect(repairs[expiry]?.changes.contains { $0.field == "status" && $0.before == "1" && $0.after == "2" } == true)
+                // The account is repaired under whichever of its originalTransactionIds pass 2 reached first.
+                let expiryRepair = report.repairs.first { $0.originalTransactionId == expiry || $0.members.contains(expiry) }
+                #expect(expiryRepair?.changes.contains { $0.originalTransactionId == expiry && $0.field == "status" && $0.before == "1" && $0.after == "2" } == true)
                 #expect(report.counts.customersRepaired >= 3)
                 // Refund requests recovered from history are listed for a person to answer.
                 let consumptionRequests = report.missed.filter { $0.notificationType == "CONSUMPTION_REQUEST" }
@@ -61,6 +68,21 @@ struct RepairTests {
                 let markdown = report.markdown()
                 #expect(markdown.contains("Refund requests awaiting consumption information (\(consumptionRequests.count))"))
                 #expect(consumptionRequests.allSatisfy { markdown.contains($0.notificationUUID) })
+                #expect(markdown.contains("PUT /inApps/v2/transactions/consumption/{transactionId}") && !markdown.contains("/inApps/v1/transactions/consumption"))
+                #expect(markdown.contains("Respond within 12 hours of receiving the CONSUMPTION_REQUEST notification"))
+                #expect(markdown.contains(ConsumptionDeadline.documentation))
+                // Each with its deadline: 12 hours after Apple's first send attempt.
+                for request in consumptionRequests {
+                    let first = try #require(request.firstAttemptDate.flatMap { try? Date($0, strategy: .iso8601) })
+                    let answerBy = try #require(request.answerBy.flatMap { try? Date($0, strategy: .iso8601) })
+                    #expect(answerBy.timeIntervalSince(first) == 12 * 3600)
+                }
+                let answerable = consumptionRequests.filter { request in request.answerBy.flatMap { try? Date($0, strategy: .iso8601) }.map { $0 > Date() } ?? false }
+                #expect(markdown.contains(answerable.isEmpty ? "past their 12-hour deadline" : "\(answerable.count) still answerable, the first by"))
+                let json = String(decoding: try report.json(), as: UTF8.self)
+                #expect(json.contains("\"answerBy\" : \"\(consumptionRequests[0].answerBy!)\""))
+                let html = report.html()
+                #expect(html.contains("answer by") && html.contains("PUT /inApps/v2/transactions/consumption/{transactionId}"))
 
                 // Accounts without a gap: no recovered notification, no rule hit, no request.
                 let asked = Set(harness.api.transactionHistoryRequests.map(\.id) + harness.api.subscriptionStatusesRequests)
@@ -122,9 +144,10 @@ struct RepairTests {
                 let dump = try await RecoveryHarness.dump(client)
                 let historyBefore = harness.api.transactionHistoryRequests.count
 
-                // Any of its originalTransactionIds: the same account, asked once, from the revision.
+                // Any of its originalTransactionIds: the same account, asked once, from the revision
+                // (a repair the rules chose; a named one fetches the whole history).
                 let again = CustomerRepair(client: try harness.client(baseURL), verifier: try harness.verifier(), store: store, logger: harness.logger)
-                let second = try await again.repair([.init(customer: account.originalTransactionId, reasons: [.named])], dryRun: false)
+                let second = try await again.repair([.init(customer: account.originalTransactionId, reasons: [.transactionChainGap])], dryRun: false)
                 let history = Array(harness.api.transactionHistoryRequests.dropFirst(historyBefore))
                 #expect(second.first?.outcome == .unchanged)
                 #expect(second.first?.account == first.first?.account)
@@ -155,6 +178,96 @@ struct RepairTests {
                 let asked = production.api.transactionHistoryRequests.map(\.id) + production.api.subscriptionStatusesRequests
                 #expect(asked.allSatisfy { !sandboxIds.contains($0) }, "no request names a Sandbox customer")
                 #expect(try await Self.rows(of: "Sandbox", client) == sandboxRows, "Sandbox rows byte for byte")
+            }
+        }
+    }
+
+    @Test func aNamedRepairFixesATransactionRowAppleNeverModified() async throws {
+        let harness = try RecoveryHarness(customers: 20, seed: 47, outageHours: 10)
+        let customer = try #require(harness.scenario.customers.first { $0.transactionVersions.count >= 2 })
+        let environment = harness.scenario.configuration.environment.rawValue
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                let target = CustomerRepair.Target(customer: customer.originalTransactionId, reasons: [.named])
+                _ = try await harness.repair(baseURL, store).repair([target], dryRun: false)
+                #expect(try await store.accountState(environment: environment, of: customer.originalTransactionId).revision != nil)
+                // Support is right: the ledger holds a wrong row, of a transaction Apple never changed since.
+                let wrong = try #require(customer.transactionVersions.first?.transaction.transactionId)
+                try await client.query("UPDATE app_store.transactions SET expires_date = expires_date + interval '300 days' WHERE transaction_id = \(wrong)")
+                #expect(try await harness.mismatches(store, accounts: [customer]) != [])
+                let before = harness.api.transactionHistoryRequests.count
+
+                let repairs = try await harness.repair(baseURL, store).repair([target], dryRun: false)
+                let requests = harness.api.transactionHistoryRequests.dropFirst(before)
+                #expect(requests.first?.revision == nil, "the whole history, not from the stored revision")
+                #expect(repairs.first?.outcome == .repaired)
+                #expect(repairs.first?.transactionsChanged.contains(wrong) == true)
+                #expect(try await harness.mismatches(store, accounts: [customer]) == [])
+                #expect(try await store.accountState(environment: environment, of: customer.originalTransactionId).revision != nil, "the new revision is stored")
+            }
+        }
+    }
+
+    @Test func aSubscriptionPastItsGracePeriodAndOneWhoseBillingRetryEndedAreSelectedAndRepaired() async throws {
+        let harness = try RecoveryHarness(customers: 60, seed: 48, outageHours: 2)
+        // Two accounts whose every notification was delivered: the ledger agrees with Apple.
+        let whole = harness.scenario.customers.filter { account in
+            account.subscriptions.count == 1 && harness.scenario.notifications.allSatisfy { $0.customer != account.index || $0.delivered }
+        }
+        try #require(whole.count >= 2)
+        let (grace, retry) = (whole[0], whole[1])
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                #expect(try await harness.mismatches(store, accounts: [grace, retry]) == [])
+                // What the ledger would hold had the notifications that ended them been missed.
+                try await client.query(
+                    "UPDATE app_store.subscriptions SET status = 4, grace_period_expires_date = now() - interval '2 hours' WHERE original_transaction_id = \(grace.originalTransactionId)"
+                )
+                try await client.query(
+                    "UPDATE app_store.subscriptions SET status = 3, expires_date = now() - interval '61 days' WHERE original_transaction_id = \(retry.originalTransactionId)"
+                )
+                let repair = try harness.repair(baseURL, store)
+                var targets: [CustomerRepair.Target] = []
+                try await repair.scanLedger { target in
+                    if [grace.originalTransactionId, retry.originalTransactionId].contains(target.customer) { targets.append(target) }
+                }
+                #expect(targets.first { $0.customer == grace.originalTransactionId }?.reasons.contains(.gracePeriodEnded) == true)
+                #expect(targets.first { $0.customer == retry.originalTransactionId }?.reasons.contains(.billingRetryEnded) == true)
+                let repairs = try await repair.repair(targets, dryRun: false)
+                #expect(repairs.map(\.outcome) == [.repaired, .repaired])
+                #expect(try await harness.mismatches(store, accounts: [grace, retry]) == [])
+            }
+        }
+    }
+
+    @Test func aTokenChangedBySetAppAccountTokenOnlyIsWrittenByPassTwoAndCountedAsChanged() async throws {
+        let probe = try RecoveryHarness(customers: 30, seed: 49, outageHours: 2)
+        // An account whose every notification was delivered: only Apple's present differs.
+        let account = try #require(
+            probe.scenario.customers.first { account in
+                account.latestTransaction.appAccountToken != nil && account.subscriptions.count == 1 && account.purchases.count == 1
+                    && probe.scenario.notifications.allSatisfy { $0.customer != account.index || $0.delivered }
+            }
+        )
+        let token = "0d7e0000-0000-4000-8000-00000000abcd"
+        let harness = try RecoveryHarness(customers: 30, seed: 49, outageHours: 2) { $0.appAccountTokensSet = [account.index: token] }
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let stored = try await store.subscriptions([account.originalTransactionId])[account.originalTransactionId]
+                #expect(stored?.appAccountToken == UUID(uuidString: account.latestTransaction.appAccountToken!), "the old token, as notified")
+                let repairs = try await harness.repair(baseURL, store).repair([.init(customer: account.originalTransactionId, reasons: [.named])], dryRun: false)
+                #expect(repairs.first?.outcome == .repaired, "counted as changed")
+                #expect(repairs.first?.changes.contains { $0.field == "appAccountToken" && $0.after == token } == true, "\(repairs.first?.changes ?? [])")
+                #expect(repairs.first?.transactionsChanged.isEmpty == false)
+                let row = try await store.subscriptions([account.originalTransactionId])[account.originalTransactionId]
+                #expect(row?.appAccountToken == UUID(uuidString: token))
+                let tokens = try await store.transactions(ofCustomer: account.originalTransactionId).map(\.appAccountToken)
+                #expect(!tokens.isEmpty && tokens.allSatisfy { $0 == UUID(uuidString: token) })
             }
         }
     }
@@ -200,6 +313,15 @@ struct RepairTests {
                 let others = harness.scenario.customers.filter { ![notFound, invalid].contains($0.index) }
                 let problems = try await harness.mismatches(store, accounts: others)
                 #expect(problems.isEmpty, "\(problems.prefix(10))")
+                // Settled with Apple's answer: the next run (nothing new) asks nothing of them and ends clean (exit 0).
+                let answers = try await ChangeFeedTests.lines(client, "SELECT apple_answer FROM app_store.accounts WHERE apple_answer IS NOT NULL ORDER BY 1")
+                #expect(Set(answers) == ["4000006", "4040001"], "\(answers)")
+                let askedBefore = (harness.api.transactionHistoryRequests.count, harness.api.subscriptionStatusesRequests.count)
+                let next = try await Self.bothPasses(harness, store, url, try harness.client(baseURL))
+                #expect(next.counts.customersFailed == 0 && !next.hasProblems && next.outcome == .succeeded, "\(next.counts)")
+                let unknownIds = Set([notFound, invalid].flatMap { harness.scenario.customers[$0].transactionVersions.map { $0.transaction.transactionId! } })
+                let askedAgain = harness.api.transactionHistoryRequests.dropFirst(askedBefore.0).map(\.id) + harness.api.subscriptionStatusesRequests.dropFirst(askedBefore.1)
+                #expect(askedAgain.allSatisfy { !unknownIds.contains($0) }, "Apple is not asked about them again")
             }
         }
     }
@@ -351,5 +473,34 @@ struct GapRuleTests {
         #expect(GapRules.evaluate(stepped, now: now).isEmpty)
         let billing = view(status: 2, expires: future, notifications: [("DID_RENEW", nil, 1_000), ("EXPIRED", "BILLING_RETRY", 2_000)])
         #expect(GapRules.evaluate(billing, now: now) == [.skippedStep])
+    }
+
+    @Test func aRefundFlowNotificationRecordedSinceTheHistoryWasCheckedSelectsTheAccountWithItsHistory() {
+        let future = now.timeIntervalSince1970 + 86_400
+        for type in ["REFUND", "REFUND_DECLINED", "REFUND_REVERSED", "CONSUMPTION_REQUEST"] {
+            var refund = view(expires: future, notifications: [("DID_RENEW", nil, 1_000), (type, nil, 2_000)])
+            refund.notifications[1].recordedAt = Date(timeIntervalSince1970: 2_000)
+            #expect(GapRules.evaluate(refund, now: now) == [.refundFlow], "\(type), live or recovered, never checked")
+            #expect(GapRules.needsTransactionHistory(.refundFlow))
+            refund.transactionsVerifiedAt = Date(timeIntervalSince1970: 3_000)
+            #expect(GapRules.evaluate(refund, now: now).isEmpty, "\(type): the history was checked after it")
+        }
+    }
+
+    @Test func aSubscriptionPastItsGracePeriodOrPastItsBillingRetryIsAGap() {
+        let hour: TimeInterval = 3600
+        // Status 4: stale once the grace period has ended (an hour's tolerance).
+        var grace = view(status: 4, expires: now.timeIntervalSince1970 - 10 * hour)
+        grace.subscription?.gracePeriodExpiresDate = now.addingTimeInterval(-2 * hour)
+        #expect(GapRules.evaluate(grace, now: now) == [.gracePeriodEnded])
+        grace.subscription?.gracePeriodExpiresDate = now.addingTimeInterval(hour)
+        #expect(GapRules.evaluate(grace, now: now).isEmpty, "still in its grace period")
+        // Status 3: Apple retries billing for up to 60 days after the expiry.
+        let retrying = view(status: 3, expires: now.timeIntervalSince1970 - 59 * 86_400)
+        #expect(GapRules.evaluate(retrying, now: now).isEmpty, "still retrying")
+        var ended = view(status: 3, expires: now.timeIntervalSince1970 - 61 * 86_400)
+        #expect(GapRules.evaluate(ended, now: now) == [.billingRetryEnded])
+        ended.verifiedAt = now.addingTimeInterval(-hour)
+        #expect(GapRules.evaluate(ended, now: now).isEmpty, "verified after the retry ended")
     }
 }

@@ -16,7 +16,7 @@ package struct RecoveryHarness: Sendable {
     /// A sandbox world (Apple never retries there) whose outage covers most of its history, so
     /// that every kind of notification is missed somewhere.
     /// - Parameter now: the world's present; harnesses built with the same one (and seed) hold the same world.
-    package init(customers: Int = 150, seed: UInt64 = 21, environment: AppStoreEnvironment = .sandbox, outageHours: Double = 96, options: SimulatorOptions = SimulatorOptions(), silenced: Set<String> = [], now: Date = Date()) throws {
+    package init(customers: Int = 150, seed: UInt64 = 21, environment: AppStoreEnvironment = .sandbox, outageHours: Double = 96, options: SimulatorOptions = SimulatorOptions(), silenced: Set<String> = [], now: Date = Date(), configure: (inout Scenario.Configuration) -> Void = { _ in }) throws {
         var configuration = Scenario.Configuration()
         configuration.now = now
         configuration.seed = seed
@@ -25,6 +25,7 @@ package struct RecoveryHarness: Sendable {
         let now = configuration.now
         configuration.outage = now.addingTimeInterval(-(outageHours + 1) * 3600)..<now.addingTimeInterval(-3600)
         configuration.silencedNotifications = silenced
+        configure(&configuration)
         api = try SimulatedAPI(scenario: Scenario(configuration), options: options)
         var logger = Logger(label: "recovery-tests")
         logger.logLevel = .error
@@ -144,11 +145,18 @@ package struct RecoveryHarness: Sendable {
 
     /// Every row of the ledger's tables, as text, ordered, without the times of recording: two
     /// ledgers with the same content dump the same.
-    package static func dump(_ client: PostgresClient) async throws -> [String] {
+    /// - Parameter worldNow: the simulated world's present. A transaction signed after it was
+    ///   signed by Get Transaction History at the time of a request (a restore, which no
+    ///   notification announces, reaches the ledger only so): its signing time is that of the
+    ///   request, not content, and dumps as `at-request`.
+    package static func dump(_ client: PostgresClient, worldNow: Date = .distantFuture) async throws -> [String] {
         var lines: [String] = []
         let queries: [PostgresQuery] = [
             "SELECT notification_uuid::text || '|' || notification_type || '|' || coalesce(subtype, '') || '|' || signed_date::text || '|' || source FROM app_store.notifications ORDER BY 1",
-            "SELECT transaction_id || '|' || signed_date::text || '|' || coalesce(revocation_date::text, '') || '|' || coalesce(expires_date::text, '') FROM app_store.transactions ORDER BY 1",
+            """
+            SELECT transaction_id || '|' || CASE WHEN signed_date > \(worldNow) THEN 'at-request' ELSE signed_date::text END || '|'
+                || coalesce(revocation_date::text, '') || '|' || coalesce(expires_date::text, '') FROM app_store.transactions ORDER BY 1
+            """,
             "SELECT original_transaction_id || '|' || coalesce(status::text, '') || '|' || coalesce(expires_date::text, '') || '|' || coalesce(auto_renew_status::text, '') || '|' || last_signed_date::text FROM app_store.subscriptions ORDER BY 1",
             "SELECT environment || '|' || account_id || '|' || coalesce(revision, '') FROM app_store.accounts ORDER BY 1",
             "SELECT kind || '|' || outcome FROM app_store.runs ORDER BY started_at",

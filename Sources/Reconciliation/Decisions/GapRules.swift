@@ -12,6 +12,12 @@ package enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
     /// The subscription is recorded active, but its expiry (and grace period) have passed with
     /// no renewal or expiry recorded since.
     case activeButExpired = "active-but-expired"
+    /// The subscription is recorded in its billing grace period (status 4), but the grace
+    /// period ended with no renewal, expiry or grace-period expiry recorded since.
+    case gracePeriodEnded = "grace-period-ended"
+    /// The subscription is recorded in billing retry (status 3), but Apple's billing retry (up to
+    /// 60 days after the expiry) is over with no renewal or expiry recorded since.
+    case billingRetryEnded = "billing-retry-ended"
     /// The subscription row is older than the customer's newest transaction.
     case rowOlderThanTransactions = "row-older-than-transactions"
     /// A renewal was purchased after the previous period had expired, with no billing failure
@@ -20,6 +26,11 @@ package enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
     /// The notifications skip a step: expired voluntarily without auto-renew turned off, or
     /// for billing without a billing failure.
     case skippedStep = "skipped-step"
+    /// A refund-flow notification (REFUND, REFUND_REVERSED, REFUND_DECLINED, CONSUMPTION_REQUEST)
+    /// was recorded after the account's transaction history was last checked: it is about the
+    /// transaction refunded (perhaps a plan the customer upgraded from), so the row keeps its
+    /// product and expiry, and Apple is asked for the current transaction.
+    case refundFlow = "refund-flow"
     /// Named by the operator (`repair --transaction-id`).
     case named
 }
@@ -38,9 +49,12 @@ package enum GapRules {
     package static func evaluate(_ view: CustomerLedgerView, now: Date) -> [GapReason] {
         var reasons: [GapReason] = []
         if isActiveButExpired(view, now: now) { reasons.append(.activeButExpired) }
+        if isInGracePeriodPastItsEnd(view, now: now) { reasons.append(.gracePeriodEnded) }
+        if isInBillingRetryPastItsEnd(view, now: now) { reasons.append(.billingRetryEnded) }
         if isRowOlderThanTransactions(view) { reasons.append(.rowOlderThanTransactions) }
         if hasTransactionChainGap(view) { reasons.append(.transactionChainGap) }
         if skipsAStep(view) { reasons.append(.skippedStep) }
+        if hasUncheckedRefundFlow(view) { reasons.append(.refundFlow) }
         return reasons
     }
 
@@ -48,8 +62,31 @@ package enum GapRules {
     /// verification happened since then.
     static func isActiveButExpired(_ view: CustomerLedgerView, now: Date) -> Bool {
         guard let subscription = view.subscription, subscription.status == 1, let expires = subscription.expiresDate else { return false }
-        let lastServed = max(expires, subscription.gracePeriodExpiresDate ?? expires)
-        let overdue = lastServed.addingTimeInterval(expiryTolerance)
+        return isOverdue(max(expires, subscription.gracePeriodExpiresDate ?? expires), view, now: now)
+    }
+
+    /// How long Apple retries billing after a failed renewal ("for up to 60 days").
+    package static let billingRetryDuration: TimeInterval = 60 * 86_400
+
+    /// Recorded in the billing grace period, but the grace period (else the period) ended over an
+    /// hour ago, and no verification happened since then.
+    static func isInGracePeriodPastItsEnd(_ view: CustomerLedgerView, now: Date) -> Bool {
+        guard let subscription = view.subscription, subscription.status == 4,
+            let end = subscription.gracePeriodExpiresDate ?? subscription.expiresDate
+        else { return false }
+        return isOverdue(end, view, now: now)
+    }
+
+    /// Recorded in billing retry, but Apple's retrying (60 days after the expiry) ended over an
+    /// hour ago, and no verification happened since then.
+    static func isInBillingRetryPastItsEnd(_ view: CustomerLedgerView, now: Date) -> Bool {
+        guard let subscription = view.subscription, subscription.status == 3, let expires = subscription.expiresDate else { return false }
+        return isOverdue(expires.addingTimeInterval(billingRetryDuration), view, now: now)
+    }
+
+    /// `end` plus the tolerance has passed, and the account was not verified since.
+    static func isOverdue(_ end: Date, _ view: CustomerLedgerView, now: Date) -> Bool {
+        let overdue = end.addingTimeInterval(expiryTolerance)
         guard overdue < now else { return false }
         return view.verifiedAt.map { $0 < overdue } ?? true
     }
@@ -58,8 +95,8 @@ package enum GapRules {
     /// one-time transactions, refunds), or the subscription statuses alone tell the truth.
     package static func needsTransactionHistory(_ reason: GapReason) -> Bool {
         switch reason {
-        case .payloadRejected, .transactionChainGap, .named: true
-        case .recoveredInWindow, .activeButExpired, .rowOlderThanTransactions, .skippedStep: false
+        case .payloadRejected, .transactionChainGap, .refundFlow, .named: true
+        case .recoveredInWindow, .activeButExpired, .gracePeriodEnded, .billingRetryEnded, .rowOlderThanTransactions, .skippedStep: false
         }
     }
 
@@ -97,6 +134,14 @@ package enum GapRules {
             if !explained { return true }
         }
         return false
+    }
+
+    static let refundFlowTypes = Set(LedgerStore.refundFlowTypes)
+
+    /// A refund-flow notification recorded (live or recovered) since the account's transaction
+    /// history was last compared with Apple's.
+    static func hasUncheckedRefundFlow(_ view: CustomerLedgerView) -> Bool {
+        view.notifications.contains { refundFlowTypes.contains($0.type) && isNews($0.recordedAt, since: view.transactionsVerifiedAt) }
     }
 
     static func skipsAStep(_ view: CustomerLedgerView) -> Bool {

@@ -19,6 +19,20 @@ enum LedgerMapping {
         )
     }
 
+    /// The refund request a CONSUMPTION_REQUEST asks the app to answer, and by when
+    /// (`ConsumptionDeadline`); nil for any other notification.
+    static func consumptionRequest(_ notification: VerifiedNotification, record: NotificationRecord, firstAttempt: Date?) -> ConsumptionRequestRecord? {
+        guard notification.payload.notificationType == .consumptionRequest, let original = record.originalTransactionId else { return nil }
+        return ConsumptionRequestRecord(
+            notificationUUID: record.notificationUUID, environment: record.environment, originalTransactionId: original,
+            transactionId: record.transactionId, productId: notification.transaction?.productId,
+            appAccountToken: notification.transaction?.appAccountToken.flatMap(UUID.init(uuidString:)),
+            reason: notification.payload.data?.consumptionRequestReason,
+            sentDate: ConsumptionDeadline.sentAt(firstAttempt: firstAttempt, signedDate: record.signedDate),
+            deadlineDate: ConsumptionDeadline.deadline(firstAttempt: firstAttempt, signedDate: record.signedDate)
+        )
+    }
+
     /// Notifications about a refund request: their transaction is the one refunded, not the latest.
     static let refundFlow: Set<NotificationType> = [.refund, .refundReversed, .refundDeclined, .consumptionRequest]
 
@@ -91,19 +105,27 @@ enum LedgerMapping {
         guard isSubscription, let original = transaction?.originalTransactionId ?? renewal?.originalTransactionId,
             let signedDate = date(notification.payload.signedDate)
         else { return nil }
-        // Never backwards: a refund-flow notification (REFUND, REFUND_REVERSED, REFUND_DECLINED,
-        // CONSUMPTION_REQUEST) carries the transaction the request is about, which may be older
-        // than the one the row holds. Its expiry and product then stay the row's; its status and
-        // renewal info still apply. Other notifications carry the latest transaction, whose expiry
-        // may legitimately be earlier (an upgrade to a shorter period).
+        // A refund-flow notification (REFUND, REFUND_REVERSED, REFUND_DECLINED,
+        // CONSUMPTION_REQUEST) carries the transaction the request is about, not the latest: an
+        // earlier period, or a plan the customer upgraded from (`isUpgraded`: an annual plan
+        // upgraded to a monthly one expires later than the current plan). Its product and expiry
+        // move the row only forward, and never from an upgraded-from transaction; its status and
+        // renewal info apply, and pass 2 asks Apple for the current transaction
+        // (`GapRules.hasUncheckedRefundFlow`). Taking its product and expiry never at all would make
+        // the row depend on the order notifications arrive in (a refund applied over a row that
+        // is still older than the transaction it carries would pin the older expiry, and the
+        // renewal arriving after it is stale): the order-independence property forbids that.
+        // Other notifications carry the latest transaction, whose expiry may legitimately be
+        // earlier (an upgrade to a shorter period).
         let expires = date(transaction?.expiresDate)
-        let older = Self.refundFlow.contains(notification.payload.notificationType)
-            && (expires.map { new in current?.expiresDate.map { new.unixMilliseconds < $0.unixMilliseconds } ?? false } ?? true)
+        let aboutAnotherTransaction = Self.refundFlow.contains(notification.payload.notificationType) && current != nil
+            && (transaction?.isUpgraded == true
+                || (expires.map { new in current?.expiresDate.map { new.unixMilliseconds < $0.unixMilliseconds } ?? false } ?? true))
         var record = SubscriptionRecord(
             originalTransactionId: original,
-            productId: older ? current?.productId ?? transaction?.productId : transaction?.productId,
+            productId: aboutAnotherTransaction ? current?.productId ?? transaction?.productId : transaction?.productId,
             status: notification.payload.data?.status?.rawValue ?? current?.status,
-            expiresDate: older ? current?.expiresDate ?? expires : expires,
+            expiresDate: aboutAnotherTransaction ? current?.expiresDate ?? expires : expires,
             autoRenewStatus: renewal?.autoRenewStatus ?? current?.autoRenewStatus,
             autoRenewProductId: renewal?.autoRenewProductId ?? current?.autoRenewProductId,
             isInBillingRetry: renewal?.isInBillingRetryPeriod ?? (renewal == nil ? current?.isInBillingRetry : false),

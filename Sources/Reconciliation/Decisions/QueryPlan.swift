@@ -6,19 +6,17 @@ import SignedData
 /// First the notifications with immediate impact: DID_RENEW and EXPIRED, one query per subtype,
 /// because a type filter without a subtype matches only notifications without one
 /// (`DID_RENEW` alone misses `BILLING_RECOVERY`; `EXPIRED` alone misses `VOLUNTARY`,
-/// `BILLING_RETRY`, `PRICE_INCREASE` and `PRODUCT_NOT_FOR_SALE`).
+/// `BILLING_RETRY`, `PRICE_INCREASE` and `PRODUCT_NOT_FOR_SALE`). Then CONSUMPTION_REQUEST:
+/// Apple wants an answer within 12 hours of sending one, so it must not wait behind the rest.
 ///
-/// Then everything else, once. Two ways were weighed:
-/// - one unfiltered pass over the window, skipping the (type, subtype) pairs the priority queries
-///   already fetched: it re-reads the priority notifications (their pages cost requests) but needs
-///   no more than ⌈N/20⌉ requests for N notifications, and it sees every type, including ones
-///   Apple adds after this tool was built;
-/// - one query per remaining documented (type, subtype): it never re-reads the priority
-///   notifications, but pays at least one request per pair (about 35), even for empty ones, and
-///   cannot see a type it does not know.
-/// The unfiltered pass is cheaper unless the priority queries brought more than 20 × (number of
-/// remaining pairs) notifications, and only it is complete; `remainderStrategy(afterPriority:)`
-/// picks per-type only in that case and says so in the report.
+/// Then everything else, in one unfiltered pass over the window that skips the (type, subtype)
+/// pairs the priority queries already fetched. It re-reads the priority notifications (their
+/// pages cost requests), so the whole plan costs Σ⌈nᵢ/20⌉ over the priority pairs plus ⌈N/20⌉
+/// for the N notifications of the window. One query per remaining documented pair could cost
+/// less when the priority notifications are many, but it cannot see a type or subtype Apple adds
+/// after this release (Apple adds some every year: ONE_TIME_CHARGE, METADATA_UPDATE, MIGRATION,
+/// PRICE_CHANGE, RESCIND_CONSENT in the last two), and adding a final unfiltered sweep to it would
+/// cost more than the unfiltered pass alone: the plan stays complete this way, always.
 package struct QueryPlan: Hashable, Sendable {
     package struct Query: Hashable, Sendable, CustomStringConvertible {
         package var type: NotificationType?
@@ -47,47 +45,34 @@ package struct QueryPlan: Hashable, Sendable {
         }
     }
 
-    package enum RemainderStrategy: String, Hashable, Sendable, Codable {
-        case unfiltered
-        case perType = "per-type"
-    }
-
-    package static let priorityTypes: [NotificationType] = [.didRenew, .expired]
+    package static let priorityTypes: [NotificationType] = [.didRenew, .expired, .consumptionRequest]
 
     package let window: OutageWindow
     package let onlyFailures: Bool
+    /// Only these types (each with every documented subtype), nothing else: the hourly check
+    /// for refund requests. Nil: the whole window.
+    package let onlyTypes: [NotificationType]?
 
-    package init(window: OutageWindow, onlyFailures: Bool) {
+    package init(window: OutageWindow, onlyFailures: Bool, onlyTypes: [NotificationType]? = nil) {
         self.window = window
         self.onlyFailures = onlyFailures
+        self.onlyTypes = onlyTypes
     }
 
     package var priorityPairs: [TypeAndSubtype] {
-        Self.priorityTypes.flatMap { type in type.documentedSubtypes.map { TypeAndSubtype(type, $0) } }
+        (onlyTypes ?? Self.priorityTypes).flatMap { type in type.documentedSubtypes.map { TypeAndSubtype(type, $0) } }
     }
+
+    /// Every query, in order: the priority queries, then the unfiltered remainder (none when the
+    /// plan is for some types only).
+    package var queries: [Query] { priorityQueries + (onlyTypes == nil ? [remainderQuery] : []) }
 
     package var priorityQueries: [Query] {
         priorityPairs.map { Query(type: $0.type, subtype: $0.subtype, skipping: []) }
     }
 
-    /// Every documented pair other than the priority ones.
-    package var remainingPairs: [TypeAndSubtype] {
-        NotificationType.documented.filter { !Self.priorityTypes.contains($0) }
-            .flatMap { type in type.documentedSubtypes.map { TypeAndSubtype(type, $0) } }
-    }
-
-    /// The cheaper complete way to fetch the rest, given how many notifications the priority
-    /// queries found (see the type's documentation).
-    package func remainderStrategy(afterPriority priorityCount: Int) -> RemainderStrategy {
-        priorityCount > 20 * remainingPairs.count ? .perType : .unfiltered
-    }
-
-    package func remainderQueries(_ strategy: RemainderStrategy) -> [Query] {
-        switch strategy {
-        case .unfiltered: [Query(type: nil, subtype: nil, skipping: Set(priorityPairs))]
-        case .perType: remainingPairs.map { Query(type: $0.type, subtype: $0.subtype, skipping: []) }
-        }
-    }
+    /// The rest of the window: one unfiltered query that skips what the priority queries fetched.
+    package var remainderQuery: Query { Query(type: nil, subtype: nil, skipping: Set(priorityPairs)) }
 
     /// The request body of a query; the same body goes with every page.
     package func request(for query: Query) -> NotificationHistoryRequest {

@@ -149,9 +149,11 @@ package struct RecoveryPlanner: Sendable {
                     break
                 }
                 memory.appliedNotifications.insert(uuid)
-                plan.batch.notifications.append(
-                    LedgerMapping.notificationRecord(notification, signedPayload: input.item.signedPayload, source: source, uuid: uuid)
-                )
+                let record = LedgerMapping.notificationRecord(notification, signedPayload: input.item.signedPayload, source: source, uuid: uuid)
+                plan.batch.notifications.append(record)
+                if let request = LedgerMapping.consumptionRequest(notification, record: record, firstAttempt: decision.firstAttemptDate) {
+                    plan.batch.consumptionRequests.append(request)
+                }
                 decision.action = apply(notification, uuid: uuid, ledger: ledger, memory: &memory, batch: &plan.batch)
             }
             plan.decisions.append(decision)

@@ -216,15 +216,20 @@ package struct CustomerRepair: Sendable {
             if target.needsTransactionHistory {
                 var pages: [HistoryResponse] = []
                 var startedOver = false
+                // A named repair exists because someone believes the ledger is wrong: from the
+                // stored revision Apple returns only what changed since, and a wrong row Apple
+                // never touched would stay wrong. It fetches the whole history, then stores the
+                // new revision as any repair does.
+                let startRevision = target.reasons.contains(.named) ? nil : state.revision
                 do {
-                    pages = try await fetch(target.transactionId, from: state.revision)
+                    pages = try await fetch(target.transactionId, from: startRevision)
                 } catch let error as AppStoreAPIError where error.code == .invalidRequestRevision {
                     // Apple no longer accepts the stored revision: forget it and fetch everything.
                     startedOver = true
                     pages = try await fetch(target.transactionId, from: nil)
                 }
                 entry.transactionHistoryRequests = pages.count
-                entry.fromStoredRevision = state.revision != nil && !startedOver
+                entry.fromStoredRevision = startRevision != nil && !startedOver
                 for page in pages {
                     for (signed, outcome) in await verifyAll(page.signedTransactions) {
                         switch outcome {
@@ -274,6 +279,21 @@ package struct CustomerRepair: Sendable {
         } catch let error as AppStoreAPIError where Self.accountFailures.contains(error.code ?? .generalBadRequest) {
             entry.outcome = .failed
             entry.failure = "Apple answered \(error.code.map { "\($0)" } ?? "\(error.httpStatus)")\(error.message.map { " (\($0))" } ?? "")"
+            // Settled: recorded as checked now, with Apple's answer, so that only something new
+            // recorded for it selects it again (not every nightly run, each exiting 3). An ID the
+            // ledger holds nothing of (a mistyped `repair --transaction-id`) leaves no row.
+            let ledgerKnowsTarget = state.accountId != nil || state.subscriptions[target.customer] != nil
+                || state.transactions.contains { $0.originalTransactionId == target.customer }
+            if !dryRun, ledgerKnowsTarget {
+                var batch = LedgerBatch(cause: .repair)
+                batch.accounts = [
+                    AccountVerification(
+                        environment: environment, accountId: state.accountId ?? target.customer, members: state.members + [target.customer],
+                        revision: .unchanged, verified: true, transactionsChecked: true, appleAnswer: error.code.map { "\($0.rawValue)" }
+                    )
+                ]
+                _ = try await store.apply(batch, runId: runId)
+            }
             return RepairResult(entry: entry)
         } catch let error as RetriesExhausted {
             entry.outcome = .failed

@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+import Crypto
 import Foundation
 import Ledger
 import Logging
@@ -25,11 +26,14 @@ package struct NotificationRecovery: Sendable {
         /// The team's webhook handler (`DeliveryTarget.url`): every notification this pass records
         /// is queued for re-delivery there, in the transaction that records it.
         package var deliverTo: String?
+        /// Recover only these types (`QueryPlan.onlyTypes`); nil: everything.
+        package var onlyTypes: [NotificationType]?
 
         package init(
             window: OutageWindow, dryRun: Bool = false, onlyFailures: Bool = false, runId: UUID? = nil, shard: Shard = .whole,
-            checkpoints: Bool = true, deliverTo: String? = nil
+            checkpoints: Bool = true, deliverTo: String? = nil, onlyTypes: [NotificationType]? = nil
         ) {
+            self.onlyTypes = onlyTypes
             self.deliverTo = deliverTo
             self.window = window
             self.dryRun = dryRun
@@ -94,6 +98,10 @@ package struct NotificationRecovery: Sendable {
         var queriesFinishedBefore = 0
         /// A dry run with a delivery target: the notifications it would record, for the list of what it would deliver.
         var wouldRecord: [(uuid: String, signedDate: Date)] = []
+        /// Digests of the payloads rejected so far (their signing input). A payload too broken to
+        /// name its type cannot be skipped by the unfiltered pass as a priority query's: it is
+        /// read twice, and handled (reported, kept) once.
+        var rejectedPayloads: Set<SHA256Digest> = []
     }
 
     /// What pass 1 found and did: the report, and what pass 2 needs from it.
@@ -109,7 +117,7 @@ package struct NotificationRecovery: Sendable {
         let startedAt = Date()
         let environment = verifier.configuration.environment
         let runId = options.runId ?? UUID()
-        let plan = QueryPlan(window: options.shard.subWindow(of: options.window), onlyFailures: options.onlyFailures)
+        let plan = QueryPlan(window: options.shard.subWindow(of: options.window), onlyFailures: options.onlyFailures, onlyTypes: options.onlyTypes)
         let scope = options.checkpointScope(environment)
         let checkpointing = !options.dryRun && options.checkpoints
         var tally = Tally(missed: try ReportList(), rejected: try ReportList(), timeline: ReportTimeline(start: plan.window.start, end: plan.window.end))
@@ -118,25 +126,11 @@ package struct NotificationRecovery: Sendable {
             let saved = checkpointing ? try await store.resumableCheckpoints(in: scope) : [:]
             let resumed = try await takeOver(saved, tally: &tally)
             let passOneDone = saved[QueryCheckpoint.passOneKey]?.completed == true
-            var strategy = QueryPlan.RemainderStrategy.unfiltered
-            var remainderCount = 0
             if !passOneDone {
                 let place = checkpointing ? scope : nil
-                for query in plan.priorityQueries {
-                    try await process(query, saved: saved[query.key], scope: place, plan: plan, options: options, runId: runId, tally: &tally)
-                }
-                // An earlier run's choice stands; otherwise the priority queries' count decides.
-                let priorityCount = tally.counts.fetched + plan.priorityQueries.compactMap { saved[$0.key]?.position }.reduce(0, +)
-                if saved["*"] != nil {
-                    strategy = .unfiltered
-                } else if plan.remainderQueries(.perType).contains(where: { saved[$0.key] != nil }) {
-                    strategy = .perType
-                } else {
-                    strategy = plan.remainderStrategy(afterPriority: priorityCount)
-                }
-                let remainder = plan.remainderQueries(strategy)
-                remainderCount = remainder.count
-                for query in remainder {
+                // Checkpoints of per-type remainder queries (an earlier release's) are not
+                // resumed: the unfiltered pass reads those notifications again, as recorded.
+                for query in plan.queries {
                     try await process(query, saved: saved[query.key], scope: place, plan: plan, options: options, runId: runId, tally: &tally)
                 }
                 try await retryDeferred(options: options, runId: runId, tally: &tally)
@@ -150,7 +144,7 @@ package struct NotificationRecovery: Sendable {
             progress.finish()
             tally.counts.apiRequests = (client.counts.requests[.notificationHistory] ?? 0) - requestsBefore
             var report = try await makeReport(
-                runId: runId, options: options, plan: plan, strategy: strategy, remainderCount: remainderCount, startedAt: startedAt, tally: tally
+                runId: runId, options: options, plan: plan, startedAt: startedAt, tally: tally
             )
             if let resumed {
                 report.run.resumed = .init(
@@ -337,6 +331,14 @@ package struct NotificationRecovery: Sendable {
         }
         var inputs: [RecoveryPlanner.Input]
         if let verified { inputs = verified } else { inputs = await PageInputs.verify(items, with: verifier) }
+        inputs.removeAll { input in
+            guard case .rejected = input.outcome else { return false }
+            // The signing input (header and payload), not the whole JWS: the same content signed
+            // again is the same payload.
+            let signed = input.item.signedPayload.utf8
+            let content = signed.lastIndex(of: UInt8(ascii: ".")).map { signed[..<$0] } ?? signed[...]
+            return !tally.rejectedPayloads.insert(SHA256.hash(data: Array(content))).inserted
+        }
         let snapshot: RecoveryPlanner.LedgerSnapshot
         if let started { snapshot = try await started.value } else { snapshot = try await PageInputs.snapshot(for: inputs, store: store) }
 
@@ -396,7 +398,10 @@ package struct NotificationRecovery: Sendable {
                 .init(
                     notificationUUID: decision.notificationUUID ?? "", notificationType: decision.notificationType ?? "",
                     subtype: decision.subtype, signedDate: decision.signedDate.map(Self.iso) ?? "",
-                    originalTransactionId: decision.originalTransactionId, firstAttemptResult: decision.firstAttemptResult, action: label
+                    originalTransactionId: decision.originalTransactionId, firstAttemptResult: decision.firstAttemptResult, action: label,
+                    firstAttemptDate: decision.firstAttemptDate.map(Self.iso),
+                    answerBy: decision.notificationType == NotificationType.consumptionRequest.rawValue
+                        ? decision.signedDate.map { Self.iso(ConsumptionDeadline.deadline(firstAttempt: decision.firstAttemptDate, signedDate: $0)) } : nil
                 )
             )
             if options.dryRun, options.deliverTo != nil, let uuid = decision.notificationUUID, let signed = decision.signedDate {
@@ -419,7 +424,7 @@ package struct NotificationRecovery: Sendable {
     }
 
     private func makeReport(
-        runId: UUID, options: Options, plan: QueryPlan, strategy: QueryPlan.RemainderStrategy, remainderCount: Int, startedAt: Date, tally: Tally
+        runId: UUID, options: Options, plan: QueryPlan, startedAt: Date, tally: Tally
     ) async throws -> RecoveryReport {
         let changes = try ReportList<RecoveryReport.CustomerChange>()
         if options.dryRun {
@@ -444,8 +449,8 @@ package struct NotificationRecovery: Sendable {
                 window: .init(start: Self.iso(options.window.start), end: Self.iso(options.window.end)),
                 startedAt: Self.iso(startedAt), finishedAt: Self.iso(Date()),
                 plan: .init(
-                    priorityQueries: plan.priorityQueries.map(\.description), remainder: strategy.rawValue,
-                    remainderQueries: remainderCount, onlyFailures: options.onlyFailures
+                    priorityQueries: plan.priorityQueries.map(\.description), remainder: plan.onlyTypes == nil ? "unfiltered" : "none",
+                    remainderQueries: plan.queries.count - plan.priorityQueries.count, onlyFailures: options.onlyFailures
                 ),
                 shard: options.shard.isWhole ? nil : options.shard.description,
                 passOneSeconds: (Date().timeIntervalSince(startedAt) * 1000).rounded() / 1000

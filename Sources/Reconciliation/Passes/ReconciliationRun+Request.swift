@@ -25,12 +25,15 @@ extension ReconciliationRun {
         /// Re-deliver every notification the run recovers to the team's webhook handler.
         package var deliverTo: DeliveryTarget?
         package var deliveryPolicy: DeliveryPolicy
+        /// Recover only these notification types (the hourly refund-request check); nil: all.
+        package var onlyTypes: [NotificationType]?
 
         package init(
             kind: RunKind, window: WindowChoice, mode: RunMode, onlyFailures: Bool = false, repair: Bool = true, repairConcurrency: Int = 8,
             shard: Shard = .whole, shardWait: Duration = .seconds(1800), fresh: Bool = false, metricsFile: String? = nil,
-            deliverTo: DeliveryTarget? = nil, deliveryPolicy: DeliveryPolicy = DeliveryPolicy()
+            deliverTo: DeliveryTarget? = nil, deliveryPolicy: DeliveryPolicy = DeliveryPolicy(), onlyTypes: [NotificationType]? = nil
         ) {
+            self.onlyTypes = onlyTypes
             self.deliverTo = deliverTo
             self.deliveryPolicy = deliveryPolicy
             self.kind = kind
@@ -52,9 +55,10 @@ extension ReconciliationRun {
     package enum WindowChoice: Sendable {
         /// The window given: [start, end), an end in the future meaning now.
         case fixed(start: Date, end: Date)
-        /// From the end of the last successful nightly run's window less `overlap` (or
+        /// From the end of the last successful run of the request's kind (nightly, or the hourly
+        /// refund-request check) less `overlap` (or
         /// `firstStart` when there is none; `.distantPast` for Apple's retention limit) to
-        /// `settle` before now; the window of an unfinished nightly run first, unless fresh.
+        /// `settle` before now; the window of an unfinished run of that kind first, unless fresh.
         case nightly(firstStart: Date?, overlap: TimeInterval, settle: TimeInterval)
     }
 }
@@ -71,9 +75,10 @@ extension AppStoreServerAPIConfiguration {
     /// The client configuration of one run: Apple's documented per-endpoint rates times
     /// `rateFactor`, of which this shard takes its share (all shards together stay within the
     /// app's budget), and each request tried at most `retryAttempts` times (at least once).
-    package func forRun(shard: Shard, rateFactor: Double, retryAttempts: Int) -> AppStoreServerAPIConfiguration {
+    package func forRun(shard: Shard, rateFactor: Double, retryAttempts: Int, rateLimitWait: Duration = .seconds(3600)) -> AppStoreServerAPIConfiguration {
         var configuration = self
         configuration.retryPolicy.maximumAttempts = max(1, retryAttempts)
+        configuration.retryPolicy.maximumRateLimitWait = rateLimitWait
         configuration.requestsPerSecond = requestsPerSecond.mapValues { shard.share(of: $0 * rateFactor) }
         return configuration
     }

@@ -82,9 +82,9 @@ package struct ReconciliationRun: Sendable {
         let shard = request.shard
         events(.recovering(window: window, environment: environment, passOne: shard.isWhole ? nil : shard.subWindow(of: window), shard: shard, dryRun: request.dryRun))
         if request.dryRun { return try await recordedRun(request, window: window) }
-        return try await RunLock.withLock(databaseURL, store: store, logger: logger, shardIndex: shard.isWhole ? nil : shard.index) {
-            // Runs of this shard still recorded as running died: the lock is ours.
-            let abandoned = try await store.abandonDeadRuns(shard: shard.isWhole ? nil : shard.description)
+        return try await RunLock.withLock(databaseURL, store: store, logger: logger, kind: request.kind, shardIndex: shard.isWhole ? nil : shard.index) {
+            // Runs under this lock still recorded as running died: the lock is ours.
+            let abandoned = try await store.abandonDeadRuns(kinds: RunLock.kinds(sharing: request.kind), shard: shard.isWhole ? nil : shard.description)
             if abandoned > 0 { events(.abandonedDeadRuns(abandoned)) }
             return try await recordedRun(request, window: window)
         }
@@ -100,13 +100,13 @@ package struct ReconciliationRun: Sendable {
             // Only nightly runs move the start: a manual run of some other window says nothing
             // about the time since the last nightly one.
             let window = try NightlyWindow.choose(
-                lastSuccessfulWindowEnd: try await store.lastSuccessfulRun(kind: .nightly)?.windowEnd, firstStart: firstStart, now: present,
+                lastSuccessfulWindowEnd: try await store.lastSuccessfulRun(kind: request.kind)?.windowEnd, firstStart: firstStart, now: present,
                 overlap: overlap, settle: settle, environment: environment
             )
             // A nightly run that died left checkpoints for its window: finish that window (same
             // start, its end) rather than start over; the next night continues from it.
             if !request.fresh,
-                let unfinished = try await store.unfinishedWindow(kind: .nightly, environment: environment.rawValue, shard: request.shard.description),
+                let unfinished = try await store.unfinishedWindow(kind: request.kind, environment: environment.rawValue, shard: request.shard.description),
                 unfinished.start.unixMilliseconds == window.start.unixMilliseconds, unfinished.end <= window.end
             {
                 events(.resumingUnfinishedNightlyWindow)
@@ -128,7 +128,7 @@ package struct ReconciliationRun: Sendable {
             )
         let options = NotificationRecovery.Options(
             window: window, dryRun: request.dryRun, onlyFailures: request.onlyFailures, runId: runId, shard: shard,
-            deliverTo: request.deliverTo?.url
+            deliverTo: request.deliverTo?.url, onlyTypes: request.onlyTypes
         )
         do {
             if request.fresh, !request.dryRun {

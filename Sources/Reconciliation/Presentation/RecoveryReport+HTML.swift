@@ -67,7 +67,12 @@ extension RecoveryReport {
         if counts.rejected > 0 { needs.append("\(HTMLPage.count(counts.rejected, "payload")) failed verification") }
         if counts.retryLater > 0 { needs.append("\(HTMLPage.count(counts.retryLater, "payload")) could not be verified yet") }
         if counts.customersFailed > 0 { needs.append("\(HTMLPage.count(counts.customersFailed, "account")) Apple could not answer for") }
-        if summary.consumptionRequests > 0 { needs.append("\(HTMLPage.count(summary.consumptionRequests, "refund request")) (CONSUMPTION_REQUEST) to answer") }
+        if summary.consumptionRequests > 0 {
+            needs.append(
+                "\(HTMLPage.count(summary.consumptionRequests, "refund request")) (CONSUMPTION_REQUEST) to answer: "
+                    + HTMLPage.escape(String(summary.consumptionDeadlines.sentence.dropLast()))
+            )
+        }
         if undelivered > 0 { needs.append("\(HTMLPage.count(undelivered, "notification")) not yet delivered to your handler") }
         let first = parts.joined(separator: "; ")
         let sentence = (first.isEmpty ? "Nothing to do" : first.prefix(1).uppercased() + first.dropFirst())
@@ -126,15 +131,18 @@ extension RecoveryReport {
         var html = "<h2 id=\"needs-a-person\">Needs a person</h2>\n"
         if summary.consumptionRequests > 0 {
             html += "<details open id=\"consumption-requests\"><summary><span class=\"badge warn\">refund requests</span> "
-                + "\(HTMLPage.count(summary.consumptionRequests, "CONSUMPTION_REQUEST")) arrived while your server missed them</summary>"
-                + "<p>A customer asked for a refund and Apple asks for consumption information (Send Consumption Information, "
-                + "<code>PUT /inApps/v1/transactions/consumption/{transactionId}</code>). Answer as soon as possible: teams report a limit of "
-                + "12 hours from Apple's request, which this tool has not confirmed in Apple's documentation; \"12 h after\" below is that estimate.</p>"
-                + "<table><thead><tr><th>notificationUUID</th><th>originalTransactionId</th><th>Apple asked</th><th>12 h after</th></tr></thead><tbody>"
+                + "\(HTMLPage.count(summary.consumptionRequests, "CONSUMPTION_REQUEST")) arrived while your server missed them: "
+                + "\(HTMLPage.escape(summary.consumptionDeadlines.sentence))</summary>"
+                + "<p>A customer asked Apple for a refund, and Apple asks for consumption information (Send Consumption Information, "
+                + "<code>\(HTMLPage.escape(ConsumptionDeadline.endpoint))</code>). Apple's page says: &ldquo;Respond within 12 hours of receiving the "
+                + "CONSUMPTION_REQUEST notification&rdquo; (<code>\(HTMLPage.escape(ConsumptionDeadline.documentation))</code>). "
+                + "The deadline counts from Apple's first send attempt. Each request is also in <code>app_store.consumption_requests</code>.</p>"
+                + "<table><thead><tr><th>notificationUUID</th><th>originalTransactionId</th><th>Apple sent</th><th>answer by</th><th></th></tr></thead><tbody>"
             for entry in summary.consumptionRows {
-                let asked = ReportTimeline.parse(entry.signedDate)
+                let passed = ConsumptionDeadlines.isPassed(entry, now: reportTime)
                 html += "<tr><td class=\"id\">\(HTMLPage.escape(entry.notificationUUID))</td><td class=\"id\">\(HTMLPage.escape(entry.originalTransactionId ?? ""))</td>"
-                    + "<td>\(HTMLPage.time(entry.signedDate))</td><td>\(asked.map { HTMLPage.time(ReportTimeline.iso($0.addingTimeInterval(12 * 3600))) } ?? "")</td></tr>"
+                    + "<td>\(HTMLPage.time(entry.firstAttemptDate ?? entry.signedDate))</td><td>\(entry.answerBy.map { HTMLPage.time($0) } ?? "")</td>"
+                    + "<td>\(passed ? "deadline passed" : "<strong>answerable</strong>")</td></tr>"
             }
             html += "</tbody></table>" + more(summary.consumptionRequests - summary.consumptionRows.count) + "</details>\n"
         }
@@ -300,7 +308,7 @@ extension RecoveryReport {
         var html = "<details id=\"plan\"><summary>The plan: \(HTMLPage.count(plan.priorityQueries.count + plan.remainderQueries, "query", "queries")) to Get Notification History"
             + (plan.onlyFailures ? ", each with onlyFailures" : "") + "</summary><ol>"
         for query in plan.priorityQueries { html += "<li><code>\(HTMLPage.escape(query))</code></li>" }
-        html += "<li>then everything else: \(plan.remainder == "unfiltered" ? "one unfiltered pass over the window, skipping the pairs above" : "one query per remaining type (\(plan.remainderQueries))")</li>"
+        html += "<li>then everything else: one unfiltered pass over the window, skipping the pairs above (it sees every type, including those Apple adds after this release)</li>"
         return html + "</ol></details>\n"
     }
 
@@ -329,8 +337,10 @@ struct HTMLSummary {
     var rejectedGroups: [RejectedGroup] = []
     var consumptionRequests = 0
     var consumptionRows: [RecoveryReport.Missed] = []
+    var consumptionDeadlines: ConsumptionDeadlines
 
     init(_ report: RecoveryReport, limits: HTMLLimits) {
+        consumptionDeadlines = ConsumptionDeadlines(now: report.reportTime)
         var missed: [String: MissedGroup] = [:]
         for entry in report.missed {
             let type = entry.notificationType.isEmpty ? "unknown" : entry.notificationType
@@ -341,6 +351,7 @@ struct HTMLSummary {
             missed[type] = group
             if type == "CONSUMPTION_REQUEST" {
                 consumptionRequests += 1
+                consumptionDeadlines.count(entry)
                 if consumptionRows.count < limits.rowsPerList { consumptionRows.append(entry) }
             }
         }

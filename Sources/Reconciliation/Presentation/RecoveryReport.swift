@@ -165,6 +165,10 @@ package struct RecoveryReport: Sendable, Codable {
         package var firstAttemptResult: String?
         /// `applied`, `stale`, `would-apply` or `would-apply-stale`.
         package var action: String
+        /// When Apple first tried to send it (absent when history recorded no attempt).
+        package var firstAttemptDate: String?
+        /// CONSUMPTION_REQUEST only: the last moment to answer it (`ConsumptionDeadline`).
+        package var answerBy: String?
     }
 
     package struct Rejected: Sendable, Codable {
@@ -392,10 +396,7 @@ package struct RecoveryReport: Sendable, Codable {
             line("Queries to Get Notification History, in order\(plan.onlyFailures ? ", each with onlyFailures" : ""):")
             line("")
             for (index, query) in plan.priorityQueries.enumerated() { line("\(index + 1). \(query)") }
-            let remainder = plan.remainder == "unfiltered"
-                ? "one unfiltered pass over the window, skipping the pairs above (cheaper than one query per remaining type, and it sees types Apple adds later)"
-                : "one query per remaining documented type and subtype (\(plan.remainderQueries) queries; cheaper here than re-reading the priority notifications)"
-            line("\(plan.priorityQueries.count + 1). Then everything else: \(remainder).")
+            line("\(plan.priorityQueries.count + 1). Then everything else: one unfiltered pass over the window, skipping the pairs above (it sees every type, including those Apple adds after this release).")
             line("")
         }
         line("## Missed notifications (\(missed.count))")
@@ -416,19 +417,26 @@ package struct RecoveryReport: Sendable, Codable {
         var consumptionRequests: [Missed] = []
         for entry in missed where entry.notificationType == "CONSUMPTION_REQUEST" { consumptionRequests.append(entry) }
         if !consumptionRequests.isEmpty {
+            let deadlines = ConsumptionDeadlines(consumptionRequests, now: reportTime)
             line("## Refund requests awaiting consumption information (\(consumptionRequests.count))")
             line("")
             line(
-                "⚠ Apple sent these CONSUMPTION_REQUEST notifications while the server missed them: a customer asked for a refund "
-                    + "and Apple asks for consumption information (Send Consumption Information, `PUT /inApps/v1/transactions/consumption/{transactionId}`) "
-                    + "to inform its decision. Send it as soon as possible: Apple's documentation of that endpoint gives the time limit, "
-                    + "which this tool could not confirm and so does not print."
+                "⚠ A customer asked Apple for a refund, and Apple asks for consumption information (Send Consumption Information, "
+                    + "`\(ConsumptionDeadline.endpoint)`). Apple's page says: \"Respond within 12 hours of receiving the CONSUMPTION_REQUEST "
+                    + "notification\" (\(ConsumptionDeadline.documentation)). The deadline below counts from Apple's first send attempt. "
+                    + "Each request is also in `app_store.consumption_requests`."
             )
             line("")
-            line("| notificationUUID | signedDate (Apple asked) | originalTransactionId |")
-            line("| --- | --- | --- |")
+            line("**\(deadlines.sentence)**")
+            line("")
+            line("| notificationUUID | Apple sent | answer by | originalTransactionId | |")
+            line("| --- | --- | --- | --- | --- |")
             for entry in consumptionRequests {
-                line("| \(entry.notificationUUID) | \(entry.signedDate) | \(entry.originalTransactionId ?? "") |")
+                let passed = ConsumptionDeadlines.isPassed(entry, now: reportTime)
+                line(
+                    "| \(entry.notificationUUID) | \(entry.firstAttemptDate ?? entry.signedDate) | \(entry.answerBy ?? "") | \(entry.originalTransactionId ?? "") | "
+                        + (passed ? "deadline passed" : "answerable") + " |"
+                )
             }
             line("")
         }

@@ -1,0 +1,58 @@
+import ArgumentParser
+import Foundation
+import Ledger
+import Reconciliation
+import SignedData
+
+struct ConsumptionRequestsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "consumption-requests",
+        abstract: "Find the refund requests (CONSUMPTION_REQUEST) missed since the last check: the job to schedule every hour.",
+        discussion: """
+            Apple's Send Consumption Information page says: "Respond within 12 hours of receiving the CONSUMPTION_REQUEST \
+            notification" (\(ConsumptionDeadline.documentation)); a nightly run finds most of them too late. This check asks \
+            Get Notification History for notificationType CONSUMPTION_REQUEST alone, from the end of the last successful \
+            check's window less --overlap-hours to --settle-minutes before now (the first check looks back \
+            --first-lookback-hours), verifies each, and records the missed ones as `serve` records live ones: the \
+            notification, its row in app_store.consumption_requests (sent, deadline 12 hours later, answered_date for your \
+            code to set) and a change-feed row. Answer each with \(ConsumptionDeadline.endpoint). It holds a lock of its own: \
+            a long nightly run does not hold it up. Pass 2 does not run; the next nightly run repairs the accounts.
+
+            \(ExitStatus.summary)
+            """
+    )
+
+    @Option(help: "Hours before the last successful check's window end to start again from.")
+    var overlapHours = 1.0
+
+    @Option(help: "Minutes before now to stop at.")
+    var settleMinutes = 1.0
+
+    @Option(help: "With no successful check recorded, how many hours back the first one looks.")
+    var firstLookbackHours = 24.0
+
+    @OptionGroup var recovery: RecoveryRunOptions
+
+    @OptionGroup var options: ConfigurationOptions
+
+    func validate() throws {
+        try recovery.validateRate()
+        _ = try recovery.deliveryTarget()
+        guard overlapHours >= 0, settleMinutes >= 0, firstLookbackHours > 0 else {
+            throw ValidationError("--overlap-hours and --settle-minutes must not be negative, --first-lookback-hours must be positive")
+        }
+        guard recovery.shard == nil else { throw ValidationError("consumption-requests takes no --shard: one check covers the window") }
+    }
+
+    func run() async throws {
+        try await withExitStatus(logFormat: recovery.logFormat, job: true) {
+            let window = ReconciliationRun.WindowChoice.nightly(
+                firstStart: Date().addingTimeInterval(-firstLookbackHours * 3600), overlap: overlapHours * 3600, settle: settleMinutes * 60
+            )
+            var request = try recovery.request(kind: .consumptionRequests, window: window)
+            request.repair = false
+            request.onlyTypes = [.consumptionRequest]
+            try await recovery.execute(request, configuration: options)
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import AppStoreServerAPI
+import AppStoreSimulator
+import Foundation
+import Ledger
+import PostgresNIO
+import Reconciliation
+import SignedData
+import TestSupport
+import Testing
+
+/// Refund requests (CONSUMPTION_REQUEST) the team must answer within 12 hours: every one the
+/// ledger records has a row in `app_store.consumption_requests` and a change-feed row.
+@Suite("Refund requests to answer: app_store.consumption_requests")
+struct ConsumptionRequestTests {
+    struct Row: Hashable {
+        var uuid: String
+        var sent: Int64
+        var deadline: Int64
+        var original: String
+    }
+
+    static func rows(_ client: PostgresClient) async throws -> [String: Row] {
+        var found: [String: Row] = [:]
+        let query: PostgresQuery = """
+            SELECT notification_uuid::text, (extract(epoch FROM sent_date) * 1000)::bigint, (extract(epoch FROM deadline_date) * 1000)::bigint,
+                original_transaction_id FROM app_store.consumption_requests WHERE answered_date IS NULL
+            """
+        for try await (uuid, sent, deadline, original) in try await client.query(query).decode((String, Int64, Int64, String).self) {
+            found[uuid] = Row(uuid: uuid, sent: sent, deadline: deadline, original: original)
+        }
+        return found
+    }
+
+    static func fed(_ client: PostgresClient) async throws -> [String: String] {
+        var found: [String: String] = [:]
+        let query: PostgresQuery = "SELECT notification_uuid::text, cause FROM app_store.changes WHERE kind = 'consumption_request'"
+        for try await (uuid, cause) in try await client.query(query).decode((String, String).self) { found[uuid] = cause }
+        return found
+    }
+
+    @Test func everyConsumptionRequestRecordedLiveOrRecoveredHasARowWithItsDeadlineAndOneFeedRow() async throws {
+        let harness = try RecoveryHarness(customers: 120, seed: 61, outageHours: 60)
+        let requests = harness.scenario.notifications.filter { $0.type == .consumptionRequest }
+        let live = requests.filter(\.delivered)
+        let missed = requests.filter { !$0.delivered }
+        try #require(!live.isEmpty && !missed.isEmpty, "the world has refund requests delivered and missed")
+        #expect(Set(requests.compactMap(\.transaction.type)).count >= 2, "refund requests about more than one product type")
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let afterLive = try await Self.rows(client)
+                #expect(Set(afterLive.keys) == Set(live.map(\.uuid)), "each live one, when it is recorded")
+                for request in live {
+                    // A live delivery is Apple's send attempt: counted from its signedDate.
+                    #expect(afterLive[request.uuid]?.sent == request.signedDate)
+                    #expect(afterLive[request.uuid]?.deadline == request.signedDate + 12 * 3_600_000)
+                }
+                _ = try await harness.recovery(baseURL, store, url).run(.init(window: try harness.window()))
+                let all = try await Self.rows(client)
+                #expect(Set(all.keys) == Set(requests.map(\.uuid)))
+                for request in missed {
+                    let first = try #require(request.sendAttempts.map(\.date).min())
+                    #expect(all[request.uuid]?.sent == first, "from Apple's first send attempt")
+                    #expect(all[request.uuid]?.deadline == first + 12 * 3_600_000)
+                    #expect(all[request.uuid]?.original == request.originalTransactionId)
+                }
+                let feed = try await Self.fed(client)
+                #expect(feed.count == requests.count, "one feed row each")
+                #expect(live.allSatisfy { feed[$0.uuid] == "webhook" } && missed.allSatisfy { feed[$0.uuid] == "history" })
+
+                // The team answers one: its column, no feed row, nothing else moves; a second run writes nothing.
+                try await client.query("UPDATE app_store.consumption_requests SET answered_date = now() WHERE notification_uuid = \(UUID(uuidString: missed[0].uuid)!)")
+                _ = try await harness.recovery(baseURL, store, url).run(.init(window: try harness.window()))
+                #expect(try await Self.rows(client).count == requests.count - 1)
+                #expect(try await Self.fed(client).count == requests.count)
+            }
+        }
+    }
+
+    @Test func theHourlyCheckFindsARefundRequestMissedWithinItsHourAndRecordsOnlyRefundRequests() async throws {
+        let harness = try RecoveryHarness(customers: 150, seed: 62, outageHours: 60)
+        let missed = harness.scenario.missedNotifications.filter { $0.type == .consumptionRequest }
+        let latest = try #require(missed.max { $0.signedDate < $1.signedDate })
+        let sent = Date(timeIntervalSince1970: Double(latest.signedDate) / 1000)
+        let firstStart = harness.scenario.configuration.now.addingTimeInterval(-harness.scenario.configuration.history - 3600)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let apiClient = try harness.client(baseURL)
+                func check(at present: Date) async throws -> RecoveryReport {
+                    let run = ReconciliationRun(
+                        client: apiClient, verifier: try harness.verifier(), store: store, databaseURL: url, logger: harness.logger, now: { present }
+                    )
+                    return try await run.execute(
+                        .init(
+                            kind: .consumptionRequests, window: .nightly(firstStart: firstStart, overlap: 3600, settle: 60), mode: .apply, repair: false,
+                            onlyTypes: [.consumptionRequest]
+                        )
+                    )
+                }
+                // The check of the hour before Apple sent it, then the check of the hour after.
+                let before = try await check(at: sent.addingTimeInterval(-600))
+                #expect(before.run.plan?.priorityQueries == ["CONSUMPTION_REQUEST (no subtype)"] && before.run.plan?.remainder == "none")
+                var recorded = Set(try await Self.rows(client).keys)
+                #expect(!recorded.contains(latest.uuid))
+                #expect(missed.filter { $0.signedDate < latest.signedDate - 700_000 }.allSatisfy { recorded.contains($0.uuid) })
+                let after = try await check(at: sent.addingTimeInterval(3000))
+                recorded = Set(try await Self.rows(client).keys)
+                #expect(recorded.contains(latest.uuid), "found within its hour")
+                #expect(missed.allSatisfy { recorded.contains($0.uuid) })
+                #expect(after.missed.filter { $0.notificationUUID == latest.uuid }.first?.answerBy != nil)
+                let window = try #require(after.run.window)
+                let previousEnd = try #require(before.run.window.flatMap { try? Date($0.end, strategy: .iso8601) })
+                let start = try #require(try? Date(window.start, strategy: .iso8601))
+                #expect(start.timeIntervalSince(previousEnd) == -3600, "from the last check's end less the overlap")
+                // Nothing but refund requests, and no nightly progress: the nightly's window is untouched.
+                #expect(try await BackendLedgerTests.count(client, "SELECT count(*) FROM app_store.notifications WHERE source = 'history' AND notification_type <> 'CONSUMPTION_REQUEST'") == 0)
+                #expect(try await store.lastSuccessfulRun(kind: .nightly) == nil)
+                #expect(try await store.lastSuccessfulRun(kind: .consumptionRequests) != nil)
+                #expect(try await store.lastSuccessfulRun() == nil, "status's last successful run is not the hourly check")
+            }
+        }
+    }
+}
