@@ -306,6 +306,33 @@ struct NightlyCommandTests {
     }
 }
 
+@Suite("consumption-requests on the command line")
+struct ConsumptionRequestsCommandTests {
+    @Test func theHourlyCheckRecordsOnlyMissedRefundRequestsListsTheirDeadlinesAndRunsBesideANightlyLock() async throws {
+        let harness = try RecoveryHarness(customers: 150, seed: 92, outageHours: 60)
+        let missed = harness.scenario.missedNotifications.filter { $0.type == .consumptionRequest }
+        try #require(!missed.isEmpty, "the world misses refund requests")
+        try await RunCommandTests.withSetup(harness) { environment, client, scratch in
+            // A nightly run holding its lock does not hold the hourly check up.
+            let lock = try await PostgresConnection.connect(
+                configuration: try DatabaseURL(environment["DATABASE_URL"]!).connectionConfiguration(), id: 9, logger: harness.logger
+            )
+            _ = try await lock.query("SELECT pg_advisory_lock(\(RunLock.key))", logger: harness.logger).collect()
+            let result = try await BuiltBinary.run(
+                ["consumption-requests", "--first-lookback-hours", "200", "--no-progress", "--report-dir", scratch.path + "/c"], environment: environment
+            )
+            #expect(result.exitCode == 0, "\(result.combined)")
+            #expect(try await RecoveryHarness.historyUUIDs(client) == Set(missed.map(\.uuid)), "the missed refund requests, nothing else")
+            let markdown = try String(contentsOfFile: scratch.path + "/c/report.md", encoding: .utf8)
+            #expect(markdown.contains("Refund requests awaiting consumption information (\(missed.count))"))
+            #expect(markdown.contains("PUT /inApps/v2/transactions/consumption/{transactionId}"))
+            let nightly = try await BuiltBinary.run(["nightly", "--from-retention-limit", "--report-dir", scratch.path + "/n"], environment: environment)
+            #expect(nightly.exitCode == 75, "the nightly lock is held: \(nightly.combined)")
+            try await lock.close()
+        }
+    }
+}
+
 @Suite("check on the command line")
 struct CheckCommandTests {
     @Test func everyCheckPassesAgainstTheSimulatorAndAMigratedLedger() async throws {

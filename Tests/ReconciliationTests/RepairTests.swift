@@ -58,9 +58,11 @@ struct RepairTests {
                 #expect(repairs[refund]?.refundsFound.isEmpty == false, "the refund is found, and highlighted")
                 #expect(repairs[renewal]?.reasons.contains("transaction-chain-gap") == true)
                 #expect(repairs[renewal]?.transactionsAdded.count == 1)
-                // The account is repaired under whichever of its originalTransactionIds pass 2 reached first.
-                let expiryRepair = report.repairs.first { $0.originalTransactionId == expiry || $0.members.contains(expiry) }
-                #expect(expiryRepair?.changes.contains { $0.originalTransactionId == expiry && $0.field == "status" && $0.before == "1" && $0.after == "2" } == true)
+                // The account is repaired under whichever of its originalTransactionIds pass 2 reached
+                // first (before its first check, several of one account may each be asked once).
+                #expect(report.repairs.contains { entry in
+                    entry.changes.contains { $0.originalTransactionId == expiry && $0.field == "status" && $0.before == "1" && $0.after == "2" }
+                })
                 #expect(report.counts.customersRepaired >= 3)
                 // Refund requests recovered from history are listed for a person to answer.
                 let consumptionRequests = report.missed.filter { $0.notificationType == "CONSUMPTION_REQUEST" }

@@ -486,7 +486,9 @@ extension CustomerRepair {
         }
         // A real run's recoveries are in the ledger: signed in the window, or recorded since the
         // run started, and not checked since (what an earlier run of the window that died before
-        // its pass 2 recovered is checked now).
+        // its pass 2 recovered is checked now). The ledger also holds what a dry run must count
+        // as a real run would: the refund-flow notifications recorded live, and what earlier runs
+        // recovered and pass 2 did not check.
         let runId = dryRun ? nil : passOne.runId
         let store = self.store
         let environment = self.environment
@@ -496,8 +498,7 @@ extension CustomerRepair {
                 now: now,
                 more: { customers in
                     var extra: [String: (reasons: Set<GapReason>, needsHistory: Bool)] = [:]
-                    let recovered = dryRun
-                        ? [:] : try await store.recoveredCustomers(among: customers, environment: environment, from: window.start, to: window.end, sinceRun: runId)
+                    let recovered = try await store.recoveredCustomers(among: customers, environment: environment, from: window.start, to: window.end, sinceRun: runId)
                     for (customer, needsHistory) in recovered {
                         extra[customer] = ([.recoveredInWindow], needsHistory)
                     }
@@ -512,7 +513,7 @@ extension CustomerRepair {
             )
             // Recovered customers without a subscription row (one-time purchases).
             var cursor: String?
-            while !dryRun {
+            while true {
                 let customers = try await store.customersRecoveredWithoutSubscription(
                     environment: environment, from: window.start, to: window.end, sinceRun: runId, after: cursor, limit: 500
                 )
