@@ -84,8 +84,9 @@ struct RecoveryRunOptions: ParsableArguments {
 
     @Option(
         help: """
-            Apple enforces its rate limits per hour: when a 429's Retry-After lies within this many minutes, the run waits for it \
-            and goes on; beyond, it stops with exit code 75 and prints when to resume (what it committed stays).
+            Apple enforces its rate limits per hour: while the waits Apple's 429s ask of a request (Retry-After) add up to no more \
+            than this many minutes, the run waits and goes on; beyond, it stops with exit code 75 and prints when to resume (what \
+            it committed stays).
             """
     )
     var rateLimitWaitMinutes = 60.0

@@ -144,12 +144,15 @@ public final class AppStoreServerAPIClient: Sendable {
         _ endpoint: Endpoint, method: HTTPMethod, path: String, query: [(String, String)], body: [UInt8]?, decoding type: Value.Type
     ) async throws -> Value {
         let policy = configuration.retryPolicy
-        var started = ContinuousClock.now
+        // The retry budget counts from the first attempt's departure, not from the queue before
+        // it: a request that waited out another's 429 (up to an hour) starts with its whole budget.
+        var started: ContinuousClock.Instant?
         var attempt = 0
         var rateLimitWaited = Duration.zero
         while true {
             attempt += 1
             try await limiters[endpoint]!.acquire()
+            if started == nil { started = ContinuousClock.now }
             let failure: any Error
             var wait: Duration?
             do {
@@ -179,7 +182,7 @@ public final class AppStoreServerAPIClient: Sendable {
             // A 429 whose Retry-After lies beyond what is left of the retry budget: Apple limits
             // per hour. Within the bound, wait for it and go on with a fresh budget; beyond it,
             // stop and say when to resume (what was committed stays).
-            if let wait, ContinuousClock.now - started + wait >= policy.maximumTotal {
+            if let wait, ContinuousClock.now - started! + wait >= policy.maximumTotal {
                 guard case .wait = policy.rateLimited(retryAfter: wait, waited: rateLimitWaited) else {
                     throw RateLimitedUntil(endpoint: endpoint, resumeAt: Date().addingTimeInterval(Double(wait / .milliseconds(1)) / 1000), bound: policy.maximumRateLimitWait)
                 }
@@ -187,7 +190,7 @@ public final class AppStoreServerAPIClient: Sendable {
                 attempt = 0
                 started = ContinuousClock.now + wait
             }
-            let elapsed = ContinuousClock.now - started
+            let elapsed = ContinuousClock.now - started!
             guard attempt < policy.maximumAttempts, elapsed + pause < policy.maximumTotal else {
                 throw RetriesExhausted(attempts: attempt, lastError: failure)
             }

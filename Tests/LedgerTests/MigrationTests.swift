@@ -66,6 +66,30 @@ struct MigrationTests {
         }
     }
 
+    /// Migration 0011 gives the refund requests a ledger already holds their row, deadline 12 hours
+    /// after their signedDate, and a later migrate adds none twice.
+    @Test func migration0011BackfillsTheRefundRequestsTheLedgerAlreadyHolds() async throws {
+        try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
+            _ = try await Migrator(migrations: Migration.bundled.filter { $0.version <= 10 }).migrate(client, logger: logger)
+            try await client.query(
+                """
+                INSERT INTO app_store.notifications (notification_uuid, notification_type, subtype, signed_date, environment,
+                    original_transaction_id, transaction_id, signed_payload, source)
+                VALUES ('6a0c8f1e-0000-4000-8000-00000000000c', 'CONSUMPTION_REQUEST', NULL, '2026-11-24 10:00:00+00', 'Production', '2000', '2001', 'x.y.z', 'webhook'),
+                       ('6a0c8f1e-0000-4000-8000-00000000000d', 'DID_RENEW', NULL, '2026-11-24 10:00:00+00', 'Production', '2000', '2001', 'x.y.z', 'webhook')
+                """,
+                logger: logger
+            )
+            _ = try await Migrator().migrate(client, logger: logger)
+            let rows = try await client.query(
+                "SELECT notification_uuid::text, transaction_id, (deadline_date - sent_date)::text FROM app_store.consumption_requests", logger: logger
+            )
+            var found: [String] = []
+            for try await (uuid, transaction, span) in rows.decode((String, String?, String).self) { found.append("\(uuid) \(transaction ?? "") \(span)") }
+            #expect(found == ["6a0c8f1e-0000-4000-8000-00000000000c 2001 12:00:00"])
+        }
+    }
+
     @Test func secondMigrateAppliesNothingAndLeavesTheSchemaAsItWas() async throws {
         try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
             _ = try await Migrator().migrate(client, logger: logger)

@@ -308,7 +308,9 @@ extension RecoveryReport {
         var html = "<details id=\"plan\"><summary>The plan: \(HTMLPage.count(plan.priorityQueries.count + plan.remainderQueries, "query", "queries")) to Get Notification History"
             + (plan.onlyFailures ? ", each with onlyFailures" : "") + "</summary><ol>"
         for query in plan.priorityQueries { html += "<li><code>\(HTMLPage.escape(query))</code></li>" }
-        html += "<li>then everything else: one unfiltered pass over the window, skipping the pairs above (it sees every type, including those Apple adds after this release)</li>"
+        if plan.remainder == "unfiltered" {
+            html += "<li>then everything else: one unfiltered pass over the window, skipping the pairs above (it sees every type, including those Apple adds after this release)</li>"
+        }
         return html + "</ol></details>\n"
     }
 

@@ -396,7 +396,9 @@ package struct RecoveryReport: Sendable, Codable {
             line("Queries to Get Notification History, in order\(plan.onlyFailures ? ", each with onlyFailures" : ""):")
             line("")
             for (index, query) in plan.priorityQueries.enumerated() { line("\(index + 1). \(query)") }
-            line("\(plan.priorityQueries.count + 1). Then everything else: one unfiltered pass over the window, skipping the pairs above (it sees every type, including those Apple adds after this release).")
+            if plan.remainder == "unfiltered" {
+                line("\(plan.priorityQueries.count + 1). Then everything else: one unfiltered pass over the window, skipping the pairs above (it sees every type, including those Apple adds after this release).")
+            }
             line("")
         }
         line("## Missed notifications (\(missed.count))")
