@@ -34,7 +34,8 @@ enum LedgerMapping {
     }
 
     /// Notifications about a refund request: their transaction is the one refunded, not the latest.
-    static let refundFlow: Set<NotificationType> = [.refund, .refundReversed, .refundDeclined, .consumptionRequest]
+    /// The ledger's list (`LedgerStore.refundFlowTypes`), which the pass 2 selections read too.
+    static let refundFlow = Set(LedgerStore.refundFlowTypes.map(NotificationType.init(rawValue:)))
 
     static func environmentOf(_ payload: NotificationPayload) -> AppStoreEnvironment? {
         payload.data?.environment ?? payload.summary?.environment ?? payload.appData?.environment

@@ -43,7 +43,7 @@ package struct RecoveryReport: Sendable, Codable {
 
     package struct Plan: Sendable, Codable {
         package var priorityQueries: [String]
-        /// `unfiltered` or `per-type`.
+        /// `unfiltered`, or `none` for a plan of some types only (the hourly refund-request check).
         package var remainder: String
         package var remainderQueries: Int
         package var onlyFailures: Bool
