@@ -29,7 +29,8 @@ struct ServeCommand: AsyncParsableCommand {
 
             Certificates: by default checked as of each payload's signedDate (for a live notification, seconds ago), \
             as ingest and the runs do. --online-checks checks them at the current time with OCSP revocation checks; \
-            a responder that cannot be reached makes the answer 503, so a notification is retried, never lost.
+            a responder that cannot be reached makes the answer 503, so a notification is retried, never lost. \
+            A chain's good answer is kept 15 minutes (never past a certificate's expiry); failures are never kept.
 
             --forward-to URL: each notification recorded is also queued for your own handler in the same statement; \
             a background sender POSTs Apple's body to it and retries until a 2xx, so a failing handler never fails \

@@ -119,6 +119,9 @@ package struct StoredAccountState: Sendable {
 /// same notification, or newer state, between the comparison and the write.
 package struct LedgerBatchOutcome: Hashable, Sendable {
     package var insertedNotifications: Set<UUID> = []
+    /// The transaction and subscription rows the batch moved to its newer information: their
+    /// content changed, or only their signing time when the newer version said the same (the
+    /// change feed and a run's record of changes leave those out).
     package var changedTransactions: Set<String> = []
     package var changedSubscriptions: Set<String> = []
     package init() {}

@@ -16,17 +16,19 @@ package struct LedgerStore: Sendable {
 
     // MARK: Reads for the comparison (one query per batch)
 
-    /// The stored subscription rows for these customers.
-    package func subscriptions(_ originalTransactionIds: [String]) async throws -> [String: SubscriptionRecord] {
-        try await Self.subscriptions(originalTransactionIds, on: client, logger: logger)
+    /// The stored subscription rows of these customers in this environment.
+    package func subscriptions(_ originalTransactionIds: [String], environment: String) async throws -> [String: SubscriptionRecord] {
+        try await Self.subscriptions(originalTransactionIds, environment: environment, on: client, logger: logger)
     }
 
-    static func subscriptions(_ originalTransactionIds: [String], on database: some LedgerQuerying, logger: Logger) async throws -> [String: SubscriptionRecord] {
+    static func subscriptions(
+        _ originalTransactionIds: [String], environment: String, on database: some LedgerQuerying, logger: Logger
+    ) async throws -> [String: SubscriptionRecord] {
         guard !originalTransactionIds.isEmpty else { return [:] }
         let rows = try await database.ledgerQuery(
             """
             SELECT \(unescaped: SubscriptionRecord.selectList()) FROM app_store.subscriptions
-            WHERE original_transaction_id = ANY(\(originalTransactionIds))
+            WHERE environment = \(environment) AND original_transaction_id = ANY(\(originalTransactionIds))
             """,
             logger: logger
         )
@@ -41,7 +43,7 @@ package struct LedgerStore: Sendable {
     /// What the ledger holds for a page of notifications, in one statement (one round trip
     /// instead of three: under load each costs more than the query), prepared once per
     /// connection.
-    package func pageState(notifications: [UUID], customers: [String], transactions: [String]) async throws -> PageLedgerState {
+    package func pageState(environment: String, notifications: [UUID], customers: [String], transactions: [String]) async throws -> PageLedgerState {
         var state = PageLedgerState(existingNotifications: [], subscriptions: [:], transactionSignedDates: [:])
         guard !notifications.isEmpty || !customers.isEmpty || !transactions.isEmpty else { return state }
         // Planned at each execution (an unnamed statement), not prepared once per connection: a
@@ -53,7 +55,7 @@ package struct LedgerStore: Sendable {
         // scanned small tables whole too, as long as the lookup was `= ANY`: see `PageStateRead`.)
         // Each key once: the lookups are one per element.
         let read = PageStateRead(
-            customers: Array(Set(customers)), transactions: Array(Set(transactions)), notifications: Array(Set(notifications))
+            environment: environment, customers: Array(Set(customers)), transactions: Array(Set(transactions)), notifications: Array(Set(notifications))
         )
         let rows = try await client.query(read.query, logger: logger)
         for try await row in rows {
@@ -67,7 +69,8 @@ package struct LedgerStore: Sendable {
     }
 
     /// One statement: the subscription rows of the page's customers, the signing time of its
-    /// transactions the ledger holds, and which of its notifications are recorded.
+    /// transactions the ledger holds (both of the page's environment), and which of its
+    /// notifications are recorded.
     struct PageStateRead {
         enum Row {
             case subscription(SubscriptionRecord)
@@ -80,6 +83,7 @@ package struct LedgerStore: Sendable {
             case subscription = 1, transaction, notification
         }
 
+        let environment: String
         let customers: [String]
         let transactions: [String]
         let notifications: [UUID]
@@ -102,11 +106,12 @@ package struct LedgerStore: Sendable {
                 SELECT \(subscriptionKind)::smallint, NULL::timestamptz, s.*
                 FROM unnest(\(customers)::text[]) AS k(key) CROSS JOIN LATERAL (
                     SELECT \(unescaped: SubscriptionRecord.selectList()) FROM app_store.subscriptions
-                    WHERE original_transaction_id = k.key LIMIT 1) AS s
+                    WHERE environment = \(environment) AND original_transaction_id = k.key LIMIT 1) AS s
                 UNION ALL
                 SELECT \(transactionKind)::smallint, t.signed_date, t.transaction_id, \(unescaped: SubscriptionRecord.nullsAfterKey)
                 FROM unnest(\(transactions)::text[]) AS k(key) CROSS JOIN LATERAL (
-                    SELECT signed_date, transaction_id FROM app_store.transactions WHERE transaction_id = k.key LIMIT 1) AS t
+                    SELECT signed_date, transaction_id FROM app_store.transactions
+                    WHERE environment = \(environment) AND transaction_id = k.key LIMIT 1) AS t
                 UNION ALL
                 SELECT \(notificationKind)::smallint, NULL, n.notification_uuid::text, \(unescaped: SubscriptionRecord.nullsAfterKey)
                 FROM unnest(\(notifications)::uuid[]) AS k(key) CROSS JOIN LATERAL (
@@ -227,24 +232,29 @@ package struct LedgerStore: Sendable {
                 JOIN inserted_notifications USING (notification_uuid)
                 ON CONFLICT (notification_uuid) DO NOTHING
                 RETURNING 1
-            ), changed_transactions AS (
+            ), written_transactions AS (
                 INSERT INTO app_store.transactions (\(TransactionRecord.selectList()), signed_transaction)
                 SELECT \(TransactionRecord.values(from: "r")), p.payload
                 FROM jsonb_to_recordset($15::text::jsonb) AS r(\(TransactionRecord.recordsetTypes))
                 JOIN unnest($16::text[], $17::text[]) AS p(transaction_id, payload) USING (transaction_id)
-                ON CONFLICT (transaction_id) DO UPDATE SET
+                ON CONFLICT (environment, transaction_id) DO UPDATE SET
                     \(TransactionRecord.updateList(table: "app_store.transactions")),
-                    signed_transaction = EXCLUDED.signed_transaction, updated_at = now()
+                    signed_transaction = CASE WHEN \(transactionChanges) THEN EXCLUDED.signed_transaction
+                        ELSE app_store.transactions.signed_transaction END,
+                    updated_at = CASE WHEN \(transactionChanges) THEN now() ELSE app_store.transactions.updated_at END
                 WHERE app_store.transactions.signed_date < EXCLUDED.signed_date
-                RETURNING *
-            ), changed_subscriptions AS (
+                RETURNING transaction_id
+            ), written_subscriptions AS (
                 INSERT INTO app_store.subscriptions (\(SubscriptionRecord.selectList()))
                 SELECT \(SubscriptionRecord.values(from: "r"))
                 FROM jsonb_to_recordset($18::text::jsonb) AS r(\(SubscriptionRecord.recordsetTypes))
-                ON CONFLICT (original_transaction_id) DO UPDATE SET
-                    \(SubscriptionRecord.updateList(table: "app_store.subscriptions")), updated_at = now()
+                ON CONFLICT (environment, original_transaction_id) DO UPDATE SET
+                    \(SubscriptionRecord.updateList(table: "app_store.subscriptions")),
+                    updated_at = CASE WHEN \(subscriptionChanges) THEN now() ELSE app_store.subscriptions.updated_at END
                 WHERE app_store.subscriptions.last_signed_date < EXCLUDED.last_signed_date
-                RETURNING *
+                RETURNING original_transaction_id, updated_at = now() AS content_changed
+            ), changed_subscriptions AS (
+                SELECT original_transaction_id FROM written_subscriptions WHERE content_changed
             ), recorded_changes AS (
                 INSERT INTO app_store.run_subscription_changes (run_id, original_transaction_id, before, after)
                 SELECT $10::uuid, r.original_transaction_id, r.before, r.after
@@ -261,10 +271,20 @@ package struct LedgerStore: Sendable {
                 SELECT set_config('app_store.change_context', $20::text, true) AS value
             )
             SELECT \(Written.notification.rawValue)::smallint, notification_uuid::text FROM inserted_notifications
-            UNION ALL SELECT \(Written.transaction.rawValue)::smallint, transaction_id FROM changed_transactions
-            UNION ALL SELECT \(Written.subscription.rawValue)::smallint, original_transaction_id FROM changed_subscriptions
+            UNION ALL SELECT \(Written.transaction.rawValue)::smallint, transaction_id FROM written_transactions
+            UNION ALL SELECT \(Written.subscription.rawValue)::smallint, original_transaction_id FROM written_subscriptions
             UNION ALL SELECT \(Written.notification.rawValue)::smallint, value FROM context WHERE value IS NULL
             """
+
+        /// Whether an upsert changes what the row says (`LedgerRow.contentChanges`). A version
+        /// that only says the same again, signed later, moves the signing time (the ordering
+        /// guard: a version signed between the two must not win) and nothing else: the stored
+        /// JWS stays the one that first said it, `updated_at` stays the time the content last
+        /// changed, and the run's record of changes leaves it out, as the change feed's triggers
+        /// do (migration 0015). The statement still reports the row as written: the notification
+        /// was applied (it is the newest the ledger has), not stale.
+        static let transactionChanges = TransactionRecord.contentChanges(table: "app_store.transactions")
+        static let subscriptionChanges = SubscriptionRecord.contentChanges(table: "app_store.subscriptions")
 
         static let bindingDataTypes: [PostgresDataType] = [
             .text, .timestamptz, .timestamptz, .bool, .text, .text, .int4, .text, .bool, .uuid, .bool,
@@ -345,12 +365,14 @@ package struct LedgerStore: Sendable {
 
     // MARK: Reads and writes for repairs (pass 2, per Apple account)
 
-    /// The customer (originalTransactionId) a transaction ID belongs to, when the ledger knows it.
-    package func customer(ofTransaction id: String) async throws -> String? {
+    /// The customer (originalTransactionId) a transaction ID of this environment belongs to,
+    /// when the ledger knows it.
+    package func customer(ofTransaction id: String, environment: String) async throws -> String? {
         let rows = try await client.query(
             """
-            SELECT original_transaction_id FROM app_store.transactions WHERE transaction_id = \(id)
-            UNION ALL SELECT original_transaction_id FROM app_store.subscriptions WHERE original_transaction_id = \(id)
+            SELECT original_transaction_id FROM app_store.transactions WHERE environment = \(environment) AND transaction_id = \(id)
+            UNION ALL SELECT original_transaction_id FROM app_store.subscriptions
+            WHERE environment = \(environment) AND original_transaction_id = \(id)
             LIMIT 1
             """,
             logger: logger
@@ -379,9 +401,9 @@ package struct LedgerStore: Sendable {
         return found
     }
 
-    /// A customer's stored transactions.
-    package func transactions(ofCustomer customer: String) async throws -> [TransactionRecord] {
-        try await Self.transactions(ofCustomers: [customer], on: client, logger: logger)
+    /// A customer's stored transactions in this environment.
+    package func transactions(ofCustomer customer: String, environment: String) async throws -> [TransactionRecord] {
+        try await Self.transactions(ofCustomers: [customer], environment: environment, on: client, logger: logger)
     }
 
     /// The account an originalTransactionId belongs to (nil before pass 2 first asked about it),
@@ -414,30 +436,33 @@ package struct LedgerStore: Sendable {
                 for try await member in memberRows.decode(String.self) { state.members.append(member) }
             }
             let ids = Array(Set(state.members + others + [customer])).sorted()
-            state.subscriptions = try await Self.subscriptions(ids, on: connection, logger: logger)
-            state.transactions = try await Self.transactions(ofCustomers: ids, on: connection, logger: logger)
+            state.subscriptions = try await Self.subscriptions(ids, environment: environment, on: connection, logger: logger)
+            state.transactions = try await Self.transactions(ofCustomers: ids, environment: environment, on: connection, logger: logger)
             return state
         }
     }
 
     /// The rows of these originalTransactionIds (pass 2 reads them again once Apple's answer has
     /// named members the ledger did not know were in the account).
-    package func rows(of customers: [String]) async throws -> (subscriptions: [String: SubscriptionRecord], transactions: [TransactionRecord]) {
+    package func rows(of customers: [String], environment: String) async throws -> (subscriptions: [String: SubscriptionRecord], transactions: [TransactionRecord]) {
         let logger = self.logger
         return try await client.withConnection { connection in
             (
-                try await Self.subscriptions(customers, on: connection, logger: logger),
-                try await Self.transactions(ofCustomers: customers, on: connection, logger: logger)
+                try await Self.subscriptions(customers, environment: environment, on: connection, logger: logger),
+                try await Self.transactions(ofCustomers: customers, environment: environment, on: connection, logger: logger)
             )
         }
     }
 
-    static func transactions(ofCustomers customers: [String], on database: some LedgerQuerying, logger: Logger) async throws -> [TransactionRecord] {
+    static func transactions(
+        ofCustomers customers: [String], environment: String, on database: some LedgerQuerying, logger: Logger
+    ) async throws -> [TransactionRecord] {
         guard !customers.isEmpty else { return [] }
         let rows = try await database.ledgerQuery(
             """
             SELECT \(unescaped: TransactionRecord.selectList()), signed_transaction
-            FROM app_store.transactions WHERE original_transaction_id = ANY(\(customers)) ORDER BY purchase_date, transaction_id
+            FROM app_store.transactions WHERE environment = \(environment) AND original_transaction_id = ANY(\(customers))
+            ORDER BY purchase_date, transaction_id
             """,
             logger: logger
         )
@@ -586,7 +611,8 @@ package struct LedgerStore: Sendable {
                 AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
                     OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
                 AND \(unescaped: Self.notCheckedSince)
-                AND NOT EXISTS (SELECT 1 FROM app_store.subscriptions s WHERE s.original_transaction_id = n.original_transaction_id)
+                AND NOT EXISTS (SELECT 1 FROM app_store.subscriptions s
+                    WHERE s.environment = n.environment AND s.original_transaction_id = n.original_transaction_id)
             GROUP BY 1 ORDER BY 1 LIMIT \(limit)
             """,
             logger: logger
@@ -632,7 +658,7 @@ package struct LedgerStore: Sendable {
         let transactionRows = try await client.query(
             """
             SELECT original_transaction_id, transaction_id, product_type, purchase_date, expires_date, revocation_date, signed_date, updated_at
-            FROM app_store.transactions WHERE original_transaction_id = ANY(\(ids)) ORDER BY purchase_date
+            FROM app_store.transactions WHERE environment = \(environment) AND original_transaction_id = ANY(\(ids)) ORDER BY purchase_date
             """,
             logger: logger
         )

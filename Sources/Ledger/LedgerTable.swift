@@ -37,6 +37,20 @@ extension LedgerRow {
         }.joined(separator: ",\n    ")
     }
 
+    /// Whether an upsert into `table` changes the row's content: SQL that is true when any compared
+    /// column (every column Apple's payloads set, not the signing time) would take another value.
+    /// The new values are the ones `updateList` writes, so a column kept when absent compares the
+    /// value it keeps.
+    static func contentChanges(table: String) -> String {
+        let compared = columns.filter { $0.compared && $0.update != .key }
+        let old = compared.map { "\(table).\($0.name)" }
+        let new = compared.map { column in
+            column.update == .keepWhenAbsent
+                ? "coalesce(EXCLUDED.\(column.name), \(table).\(column.name))" : "EXCLUDED.\(column.name)"
+        }
+        return "(\(old.joined(separator: ", "))) IS DISTINCT FROM (\(new.joined(separator: ", ")))"
+    }
+
     /// `NULL, …`, one per column after the first: a UNION branch that puts another key in the
     /// first column and has no such row.
     static var nullsAfterKey: String {

@@ -67,7 +67,7 @@ extension SubscriptionRecord {
         .boolean("is_in_billing_retry", \.isInBillingRetry, compared: true),
         .time("grace_period_expires_date", \.gracePeriodExpiresDate, compared: true),
         .time("last_signed_date", \.lastSignedDate),
-        .text("environment", \.environment, update: .keepWhenAbsent, compared: true),
+        .text("environment", \.environment, update: .key, compared: true),
         .uuid("app_account_token", \.appAccountToken, compared: true),
         .text("subscription_group_identifier", \.subscriptionGroupIdentifier, compared: true),
         .text("in_app_ownership_type", \.inAppOwnershipType, compared: true),

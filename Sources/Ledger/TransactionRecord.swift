@@ -74,7 +74,7 @@ extension TransactionRecord {
         .integer("revocation_reason", .integer, \.revocationReason, compared: true),
         .boolean("is_upgraded", \.isUpgraded, compared: true),
         .time("signed_date", \.signedDate),
-        .text("environment", \.environment, compared: true),
+        .text("environment", \.environment, update: .key, compared: true),
         .uuid("app_account_token", \.appAccountToken, compared: true),
         .text("in_app_ownership_type", \.inAppOwnershipType, compared: true),
         .text("subscription_group_identifier", \.subscriptionGroupIdentifier, compared: true),

@@ -10,11 +10,13 @@ import Synchronization
 ///
 /// Results are values (`VerificationOutcome`), never throws. Safe to share between any number
 /// of tasks: each distinct chain is validated once and its validity interval remembered, so
-/// the per-payload cost is the signature check and JSON decoding.
+/// the per-payload cost is the signature check and JSON decoding. With online checks, a chain's
+/// good OCSP answers are kept up to 15 minutes (`OnlineCheckCache`).
 public final class SignedDataVerifier: Sendable {
     public let configuration: VerifierConfiguration
     private let roots: CertificateStore
     private let cache = ChainCache()
+    private let onlineChecks = OnlineCheckCache()
 
     public init(_ configuration: VerifierConfiguration) throws {
         guard !configuration.rootCertificates.isEmpty else {
@@ -207,7 +209,12 @@ public final class SignedDataVerifier: Sendable {
         }
 
         if let online = configuration.onlineChecks {
-            switch await validateOnline(chain, online) {
+            let now = online.now()
+            let expiry = min(chain.leaf.notValidAfter, chain.intermediate.notValidAfter)
+            let outcome = await onlineChecks.outcome(key: entry.header, now: now, expiry: expiry) {
+                await validateOnline(chain, online, at: now)
+            }
+            switch outcome {
             case .verified: return .verified(payload)
             case .rejected(let rejection): return .rejected(rejection)
             case .retryLater(let reason): return .retryLater(reason)
@@ -249,8 +256,8 @@ public final class SignedDataVerifier: Sendable {
     }
 
     /// Current-time validation, then the same again with OCSP for the leaf and the intermediate.
-    private func validateOnline(_ chain: AppleCertificateChain, _ online: OnlineChecks) async -> VerificationOutcome<Void> {
-        let now = online.now()
+    /// Its good answers are kept in `onlineChecks`.
+    private func validateOnline(_ chain: AppleCertificateChain, _ online: OnlineChecks, at now: Date) async -> VerificationOutcome<Void> {
         guard let own = chain.ownValidity, own.contains(now) else {
             return .rejected(Rejection(.certificateNotValidAtTime, notValidDetail(chain, at: now, what: "checked (online, current time)")))
         }

@@ -17,7 +17,7 @@ struct LedgerStoreTests {
         TransactionRecord(
             transactionId: id, originalTransactionId: customer, productId: nil, productType: nil, purchaseDate: nil,
             expiresDate: nil, revocationDate: nil, revocationReason: nil, isUpgraded: nil,
-            signedDate: date, environment: nil, signedTransaction: signed
+            signedDate: date, environment: "Sandbox", signedTransaction: signed
         )
     }
 
@@ -25,7 +25,7 @@ struct LedgerStoreTests {
         SubscriptionRecord(
             originalTransactionId: "1000", productId: "monthly", status: status, expiresDate: nil, autoRenewStatus: 1,
             autoRenewProductId: "monthly", isInBillingRetry: false, gracePeriodExpiresDate: nil,
-            lastSignedDate: Date(timeIntervalSince1970: seconds)
+            lastSignedDate: Date(timeIntervalSince1970: seconds), environment: "Sandbox"
         )
     }
 
@@ -55,7 +55,7 @@ struct LedgerStoreTests {
             var older = LedgerBatch(cause: .history)
             older.subscriptions = [Self.subscription(signedAt: 1_000, status: 1)]
             #expect(try await store.apply(older, runId: nil).changedSubscriptions.isEmpty)
-            let row = try #require(try await store.subscriptions(["1000"])["1000"])
+            let row = try #require(try await store.subscriptions(["1000"], environment: "Sandbox")["1000"])
             #expect(row.status == 5, "a late DID_RENEW did not undo the REFUND")
             #expect(row.lastSignedDate.unixMilliseconds == 2_000_000)
         }
@@ -156,7 +156,7 @@ struct LedgerStoreTests {
             let customers = (0..<90).map { "c\($0 * 31)" } + (0..<10).map { "absent-c\($0)" }
             let transactions = (0..<90).map { "t\($0 * 29)" } + (0..<10).map { "absent-t\($0)" } + ["t0"]
             let notifications = (0..<90).map { uuids[$0 * 23] } + (0..<10).map { _ in UUID() } + [uuids[0]]
-            let read = LedgerStore.PageStateRead(customers: customers, transactions: transactions, notifications: notifications)
+            let read = LedgerStore.PageStateRead(environment: "Sandbox", customers: customers, transactions: transactions, notifications: notifications)
             for analyzed in [false, true] {
                 if analyzed {
                     try await client.query(PostgresQuery(unsafeSQL: "ANALYZE " + tables.map { "app_store.\($0)" }.joined(separator: ", ")))
@@ -175,7 +175,7 @@ struct LedgerStoreTests {
                     #expect(plan.contains { $0.contains("Index") && $0.contains(index) }, "\(index) unused: \(shown)")
                 }
             }
-            let state = try await store.pageState(notifications: notifications, customers: customers, transactions: transactions)
+            let state = try await store.pageState(environment: "Sandbox", notifications: notifications, customers: customers, transactions: transactions)
             #expect(state.existingNotifications == Set(notifications.prefix(90)))
             #expect(Set(state.subscriptions.keys) == Set(customers.prefix(90)))
             var expected = Self.subscription(signedAt: 1_790_000_000, status: 31 * 7 % 5 + 1)

@@ -90,6 +90,70 @@ struct MigrationTests {
         }
     }
 
+    /// Migration 0014 keys transactions and subscriptions by environment: rows recorded without
+    /// one take it from their stored JWS, their notifications or their transactions; then the
+    /// same IDs may be stored once per environment. A row whose environment cannot be found stops
+    /// the migration with a message and changes nothing.
+    @Test func migration0014FillsEveryEnvironmentThenKeysByItOrStopsWithAMessage() async throws {
+        let payload = Data(#"{"transactionId":"3001","environment":"Production"}"#.utf8).base64EncodedString()
+            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        let jws = "eyJhbGciOiJFUzI1NiJ9.\(payload).c2ln"
+        try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
+            _ = try await Migrator(migrations: Migration.bundled.filter { $0.version <= 13 }).migrate(client, logger: logger)
+            try await client.query(
+                """
+                INSERT INTO app_store.transactions (transaction_id, original_transaction_id, signed_date, environment, signed_transaction)
+                VALUES ('3001', '3000', now(), NULL, \(jws)), ('3002', '3100', now(), NULL, 'x.y.z')
+                """,
+                logger: logger
+            )
+            try await client.query(
+                """
+                INSERT INTO app_store.notifications (notification_uuid, notification_type, signed_date, environment,
+                    original_transaction_id, transaction_id, signed_payload, source)
+                VALUES ('6a0c8f1e-0000-4000-8000-00000000001a', 'DID_RENEW', now(), 'Sandbox', '3100', '3002', 'x.y.z', 'webhook')
+                """,
+                logger: logger
+            )
+            try await client.query("INSERT INTO app_store.subscriptions (original_transaction_id, last_signed_date) VALUES ('3000', now())", logger: logger)
+            try await client.query("INSERT INTO app_store.transactions (transaction_id, original_transaction_id, signed_date, signed_transaction) VALUES ('3003', '3999', now(), 'x.y.z')", logger: logger)
+
+            let failure = await #expect(throws: (any Error).self) { _ = try await Migrator().migrate(client, logger: logger) }
+            #expect(String(describing: failure).contains("1 rows of app_store.transactions have no environment"), "\(String(describing: failure))")
+            #expect(try await Self.appliedCount(client) == 13, "nothing applied")
+            var nulls: [String] = []
+            for try await id in try await client.query("SELECT transaction_id FROM app_store.transactions WHERE environment IS NULL ORDER BY 1", logger: logger).decode(String.self) {
+                nulls.append(id)
+            }
+            #expect(nulls == ["3001", "3002", "3003"], "the failed migration changed nothing")
+
+            try await client.query("UPDATE app_store.transactions SET environment = 'Sandbox' WHERE transaction_id = '3003'", logger: logger)
+            _ = try await Migrator().migrate(client, logger: logger)
+            var filled: [String] = []
+            let rows = try await client.query(
+                """
+                SELECT 't ' || transaction_id || ' ' || environment FROM app_store.transactions
+                UNION ALL SELECT 's ' || original_transaction_id || ' ' || environment FROM app_store.subscriptions ORDER BY 1
+                """,
+                logger: logger
+            )
+            for try await line in rows.decode(String.self) { filled.append(line) }
+            #expect(filled == ["s 3000 Production", "t 3001 Production", "t 3002 Sandbox", "t 3003 Sandbox"])
+            // The same IDs in the other environment are rows of their own.
+            try await client.query(
+                """
+                INSERT INTO app_store.transactions (transaction_id, original_transaction_id, signed_date, environment, signed_transaction)
+                VALUES ('3001', '3000', now(), 'Sandbox', 'x.y.z')
+                """,
+                logger: logger
+            )
+            try await client.query("INSERT INTO app_store.subscriptions (original_transaction_id, last_signed_date, environment) VALUES ('3000', now(), 'Sandbox')", logger: logger)
+            await #expect(throws: (any Error).self) {
+                try await client.query("INSERT INTO app_store.subscriptions (original_transaction_id, last_signed_date) VALUES ('3001', now())", logger: logger)
+            }
+        }
+    }
+
     @Test func secondMigrateAppliesNothingAndLeavesTheSchemaAsItWas() async throws {
         try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
             _ = try await Migrator().migrate(client, logger: logger)

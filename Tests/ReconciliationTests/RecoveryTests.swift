@@ -91,7 +91,7 @@ struct RecoveryTests {
                         newest[notification.originalTransactionId] = notification
                     }
                 }
-                let stored = try await store.subscriptions(Array(newest.keys))
+                let stored = try await store.subscriptions(Array(newest.keys), environment: harness.scenario.configuration.environment.rawValue)
                 for (customer, notification) in newest {
                     let row = try #require(stored[customer])
                     #expect(row.lastSignedDate.unixMilliseconds == notification.signedDate, "\(customer)")

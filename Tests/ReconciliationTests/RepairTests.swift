@@ -260,15 +260,15 @@ struct RepairTests {
             try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 try await harness.seedDeliveredNotifications(store)
-                let stored = try await store.subscriptions([account.originalTransactionId])[account.originalTransactionId]
+                let stored = try await store.subscriptions([account.originalTransactionId], environment: "Sandbox")[account.originalTransactionId]
                 #expect(stored?.appAccountToken == UUID(uuidString: account.latestTransaction.appAccountToken!), "the old token, as notified")
                 let repairs = try await harness.repair(baseURL, store).repair([.init(customer: account.originalTransactionId, reasons: [.named])], dryRun: false)
                 #expect(repairs.first?.outcome == .repaired, "counted as changed")
                 #expect(repairs.first?.changes.contains { $0.field == "appAccountToken" && $0.after == token } == true, "\(repairs.first?.changes ?? [])")
                 #expect(repairs.first?.transactionsChanged.isEmpty == false)
-                let row = try await store.subscriptions([account.originalTransactionId])[account.originalTransactionId]
+                let row = try await store.subscriptions([account.originalTransactionId], environment: "Sandbox")[account.originalTransactionId]
                 #expect(row?.appAccountToken == UUID(uuidString: token))
-                let tokens = try await store.transactions(ofCustomer: account.originalTransactionId).map(\.appAccountToken)
+                let tokens = try await store.transactions(ofCustomer: account.originalTransactionId, environment: "Sandbox").map(\.appAccountToken)
                 #expect(!tokens.isEmpty && tokens.allSatisfy { $0 == UUID(uuidString: token) })
             }
         }

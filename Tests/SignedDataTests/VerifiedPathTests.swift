@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import AppStoreSimulator
 import Foundation
 import SignedData
+import Synchronization
 import Testing
 
 @Suite("Payloads that verify, of every kind")
@@ -204,6 +205,76 @@ struct OnlineCheckTests {
         #expect(try await fixture.verifier(online: online).verifyTransaction(jws).reason == .certificateNotValidAtTime)
     }
 
+    /// Apple signs with a handful of chains: the good answer for one is kept (15 minutes at
+    /// most), and concurrent payloads share the check in flight. Without the cache, 1,000
+    /// notifications (three JWS each, two certificates per chain) would ask 6,000 times.
+    @Test func aThousandNotificationsSignedByOneChainCostAtMostAHandfulOfOCSPRequests() async throws {
+        let fixture = try Fixture { $0.ocspResponderURL = "http://ocsp.test/ocsp" }
+        let responder = CountingOCSPTransport(TestOCSPResponder(pki: fixture.pki, now: { Fixture.reference }))
+        let verifier = try fixture.verifier(online: OnlineChecks(transport: responder, now: { Fixture.reference }))
+        let notifications = try (0..<1_000).map { index in
+            var notification = try fixture.notification(signedDate: Fixture.signedDate + Int64(index))
+            notification.notificationUUID = UUID().uuidString.lowercased()
+            return try fixture.signer.sign(notification)
+        }
+        let verified = await withTaskGroup(of: Bool.self) { group in
+            for jws in notifications { group.addTask { await verifier.verifyNotification(jws).isVerified } }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(verified == 1_000)
+        #expect(responder.requests == 2, "one check of the chain: the leaf and the intermediate")
+    }
+
+    /// A good answer holds 15 minutes, and never past the leaf's expiry; an unreachable
+    /// responder or a revoked certificate is never kept, so the next payload asks again.
+    @Test func aGoodAnswerIsKeptFifteenMinutesAndAFailureIsNeverKept() async throws {
+        let clock = Mutex(Fixture.reference)
+        let fixture = try Fixture {
+            $0.ocspResponderURL = "http://ocsp.test/ocsp"
+            $0.leafValidity = (Fixture.reference - 100 * Fixture.day)...(Fixture.reference + 40 * 60)
+        }
+        var answers = TestOCSPResponder(pki: fixture.pki, now: { clock.withLock { $0 } })
+        let responder = CountingOCSPTransport(answers, failingFirst: 1)
+        let verifier = try fixture.verifier(online: OnlineChecks(transport: responder, now: { clock.withLock { $0 } }))
+        let jws = try fixture.signer.sign(Fixture.transaction())
+        func advance(minutes: Double) { clock.withLock { $0 += minutes * 60 } }
+
+        guard case .retryLater = await verifier.verifyTransaction(jws) else { Issue.record("an unreachable responder is retry later"); return }
+        #expect(responder.requests == 1)
+        #expect(await verifier.verifyTransaction(jws).isVerified, "the failure was not kept: asked again")
+        #expect(responder.requests == 3)
+        advance(minutes: 14)
+        #expect(await verifier.verifyTransaction(jws).isVerified)
+        #expect(responder.requests == 3, "kept for 15 minutes")
+        advance(minutes: 2)
+        #expect(await verifier.verifyTransaction(jws).isVerified)
+        #expect(responder.requests == 5, "asked again after 15 minutes")
+        // The leaf expires 40 minutes after the reference time: the answer got at 16 minutes is
+        // kept until 31, the one got at 31.5 only until 40.
+        advance(minutes: 15.5)
+        #expect(await verifier.verifyTransaction(jws).isVerified)
+        #expect(responder.requests == 7)
+        advance(minutes: 5)
+        #expect(await verifier.verifyTransaction(jws).isVerified)
+        #expect(responder.requests == 7)
+        advance(minutes: 5)
+        #expect(await verifier.verifyTransaction(jws).reason == .certificateNotValidAtTime, "not past the leaf's expiry")
+        #expect(responder.requests == 7)
+
+        // Revoked: rejected, and asked again every time.
+        let revokedFixture = try Fixture { $0.ocspResponderURL = "http://ocsp.test/ocsp" }
+        answers = TestOCSPResponder(pki: revokedFixture.pki, now: { Fixture.reference })
+        answers.revoked = [revokedFixture.pki.leaf]
+        let revoking = CountingOCSPTransport(answers)
+        let strict = try revokedFixture.verifier(online: OnlineChecks(transport: revoking, now: { Fixture.reference }))
+        let revokedJWS = try revokedFixture.signer.sign(Fixture.transaction())
+        for _ in 0..<3 {
+            let outcome = await strict.verifyTransaction(revokedJWS)
+            #expect(outcome.reason == .certificateNotValidAtTime && outcome.rejection?.detail.contains("revoked") == true, "\(outcome)")
+        }
+        #expect(revoking.requests == 3, "the revoked leaf is asked about each time (and the check stops there)")
+    }
+
     @Test func anUnreachableOCSPResponderMeansRetryLaterNotRejected() async throws {
         // Port 1 on loopback: nothing listens, the connection is refused.
         let fixture = try Fixture { $0.ocspResponderURL = "http://127.0.0.1:1/ocsp" }
@@ -214,5 +285,33 @@ struct OnlineCheckTests {
             return
         }
         #expect(reason.contains("OCSP"))
+    }
+}
+
+/// Answers OCSP requests in process with the test responder and counts them; the first
+/// `failingFirst` requests fail as an unreachable responder would.
+final class CountingOCSPTransport: OCSPTransport {
+    private let responder: TestOCSPResponder
+    private let state: Mutex<(requests: Int, failing: Int)>
+
+    init(_ responder: TestOCSPResponder, failingFirst: Int = 0) {
+        self.responder = responder
+        self.state = Mutex((0, failingFirst))
+    }
+
+    var requests: Int { state.withLock { $0.requests } }
+
+    struct Unreachable: Error, CustomStringConvertible {
+        var description: String { "connection refused" }
+    }
+
+    func send(request: [UInt8], to uri: String) async throws -> [UInt8] {
+        let fail = state.withLock { state in
+            state.requests += 1
+            defer { state.failing -= 1 }
+            return state.failing > 0
+        }
+        if fail { throw Unreachable() }
+        return try responder.respond(to: request)
     }
 }

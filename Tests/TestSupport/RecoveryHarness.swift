@@ -84,7 +84,8 @@ package struct RecoveryHarness: Sendable {
     package func mismatches(_ store: LedgerStore, accounts: [Scenario.Customer]? = nil) async throws -> [String] {
         var problems: [String] = []
         let accounts = accounts ?? scenario.customers
-        let rows = try await store.subscriptions(accounts.flatMap { $0.subscriptions.map(\.originalTransactionId) })
+        let environment = scenario.configuration.environment.rawValue
+        let rows = try await store.subscriptions(accounts.flatMap { $0.subscriptions.map(\.originalTransactionId) }, environment: environment)
         for customer in accounts {
             for subscription in customer.subscriptions {
                 let id = subscription.originalTransactionId
@@ -105,7 +106,7 @@ package struct RecoveryHarness: Sendable {
             for version in customer.transactionVersions { truth[version.transaction.transactionId!] = version.transaction }
             var stored: [String: TransactionRecord] = [:]
             for purchase in customer.purchases {
-                for row in try await store.transactions(ofCustomer: purchase.originalTransactionId) { stored[row.transactionId] = row }
+                for row in try await store.transactions(ofCustomer: purchase.originalTransactionId, environment: environment) { stored[row.transactionId] = row }
             }
             if Set(stored.keys) != Set(truth.keys) { problems.append("\(id): transactions \(stored.keys.sorted()) ≠ \(truth.keys.sorted())") }
             for (transactionId, expected) in truth {

@@ -317,7 +317,7 @@ package struct CustomerRepair: Sendable {
         var storedTransactions = state.transactions
         let unknown = members.subtracting(known).sorted()
         if !unknown.isEmpty {
-            let more = try await store.rows(of: unknown)
+            let more = try await store.rows(of: unknown, environment: environment)
             storedSubscriptions.merge(more.subscriptions) { stored, _ in stored }
             storedTransactions += more.transactions
         }

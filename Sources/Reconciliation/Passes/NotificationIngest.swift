@@ -54,7 +54,7 @@ package struct NotificationIngest: Sendable {
     /// The second half: payloads already verified, recorded in one database transaction; the
     /// outcome of each, in the order given.
     package func ingest(verified inputs: [RecoveryPlanner.Input]) async throws -> [Outcome] {
-        let snapshot = try await PageInputs.snapshot(for: inputs, store: store)
+        let snapshot = try await PageInputs.snapshot(for: inputs, environment: verifier.configuration.environment, store: store)
         var memory = RecoveryPlanner.RunMemory()
         var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
         plan.batch.deliverTo = deliverTo

@@ -279,7 +279,7 @@ package struct NotificationRecovery: Sendable {
                 do {
                     if let next = try await pipeline.next() {
                         let inputs = next.inputs
-                        upcoming = .taken(next, inputs.isEmpty ? nil : Task { try await PageInputs.snapshot(for: inputs, store: store) })
+                        upcoming = .taken(next, inputs.isEmpty ? nil : Task { try await PageInputs.snapshot(for: inputs, environment: verifier.configuration.environment, store: store) })
                     } else {
                         upcoming = .ended
                     }
@@ -340,7 +340,7 @@ package struct NotificationRecovery: Sendable {
             return !tally.rejectedPayloads.insert(SHA256.hash(data: Array(content))).inserted
         }
         let snapshot: RecoveryPlanner.LedgerSnapshot
-        if let started { snapshot = try await started.value } else { snapshot = try await PageInputs.snapshot(for: inputs, store: store) }
+        if let started { snapshot = try await started.value } else { snapshot = try await PageInputs.snapshot(for: inputs, environment: verifier.configuration.environment, store: store) }
 
         var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &tally.memory)
         let deferred = zip(plan.decisions, inputs).compactMap { decision, input in decision.action == .retryLater ? input.item : nil }

@@ -17,10 +17,15 @@ enum PageInputs {
         }
     }
 
-    static func snapshot(for inputs: [RecoveryPlanner.Input], store: LedgerStore) async throws -> RecoveryPlanner.LedgerSnapshot {
+    /// What the ledger holds of `environment` (the verifier's: every verified payload is of it)
+    /// for a page's verified notifications.
+    static func snapshot(
+        for inputs: [RecoveryPlanner.Input], environment: AppStoreEnvironment, store: LedgerStore
+    ) async throws -> RecoveryPlanner.LedgerSnapshot {
         let verified = inputs.compactMap { $0.outcome.verifiedPayload }
         // pageState looks each key up once, duplicates aside.
         let state = try await store.pageState(
+            environment: environment.rawValue,
             notifications: verified.compactMap { UUID(uuidString: $0.payload.notificationUUID) },
             customers: verified.compactMap { $0.transaction?.originalTransactionId ?? $0.renewalInfo?.originalTransactionId },
             transactions: verified.compactMap { $0.transaction?.transactionId }

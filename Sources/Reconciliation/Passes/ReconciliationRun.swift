@@ -263,7 +263,7 @@ package struct ReconciliationRun: Sendable {
         case .named(let transactionIds):
             for id in transactionIds {
                 guard CustomerRepair.isWellFormedTransactionId(id) else { throw NotATransactionId(text: id) }
-                let customer = try await store.customer(ofTransaction: id) ?? id
+                let customer = try await store.customer(ofTransaction: id, environment: environment.rawValue) ?? id
                 targets.append(CustomerRepair.Target(customer: customer, transactionId: id, reasons: [.named]))
             }
         }
