@@ -67,7 +67,10 @@ struct CustomerLife {
             self.renewal = RenewalInfoPayload(originalTransactionId: originalTransactionId)
         }
 
-        mutating func purchase(at date: Int64, reason: String) {
+        /// A new transaction of the purchase, of `product` (the purchase's own unless told) lasting
+        /// `duration` (one period unless told).
+        mutating func purchase(at date: Int64, reason: String, product: String? = nil, duration: Int64? = nil) {
+            let productId = product ?? self.productId
             var transaction = TransactionPayload(
                 transactionId: transactionCount == 0 ? originalTransactionId : String(Int64(originalTransactionId)! + Int64(transactionCount)),
                 originalTransactionId: originalTransactionId
@@ -79,7 +82,7 @@ struct CustomerLife {
             transaction.subscriptionGroupIdentifier = kind.group
             transaction.purchaseDate = date
             transaction.originalPurchaseDate = versions.first?.transaction.purchaseDate ?? date
-            transaction.expiresDate = kind.type == .autoRenewable ? date + period : nil
+            transaction.expiresDate = kind.type == .autoRenewable ? date + (duration ?? period) : nil
             transaction.quantity = 1
             transaction.type = kind.type
             transaction.inAppOwnershipType = kind.ownership
@@ -103,7 +106,7 @@ struct CustomerLife {
             renewal.expirationIntent = nil
             renewal.isInBillingRetryPeriod = false
             renewal.gracePeriodExpiresDate = nil
-            renewal.renewalDate = date + period
+            renewal.renewalDate = date + (duration ?? period)
             renewal.recentSubscriptionStartDate = transaction.originalPurchaseDate
             renewal.environment = configuration.environment
             renewal.renewalPrice = 4990
@@ -116,9 +119,11 @@ struct CustomerLife {
             "7a1e0000-0000-4000-8000-" + String(String(index, radix: 16).suffix(12)).leftPadded(to: 12)
         }
 
-        mutating func emit(_ type: NotificationType, _ subtype: NotificationSubtype?, at date: Int64) {
+        /// A notification about the current transaction, or about `other` (a refund request about
+        /// an earlier one).
+        mutating func emit(_ type: NotificationType, _ subtype: NotificationSubtype?, at date: Int64, about other: TransactionPayload? = nil) {
             guard date <= now else { return }
-            var transaction = current
+            var transaction = other ?? current
             transaction.signedDate = date
             guard kind.type == .autoRenewable else {
                 // One-time purchases carry no renewal info and no status.
@@ -166,12 +171,46 @@ struct CustomerLife {
             emit(.refund, nil, at: refunded)
         }
 
+        /// The main subscription of one account in 29 starts on the annual plan and upgrades.
+        static func upgrades(index: Int, kind: Kind) -> Bool {
+            kind.idOffset == Kind.main.idOffset && index % 29 == 11
+        }
+
+        /// An annual plan (12 periods) upgraded to the monthly one, a higher level of the same
+        /// group, 1.5 periods in. The upgrade takes effect at once (DID_CHANGE_RENEWAL_PREF,
+        /// UPGRADE, carrying the new transaction) and Apple marks the annual transaction
+        /// `isUpgraded`; its expiry stays the annual one, later than the monthly's. A quarter period
+        /// later the customer asks for a refund of the annual plan: CONSUMPTION_REQUEST, then
+        /// REFUND_DECLINED, both carrying the upgraded-from transaction. Returns when the monthly
+        /// plan comes up for renewal, nil when the present comes first.
+        mutating func upgradeFromAnnual(first: Int64) -> Int64? {
+            purchase(at: first, reason: "PURCHASE", product: configuration.bundleId + ".annual", duration: 12 * period)
+            emit(.subscribed, .initialBuy, at: first)
+            let upgraded = first + period + period / 2
+            guard upgraded <= now else { return nil }
+            var annual = current
+            annual.isUpgraded = true
+            annual.signedDate = upgraded
+            versions.append(Scenario.TransactionVersion(modified: upgraded, transaction: annual))
+            purchase(at: upgraded, reason: "PURCHASE")
+            emit(.didChangeRenewalPref, .upgrade, at: upgraded)
+            emit(.consumptionRequest, nil, at: upgraded + period / 4, about: annual)
+            emit(.refundDeclined, nil, at: upgraded + period / 3, about: annual)
+            return upgraded + period
+        }
+
         mutating func live(random: inout SeededGenerator) {
             let start = now - Int64(configuration.history * 1000)
             let first = start + Int64.random(in: 0...max(1, Int64(configuration.history * 500)), using: &random)
-            purchase(at: first, reason: "PURCHASE")
-            emit(.subscribed, .initialBuy, at: first)
-            var expires = first + period
+            var expires: Int64
+            if Self.upgrades(index: index, kind: kind) {
+                guard let renewal = upgradeFromAnnual(first: first) else { return }
+                expires = renewal
+            } else {
+                purchase(at: first, reason: "PURCHASE")
+                emit(.subscribed, .initialBuy, at: first)
+                expires = first + period
+            }
             while expires <= now {
                 // Above the renewal share, the other fates keep their relative sizes.
                 let draw = Double.random(in: 0..<1, using: &random)

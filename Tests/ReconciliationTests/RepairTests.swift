@@ -245,6 +245,56 @@ struct RepairTests {
         }
     }
 
+    /// The simulator's upgrade: an annual plan upgraded to the monthly one, whose transaction
+    /// Apple marks `isUpgraded` and whose expiry stays the annual one, later than the monthly's;
+    /// then a refund request about the annual plan (CONSUMPTION_REQUEST, REFUND_DECLINED), which
+    /// carries that transaction. Recorded live, it leaves the subscription on the monthly plan and
+    /// its expiry, and pass 2 selects the account for its transaction history.
+    @Test func aRefundRequestAboutAnUpgradedFromAnnualPlanLeavesProductAndExpiryAndPassTwoSelectsTheAccount() async throws {
+        let harness = try RecoveryHarness(customers: 60, seed: 48, outageHours: 2)
+        let upgraded = harness.scenario.customers.filter { account in
+            account.transactionVersions.contains { $0.transaction.isUpgraded == true && $0.transaction.productId?.hasSuffix(".annual") == true }
+        }
+        try #require(upgraded.count >= 2)
+        for account in upgraded {
+            let requests = harness.scenario.notifications.filter {
+                $0.customer == account.index && [.consumptionRequest, .refundDeclined].contains($0.type) && $0.transaction.isUpgraded == true
+            }
+            #expect(requests.count == 2, "a refund request about the upgraded-from plan, declined")
+            #expect(requests.allSatisfy { ($0.transaction.expiresDate ?? 0) > (account.latestTransaction.expiresDate ?? .max) }, "it expires later")
+        }
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, _ in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                // Each account's notifications as a live receiver records them, up to the declined
+                // refund (the monthly plan's next renewal would mend a wrong row): the row is the
+                // monthly plan the upgrade started, with its expiry.
+                let ingest = NotificationIngest(verifier: try harness.verifier(), store: store)
+                let ids = upgraded.map(\.originalTransactionId)
+                for account in upgraded {
+                    let own = harness.scenario.notifications.filter { $0.customer == account.index && $0.originalTransactionId == account.originalTransactionId }
+                    let declined = try #require(own.first { $0.type == .refundDeclined })
+                    let upgrade = try #require(own.first { $0.type == .didChangeRenewalPref && $0.subtype == .upgrade })
+                    try await ingest.ingest(signedPayloads: own.filter { $0.signedDate <= declined.signedDate }.map { try harness.api.signNotification($0) })
+                    let row = try await store.subscriptions([account.originalTransactionId], environment: "Sandbox")[account.originalTransactionId]
+                    #expect(row?.productId == upgrade.transaction.productId, "\(account.originalTransactionId): the monthly plan")
+                    #expect(row?.expiresDate?.unixMilliseconds == upgrade.transaction.expiresDate, "\(account.originalTransactionId): its expiry")
+                    #expect(upgrade.transaction.productId?.hasSuffix(".monthly") == true)
+                }
+                // Then every notification.
+                let all = harness.scenario.notifications
+                for start in stride(from: 0, to: all.count, by: 200) {
+                    try await ingest.ingest(signedPayloads: all[start..<min(start + 200, all.count)].map { try harness.api.signNotification($0) })
+                }
+                var targets: [CustomerRepair.Target] = []
+                try await harness.repair(baseURL, store).scanLedger { target in
+                    if ids.contains(target.customer) { targets.append(target) }
+                }
+                #expect(Set(targets.filter { $0.reasons.contains(.refundFlow) }.map(\.customer)) == Set(ids))
+            }
+        }
+    }
+
     @Test func aTokenChangedBySetAppAccountTokenOnlyIsWrittenByPassTwoAndCountedAsChanged() async throws {
         let probe = try RecoveryHarness(customers: 30, seed: 49, outageHours: 2)
         // An account whose every notification was delivered: only Apple's present differs.
