@@ -5,6 +5,13 @@
 -- its app set at purchase). The ledger kept those facts only inside the signed payloads; this
 -- migration gives them columns, fills them for the rows recorded before it, indexes the token,
 -- and adds the view app_store.entitlements.
+--
+-- Amended after migration 0014 keyed transactions and subscriptions by environment: the fills
+-- below match rows by environment as well as by ID, so that running this file again (psql, or
+-- `migrate` adopting a psql-applied ledger) never copies one environment's values onto the
+-- other's row of the same ID. What it writes on a ledger without such pairs is unchanged, and a
+-- ledger that applied the earlier text keeps it:
+-- amends checksum 4ffeeade62975ccf64fe9d6503b4e07c4fd32b66deff15accdcd82a73fde1acb
 
 -- The payload (second part) of a compact JWS (header.payload.signature, base64url without
 -- padding), as jsonb; NULL when the text is not three base64url parts, or the payload is not a
@@ -113,7 +120,7 @@ UPDATE app_store.transactions t SET
     revocation_percentage = d.revocation_percentage,
     app_transaction_id = d.app_transaction_id
 FROM (
-    SELECT x.transaction_id,
+    SELECT x.transaction_id, x.environment,
         coalesce(x.app_account_token, CASE WHEN x.p ->> 'appAccountToken'
             ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
             THEN (x.p ->> 'appAccountToken')::uuid END) AS app_account_token,
@@ -144,7 +151,7 @@ FROM (
     ) x
     WHERE x.p IS NOT NULL
 ) d
-WHERE t.transaction_id = d.transaction_id
+WHERE t.transaction_id = d.transaction_id AND t.environment IS NOT DISTINCT FROM d.environment
   AND (t.app_account_token, t.in_app_ownership_type, t.subscription_group_identifier, t.web_order_line_item_id,
        t.quantity, t.price, t.currency, t.storefront, t.offer_type, t.offer_identifier, t.transaction_reason,
        t.revocation_type, t.revocation_percentage, t.app_transaction_id)
@@ -168,7 +175,7 @@ UPDATE app_store.subscriptions s SET
     offer_type = d.offer_type,
     offer_identifier = d.offer_identifier
 FROM (
-    SELECT x.original_transaction_id,
+    SELECT x.original_transaction_id, x.environment,
         coalesce(x.app_account_token, tx.app_account_token, CASE WHEN ri.p ->> 'appAccountToken'
             ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
             THEN (ri.p ->> 'appAccountToken')::uuid END) AS app_account_token,
@@ -194,6 +201,7 @@ FROM (
         SELECT t.app_account_token, t.subscription_group_identifier, t.in_app_ownership_type
         FROM app_store.transactions t
         WHERE t.original_transaction_id = x.original_transaction_id
+            AND (x.environment IS NULL OR t.environment IS NOT DISTINCT FROM x.environment)
         ORDER BY t.purchase_date DESC NULLS LAST, t.signed_date DESC, t.transaction_id DESC
         LIMIT 1
     ) tx ON true
@@ -205,12 +213,13 @@ FROM (
         -- Not signed after the row's state: a row a repair wrote from Apple's present state
         -- may be newer than every stored notification, and older renewal facts must not fill it.
         WHERE n.original_transaction_id = x.original_transaction_id AND r.p IS NOT NULL
+            AND (x.environment IS NULL OR n.environment IS NOT DISTINCT FROM x.environment)
             AND n.signed_date <= x.last_signed_date
         ORDER BY n.signed_date DESC, n.recorded_at DESC
         LIMIT 1
     ) ri ON true
 ) d
-WHERE s.original_transaction_id = d.original_transaction_id
+WHERE s.original_transaction_id = d.original_transaction_id AND s.environment IS NOT DISTINCT FROM d.environment
   AND (s.app_account_token, s.subscription_group_identifier, s.in_app_ownership_type, s.expiration_intent,
        s.price_increase_status, s.renewal_price, s.currency, s.offer_type, s.offer_identifier)
       IS DISTINCT FROM

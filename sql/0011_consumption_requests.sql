@@ -15,6 +15,11 @@
 --                  History records it, else (a live delivery, which is that attempt) its signedDate;
 --   deadline_date  sent_date + 12 hours;
 --   reason         data.consumptionRequestReason (UNINTENDED_PURCHASE, FULFILLMENT_ISSUE, …).
+--
+-- Amended after migration 0014 keyed transactions by environment: the backfill takes product and
+-- token from the transaction of the request's own environment, so that running this file again
+-- never mixes the two. A ledger that applied the earlier text keeps it:
+-- amends checksum 0d27cf367707a6c821d734f4d872a57438a1ab3b12a2265ce41776d5b71f94c7
 CREATE TABLE IF NOT EXISTS app_store.consumption_requests (
     notification_uuid       uuid PRIMARY KEY,
     environment             text NOT NULL,
@@ -42,6 +47,7 @@ SELECT n.notification_uuid, coalesce(n.environment, ''), n.original_transaction_
     n.signed_date, n.signed_date + interval '12 hours'
 FROM app_store.notifications n
 LEFT JOIN app_store.transactions t ON t.transaction_id = n.transaction_id
+    AND (t.environment IS NULL OR t.environment = n.environment)
 WHERE n.notification_type = 'CONSUMPTION_REQUEST' AND n.original_transaction_id IS NOT NULL
 ON CONFLICT (notification_uuid) DO NOTHING;
 

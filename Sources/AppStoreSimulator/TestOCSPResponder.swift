@@ -12,8 +12,9 @@ import X509
 /// an answer it gets wrong fails verification rather than passing unnoticed.
 package struct TestOCSPResponder: Sendable {
     package let pki: TestPKI
-    /// The responder's clock: `producedAt` and `thisUpdate`; `nextUpdate` is an hour later.
+    /// The responder's clock: `producedAt` and `thisUpdate`; `nextUpdate` is `answersHold` later.
     package var now: @Sendable () -> Date
+    package var answersHold: TimeInterval = 3_600
     /// Certificates answered as revoked (the leaf, the intermediate).
     package var revoked: [Certificate] = []
 
@@ -57,7 +58,7 @@ package struct TestOCSPResponder: Sendable {
                         single.appendPrimitiveNode(identifier: ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific)) { _ in }
                     }
                     try single.serialize(Self.generalizedTime(time))
-                    try single.serialize(Self.generalizedTime(time + 3_600), explicitlyTaggedWithTagNumber: 0, tagClass: .contextSpecific)
+                    try single.serialize(Self.generalizedTime(time + answersHold), explicitlyTaggedWithTagNumber: 0, tagClass: .contextSpecific)
                 }
             }
             if let extensions = parsed.extensions {

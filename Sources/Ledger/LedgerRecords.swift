@@ -120,8 +120,11 @@ package struct StoredAccountState: Sendable {
 package struct LedgerBatchOutcome: Hashable, Sendable {
     package var insertedNotifications: Set<UUID> = []
     /// The transaction and subscription rows the batch moved to its newer information: their
-    /// content changed, or only their signing time when the newer version said the same (the
-    /// change feed and a run's record of changes leave those out).
+    /// content changed, or only their signing time when the newer version said the same.
+    package var writtenTransactions: Set<String> = []
+    package var writtenSubscriptions: Set<String> = []
+    /// Those of them whose content changed (what the change feed and a run's record of changes
+    /// hold, and what a repair counts).
     package var changedTransactions: Set<String> = []
     package var changedSubscriptions: Set<String> = []
     package init() {}

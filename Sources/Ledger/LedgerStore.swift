@@ -176,8 +176,14 @@ package struct LedgerStore: Sendable {
         for try await (kind, key) in try await connection.execute(statement, logger: logger) {
             switch RowsWrite.Written(rawValue: kind) {
             case .notification: if let uuid = UUID(uuidString: key) { outcome.insertedNotifications.insert(uuid) }
-            case .transaction: outcome.changedTransactions.insert(key)
-            case .subscription: outcome.changedSubscriptions.insert(key)
+            case .transaction: outcome.writtenTransactions.insert(key)
+            case .subscription: outcome.writtenSubscriptions.insert(key)
+            case .changedTransaction:
+                outcome.writtenTransactions.insert(key)
+                outcome.changedTransactions.insert(key)
+            case .changedSubscription:
+                outcome.writtenSubscriptions.insert(key)
+                outcome.changedSubscriptions.insert(key)
             case nil: throw LedgerColumnMismatch(column: "kind")
             }
         }
@@ -201,9 +207,9 @@ package struct LedgerStore: Sendable {
         typealias Row = (Int16, String)
 
         /// What a returned row reports: its key is a notification inserted, a transaction or a
-        /// subscription changed.
+        /// subscription written with its signing time alone moved, or written with its content changed.
         enum Written: Int16 {
-            case notification = 1, transaction, subscription
+            case notification = 1, transaction, subscription, changedTransaction, changedSubscription
         }
 
         static let sql = """
@@ -243,7 +249,7 @@ package struct LedgerStore: Sendable {
                         ELSE app_store.transactions.signed_transaction END,
                     updated_at = CASE WHEN \(transactionChanges) THEN now() ELSE app_store.transactions.updated_at END
                 WHERE app_store.transactions.signed_date < EXCLUDED.signed_date
-                RETURNING transaction_id
+                RETURNING transaction_id, updated_at = now() AS content_changed
             ), written_subscriptions AS (
                 INSERT INTO app_store.subscriptions (\(SubscriptionRecord.selectList()))
                 SELECT \(SubscriptionRecord.values(from: "r"))
@@ -271,8 +277,10 @@ package struct LedgerStore: Sendable {
                 SELECT set_config('app_store.change_context', $20::text, true) AS value
             )
             SELECT \(Written.notification.rawValue)::smallint, notification_uuid::text FROM inserted_notifications
-            UNION ALL SELECT \(Written.transaction.rawValue)::smallint, transaction_id FROM written_transactions
-            UNION ALL SELECT \(Written.subscription.rawValue)::smallint, original_transaction_id FROM written_subscriptions
+            UNION ALL SELECT CASE WHEN content_changed THEN \(Written.changedTransaction.rawValue)::smallint
+                ELSE \(Written.transaction.rawValue)::smallint END, transaction_id FROM written_transactions
+            UNION ALL SELECT CASE WHEN content_changed THEN \(Written.changedSubscription.rawValue)::smallint
+                ELSE \(Written.subscription.rawValue)::smallint END, original_transaction_id FROM written_subscriptions
             UNION ALL SELECT \(Written.notification.rawValue)::smallint, value FROM context WHERE value IS NULL
             """
 
@@ -281,8 +289,9 @@ package struct LedgerStore: Sendable {
         /// guard: a version signed between the two must not win) and nothing else: the stored
         /// JWS stays the one that first said it, `updated_at` stays the time the content last
         /// changed, and the run's record of changes leaves it out, as the change feed's triggers
-        /// do (migration 0015). The statement still reports the row as written: the notification
-        /// was applied (it is the newest the ledger has), not stale.
+        /// do (migration 0015). The statement reports the row as written but not changed: the
+        /// notification was applied (it is the newest the ledger has), not stale, and a repair
+        /// that only re-signed a row changed nothing.
         static let transactionChanges = TransactionRecord.contentChanges(table: "app_store.transactions")
         static let subscriptionChanges = SubscriptionRecord.contentChanges(table: "app_store.subscriptions")
 

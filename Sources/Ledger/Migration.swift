@@ -16,6 +16,20 @@ package struct Migration: Hashable, Sendable {
         }.joined()
     }
 
+    /// The checksums a ledger may have recorded for this file: its own, and those of the earlier
+    /// texts it amends. A file amended after release (a fix that must hold when the file runs
+    /// again, say) names each earlier text's checksum on a comment line of its own,
+    /// `-- amends checksum <hex>`, and says why beside it; a ledger that applied the earlier
+    /// text is then not refused.
+    package var acceptedChecksums: Set<String> {
+        var accepted: Set<String> = [checksum]
+        for line in text.split(separator: "\n") {
+            let words = line.split(separator: " ")
+            if words.count == 4, words[0] == "--", words[1] == "amends", words[2] == "checksum" { accepted.insert(String(words[3])) }
+        }
+        return accepted
+    }
+
     package var statements: [String] { SQLScript.statements(in: text) }
 
     package init(version: Int, name: String, text: String) {
@@ -71,7 +85,7 @@ package enum MigrationPlan: Hashable, Sendable {
                 )
                 return
             }
-            if file.checksum != record.checksum {
+            if !file.acceptedChecksums.contains(record.checksum) {
                 self = .refuse(
                     "migration \(record.name) was edited after it was applied (checksum \(record.checksum.prefix(12))… "
                         + "recorded, \(file.checksum.prefix(12))… now); restore the original file and add a new migration instead"

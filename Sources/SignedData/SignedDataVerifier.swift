@@ -255,11 +255,14 @@ public final class SignedDataVerifier: Sendable {
         }
     }
 
-    /// Current-time validation, then the same again with OCSP for the leaf and the intermediate.
-    /// Its good answers are kept in `onlineChecks`.
-    private func validateOnline(_ chain: AppleCertificateChain, _ online: OnlineChecks, at now: Date) async -> VerificationOutcome<Void> {
+    /// Current-time validation, then the same again with OCSP for the leaf and the intermediate;
+    /// with the time the OCSP answers hold until (their earliest `nextUpdate`). Its good answers
+    /// are kept in `onlineChecks`.
+    private func validateOnline(
+        _ chain: AppleCertificateChain, _ online: OnlineChecks, at now: Date
+    ) async -> (outcome: VerificationOutcome<Void>, holdsUntil: Date?) {
         guard let own = chain.ownValidity, own.contains(now) else {
-            return .rejected(Rejection(.certificateNotValidAtTime, notValidDetail(chain, at: now, what: "checked (online, current time)")))
+            return (.rejected(Rejection(.certificateNotValidAtTime, notValidDetail(chain, at: now, what: "checked (online, current time)"))), nil)
         }
         var plain = Verifier(rootCertificates: roots) {
             AppleMarkerExtensionsPolicy()
@@ -267,9 +270,9 @@ public final class SignedDataVerifier: Sendable {
         }
         switch await plain.validate(leaf: chain.leaf, intermediates: CertificateStore([chain.intermediate])) {
         case .validCertificate(let validated):
-            if let rejection = checkShape(Array(validated), chain) { return .rejected(rejection) }
+            if let rejection = checkShape(Array(validated), chain) { return (.rejected(rejection), nil) }
         case .couldNotValidate:
-            return .rejected(Rejection(.untrustedChain, "the leaf and intermediate do not chain to a configured root certificate valid now"))
+            return (.rejected(Rejection(.untrustedChain, "the leaf and intermediate do not chain to a configured root certificate valid now")), nil)
         }
         let requester = FailureRecordingRequester(online.transport)
         var revocation = Verifier(rootCertificates: roots) {
@@ -279,13 +282,13 @@ public final class SignedDataVerifier: Sendable {
         }
         switch await revocation.validate(leaf: chain.leaf, intermediates: CertificateStore([chain.intermediate])) {
         case .validCertificate:
-            return .verified(())
+            return (.verified(()), requester.earliestNextUpdate)
         case .couldNotValidate(let failures):
             if let networkProblem = requester.firstFailure {
-                return .retryLater("the OCSP revocation check could not be completed: \(networkProblem)")
+                return (.retryLater("the OCSP revocation check could not be completed: \(networkProblem)"), nil)
             }
             let reason = failures.first.map { String(describing: $0.policyFailureReason).prefix(200) } ?? "unknown"
-            return .rejected(Rejection(.certificateNotValidAtTime, "the OCSP revocation check failed: \(reason)"))
+            return (.rejected(Rejection(.certificateNotValidAtTime, "the OCSP revocation check failed: \(reason)")), nil)
         }
     }
 
@@ -319,18 +322,24 @@ public final class SignedDataVerifier: Sendable {
 
 /// Sends OCSP requests through the configured transport and remembers whether one of them got
 /// no answer, so that an unreachable responder reads as "retry later" rather than as a
-/// revoked certificate.
+/// revoked certificate, and until when the answers hold (their earliest `nextUpdate`).
 private final class FailureRecordingRequester: OCSPRequester {
     private let transport: any OCSPTransport
     private let failure = Mutex<String?>(nil)
+    private let nextUpdate = Mutex<Date?>(nil)
 
     init(_ transport: any OCSPTransport) { self.transport = transport }
 
     var firstFailure: String? { failure.withLock { $0 } }
+    var earliestNextUpdate: Date? { nextUpdate.withLock { $0 } }
 
     func query(request: [UInt8], uri: String) async -> OCSPRequesterQueryResult {
         do {
-            return .response(try await transport.send(request: request, to: uri))
+            let response = try await transport.send(request: request, to: uri)
+            if let holds = OCSPAnswerValidity.nextUpdate(of: response) {
+                nextUpdate.withLock { $0 = min($0 ?? holds, holds) }
+            }
+            return .response(response)
         } catch {
             failure.withLock { if $0 == nil { $0 = "\(uri): \(error)" } }
             return .terminalError(error)

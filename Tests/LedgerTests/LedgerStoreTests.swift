@@ -61,6 +61,47 @@ struct LedgerStoreTests {
         }
     }
 
+    /// A newer version that says what the row says (a live notification re-signed, or a repair
+    /// racing `serve`) moves the signing time alone: reported written, not changed; the stored
+    /// JWS and `updated_at` stay, and a run's record of changes gets nothing.
+    @Test func aNewerVersionWithTheSameContentMovesOnlyTheSigningTimeAndIsNotAChange() async throws {
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            var first = LedgerBatch(cause: .webhook)
+            first.transactions = [Self.transaction("1001", customer: "1000", signedAt: Date(timeIntervalSince1970: 1_000), signed: "first.jws.sig")]
+            first.subscriptions = [Self.subscription(signedAt: 1_000, status: 1)]
+            let inserted = try await store.apply(first, runId: nil)
+            #expect(inserted.changedTransactions == ["1001"] && inserted.changedSubscriptions == ["1000"], "new rows are changes")
+            /// (stored JWS or "-", signing time in seconds, updated_at) of the transaction, then the subscription.
+            func stored() async throws -> [[String]] {
+                let query: PostgresQuery = """
+                    SELECT signed_transaction || '|' || round(extract(epoch FROM signed_date))::text || '|' || extract(epoch FROM updated_at)::text
+                    FROM app_store.transactions
+                    UNION ALL SELECT '-|' || round(extract(epoch FROM last_signed_date))::text || '|' || extract(epoch FROM updated_at)::text
+                    FROM app_store.subscriptions
+                    """
+                var rows: [[String]] = []
+                for try await line in try await client.query(query).decode(String.self) { rows.append(line.split(separator: "|").map(String.init)) }
+                return rows
+            }
+            let before = try await stored()
+
+            let runId = try await store.startRun(kind: .run, environment: "Sandbox", windowStart: nil, windowEnd: nil)
+            var again = LedgerBatch(cause: .repair)
+            again.transactions = [Self.transaction("1001", customer: "1000", signedAt: Date(timeIntervalSince1970: 2_000), signed: "second.jws.sig")]
+            again.subscriptions = [Self.subscription(signedAt: 2_000, status: 1)]
+            again.subscriptionsBefore = ["1000": Self.subscription(signedAt: 1_000, status: 1)]
+            let outcome = try await store.apply(again, runId: runId)
+            #expect(outcome.writtenTransactions == ["1001"] && outcome.writtenSubscriptions == ["1000"])
+            #expect(outcome.changedTransactions.isEmpty && outcome.changedSubscriptions.isEmpty, "nothing the rows say changed")
+            let after = try await stored()
+            #expect(after.map { $0[0] } == ["first.jws.sig", "-"], "the JWS that first said it")
+            #expect(after.map { $0[1] } == ["2000", "2000"], "the newer signing time")
+            #expect(after.map { $0[2] } == before.map { $0[2] }, "updated_at: when the content last changed")
+            #expect(try await store.subscriptionChanges(ofRun: runId, after: nil, limit: 10).isEmpty)
+        }
+    }
+
     @Test func aRunsRecordOfChangesKeepsTheRowBeforeItsFirstChangeAndTheNewestAfterIt() async throws {
         try await TestDatabase.withFreshLedger { client, _ in
             let store = LedgerStore(client: client, logger: TestDatabase.logger)

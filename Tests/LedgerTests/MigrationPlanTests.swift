@@ -24,6 +24,26 @@ struct MigrationPlanTests {
         #expect(reason.contains("was edited after it was applied"))
     }
 
+    /// A file amended after release names the earlier text's checksum: a ledger that applied the
+    /// earlier text goes on; any other text is still refused. The bundled 0006 and 0011 were
+    /// amended this way (migration 0014), and accept the texts ledgers applied before.
+    @Test func anAmendedFileAcceptsTheChecksumOfTheTextItAmendsAndNoOther() {
+        let amended = Migration(
+            version: 1, name: first.name, text: "-- amends checksum \(first.checksum)\nCREATE TABLE IF NOT EXISTS a (x int);"
+        )
+        let applied = [AppliedMigration(version: 1, name: first.name, checksum: first.checksum)]
+        #expect(MigrationPlan(available: [amended, second], applied: applied) == .apply([second]))
+        let other = [AppliedMigration(version: 1, name: first.name, checksum: "0123456789abcdef")]
+        guard case .refuse = MigrationPlan(available: [amended, second], applied: other) else {
+            Issue.record("expected a refusal")
+            return
+        }
+        let bundled = Dictionary(uniqueKeysWithValues: Migration.bundled.map { ($0.version, $0) })
+        #expect(bundled[6]?.acceptedChecksums.contains("4ffeeade62975ccf64fe9d6503b4e07c4fd32b66deff15accdcd82a73fde1acb") == true)
+        #expect(bundled[11]?.acceptedChecksums.contains("0d27cf367707a6c821d734f4d872a57438a1ab3b12a2265ce41776d5b71f94c7") == true)
+        #expect(bundled[6]?.acceptedChecksums.count == 2 && bundled[11]?.acceptedChecksums.count == 2)
+    }
+
     @Test func anAppliedVersionThisBuildLacksRefusesThePlan() {
         let applied = [AppliedMigration(version: 7, name: "0007_x.sql", checksum: "x")]
         guard case .refuse(let reason) = MigrationPlan(available: [first], applied: applied) else {

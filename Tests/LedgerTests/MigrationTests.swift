@@ -154,6 +154,55 @@ struct MigrationTests {
         }
     }
 
+    /// Running every file again (the README's psql loop at each deploy, or `migrate` adopting a
+    /// psql-applied ledger) once the same IDs are stored in both environments leaves each
+    /// environment's rows as they were: 0006's and 0011's fills match by environment.
+    @Test func runningEveryFileAgainNeverCopiesOneEnvironmentsValuesOntoTheOthersRows() async throws {
+        func jws(_ json: String) -> String {
+            let payload = Data(json.utf8).base64EncodedString()
+                .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            return "eyJhbGciOiJFUzI1NiJ9.\(payload).c2ln"
+        }
+        let production = jws(#"{"transactionId":"4001","appAccountToken":"11111111-1111-4111-8111-111111111111","price":1000,"currency":"USD"}"#)
+        let sandbox = jws(#"{"transactionId":"4001","appAccountToken":"22222222-2222-4222-8222-222222222222","price":2000,"currency":"EUR"}"#)
+        try await TestDatabase.withFreshLedger { client, _ in
+            try await client.query(
+                """
+                INSERT INTO app_store.transactions (transaction_id, original_transaction_id, signed_date, environment, signed_transaction,
+                    app_account_token, price, currency, purchase_date)
+                VALUES ('4001', '4000', now(), 'Production', \(production), '11111111-1111-4111-8111-111111111111', 1000, 'USD', now()),
+                       ('4001', '4000', now(), 'Sandbox', \(sandbox), '22222222-2222-4222-8222-222222222222', 2000, 'EUR', now() - interval '1 day')
+                """,
+                logger: logger
+            )
+            try await client.query(
+                """
+                INSERT INTO app_store.subscriptions (original_transaction_id, environment, last_signed_date, app_account_token)
+                VALUES ('4000', 'Production', now(), '11111111-1111-4111-8111-111111111111'),
+                       ('4000', 'Sandbox', now(), '22222222-2222-4222-8222-222222222222')
+                """,
+                logger: logger
+            )
+            func rows() async throws -> [String] {
+                var found: [String] = []
+                let query = """
+                    SELECT 't ' || environment || ' ' || app_account_token || ' ' || price || ' ' || currency FROM app_store.transactions
+                    UNION ALL SELECT 's ' || environment || ' ' || app_account_token FROM app_store.subscriptions ORDER BY 1
+                    """
+                for try await line in try await client.query(PostgresQuery(unsafeSQL: query), logger: logger).decode(String.self) { found.append(line) }
+                return found
+            }
+            let before = try await rows()
+            #expect(before.count == 4)
+            // Adoption: a ledger whose record of migrations is gone gets every file run again.
+            for _ in 0..<3 {
+                try await client.query("DELETE FROM app_store.schema_migrations", logger: logger)
+                _ = try await Migrator().migrate(client, logger: logger)
+                #expect(try await rows() == before)
+            }
+        }
+    }
+
     @Test func secondMigrateAppliesNothingAndLeavesTheSchemaAsItWas() async throws {
         try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
             _ = try await Migrator().migrate(client, logger: logger)

@@ -14,10 +14,13 @@ struct SettleTests {
         return (plan, decision)
     }
 
-    static func written(inserted: Bool, changedSubscription: Bool) -> LedgerBatchOutcome {
+    /// What the database reports; a subscription written only moved its signing time when
+    /// `contentChanged` is false, which is applied all the same.
+    static func written(inserted: Bool, changedSubscription: Bool, contentChanged: Bool = true) -> LedgerBatchOutcome {
         var outcome = LedgerBatchOutcome()
         if inserted { outcome.insertedNotifications = [UUID(uuidString: PlannerTests.uuidA)!] }
-        if changedSubscription { outcome.changedSubscriptions = ["1000"] }
+        if changedSubscription { outcome.writtenSubscriptions = ["1000"] }
+        if changedSubscription && contentChanged { outcome.changedSubscriptions = ["1000"] }
         return outcome
     }
 
@@ -29,6 +32,14 @@ struct SettleTests {
     @Test func aWriteThatInsertedAndChangedTheSubscriptionIsApplied() throws {
         let (plan, decision) = try Self.planned()
         #expect(RecoveryPlanner.settle(decision, batch: plan.batch, written: Self.written(inserted: true, changedSubscription: true)) == .applied)
+    }
+
+    /// A newer notification saying what the row says moves only the signing time: it is the
+    /// newest the ledger has, so applied, not stale (the change feed just has nothing to say).
+    @Test func aWriteThatMovedOnlyTheSigningTimeIsAppliedNotStale() throws {
+        let (plan, decision) = try Self.planned()
+        let written = Self.written(inserted: true, changedSubscription: true, contentChanged: false)
+        #expect(RecoveryPlanner.settle(decision, batch: plan.batch, written: written) == .applied)
     }
 
     @Test func aNotificationRecordedMeanwhileByAnotherWriterIsAlreadyRecorded() throws {

@@ -16,7 +16,7 @@ extension RecoveryPlanner {
         }
         if decision.action == .applied, let customer = decision.originalTransactionId,
             batch.subscriptions.contains(where: { $0.originalTransactionId == customer }),
-            !written.changedSubscriptions.contains(customer)
+            !written.writtenSubscriptions.contains(customer)
         {
             return .stale
         }

@@ -332,11 +332,17 @@ package struct CustomerRepair: Sendable {
         handled.claim(members, transactionHistory: target.needsTransactionHistory)
         entry.members = members.sorted()
         if dryRun {
-            entry.transactionsAdded = plan.transactionsAdded
-            entry.transactionsChanged = plan.transactionsChanged
-            entry.refundsFound = plan.refundsFound
-            entry.changes = plan.changes
-            entry.outcome = plan.batch.transactions.isEmpty && plan.batch.subscriptions.isEmpty ? .unchanged : .repaired
+            // Two targets of one account Apple had not yet named to the ledger are repaired side
+            // by side, and each plans the account's writes. In a real run the second writer finds
+            // the rows already written, and changes nothing; a dry run counts a write once too.
+            let first = handled.claimWrites(
+                transactions: plan.batch.transactions.map(\.transactionId), subscriptions: plan.batch.subscriptions.map(\.originalTransactionId)
+            )
+            entry.transactionsAdded = plan.transactionsAdded.filter(first.transactions.contains)
+            entry.transactionsChanged = plan.transactionsChanged.filter(first.transactions.contains)
+            entry.refundsFound = plan.refundsFound.filter(first.transactions.contains)
+            entry.changes = plan.changes.filter { $0.originalTransactionId.map(first.subscriptions.contains) ?? false }
+            entry.outcome = first.transactions.isEmpty && first.subscriptions.isEmpty ? .unchanged : .repaired
             return RepairResult(entry: entry)
         }
         var batch = plan.batch
@@ -447,6 +453,19 @@ final class Handled: Sendable {
             guard transactionHistory else { return statusesDone ? .nothing : .everything }
             let historyDone = !checked.transactionHistory.insert(number).inserted
             return historyDone ? .nothing : statusesDone ? .transactionHistoryOnly : .everything
+        }
+    }
+
+    /// A dry run's planned writes, each counted by the first repair that plans it.
+    private let plannedWrites = Mutex<(transactions: Set<String>, subscriptions: Set<String>)>(([], []))
+
+    /// Of these planned writes, those no repair of the pass planned before (now claimed).
+    func claimWrites(transactions: [String], subscriptions: [String]) -> (transactions: Set<String>, subscriptions: Set<String>) {
+        plannedWrites.withLock { planned in
+            (
+                Set(transactions.filter { planned.transactions.insert($0).inserted }),
+                Set(subscriptions.filter { planned.subscriptions.insert($0).inserted })
+            )
         }
     }
 
