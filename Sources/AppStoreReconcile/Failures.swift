@@ -82,7 +82,7 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
         case .credentialsRefused:
             printError("configuration error: the database refused the credentials in DATABASE_URL (\(failure))")
             throw ExitCode(ExitStatus.configuration)
-        case .temporary, .other:
+        case .temporary, .refusedInput, .other:
             printError("database error: \(failure). Everything committed stays; run again when the database is back.")
             throw ExitCode(failure.kind == .temporary ? ExitStatus.temporaryFailure : ExitStatus.failure)
         }

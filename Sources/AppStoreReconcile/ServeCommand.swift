@@ -36,7 +36,8 @@ struct ServeCommand: AsyncParsableCommand {
             a background sender POSTs Apple's body to it and retries until a 2xx, so a failing handler never fails \
             Apple's delivery. What is left when serve stops is sent when it starts again (or by deliver --to URL).
 
-            GET /healthz: 200 when the database answers and every migration is applied, else 503. GET /metrics: \
+            GET /healthz: 200 when the database answers and every migration is applied, else 503 (readiness). \
+            GET /livez: 200 while the process answers, without asking the database (liveness). GET /metrics: \
             Prometheus text (requests by outcome, rejections by reason, a latency histogram, pending forwards).
 
             SIGTERM or SIGINT: stops accepting connections, answers every request it has begun to read, exits 0 \
@@ -72,8 +73,8 @@ struct ServeCommand: AsyncParsableCommand {
     func validate() throws {
         _ = try Self.address(listen)
         _ = try forwardTarget()
-        guard path.hasPrefix("/"), path != "/healthz", path != "/metrics" else {
-            throw ValidationError("--path must start with / and not be /healthz or /metrics")
+        guard path.hasPrefix("/"), !["/healthz", "/livez", "/metrics"].contains(path) else {
+            throw ValidationError("--path must start with / and not be /healthz, /livez or /metrics")
         }
     }
 
@@ -96,12 +97,14 @@ struct ServeCommand: AsyncParsableCommand {
             let logger = Logger(label: "appstore-reconcile.serve")
             try await LedgerDatabase.checkReachable(databaseURL, logger: logger)
             let (host, port) = try Self.address(listen)
-            let database = LedgerDatabase.client(databaseURL, logger: logger)
+            let limits = BatchedIngest.Limits()
+            // A batch's statements end by the server's clock before a request's answer is due.
+            let database = LedgerDatabase.client(databaseURL, logger: logger, statementTimeout: limits.write)
             let store = LedgerStore(client: database, logger: logger)
             let target = try forwardTarget()
             let forwarder = target.map { NotificationForwarder(store: store, target: $0, logger: logger) }
             let ingest = NotificationIngest(verifier: verifier, store: store, deliverTo: target?.url)
-            let batched = BatchedIngest(ingest: ingest)
+            let batched = BatchedIngest(ingest: ingest, limits: limits)
             let receiver = NotificationReceiver(ingest: ingest, batched: batched)
             let metrics = ServeMetrics()
             let path = self.path
@@ -151,12 +154,18 @@ struct ServeCommand: AsyncParsableCommand {
             metrics.record(answer, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
             if answer.status != 200 { logger.notice("answered \(answer.status): \(answer.outcome)") }
             if answer == .recorded { forwarder?.wake() }
-            return text(answer.status, answer.text)
+            var response = text(answer.status, answer.text)
+            if let seconds = answer.retryAfter { response.headers[.retryAfter] = String(seconds) }
+            return response
         case (path, _):
             metrics.record(other: "method_not_allowed")
             var response = text(405, "method not allowed: POST only\n")
             response.headers[.allow] = "POST"
             return response
+        case ("/livez", .get):
+            // The process answers: no database call, so a database outage never restarts the pod.
+            metrics.record(other: "health")
+            return text(200, "ok\n")
         case ("/healthz", .get):
             metrics.record(other: "health")
             do {

@@ -17,10 +17,18 @@ package enum LedgerDatabase {
     /// after it, which use it, have finished (the batch in hand committed, the run's outcome
     /// recorded). Not connected yet: the service that uses it checks the server first
     /// (`checkReachable`), so that a failure to connect is that service's, and reported as such.
-    package static func client(_ url: DatabaseURL, logger: Logger) -> PostgresClient {
+    /// A client for a service group to run. With `statementTimeout`, the server ends every
+    /// statement of its connections that runs longer (lock waits included), so that a caller
+    /// that gives up on an answer after a longer time knows nothing it sent can commit later.
+    package static func client(_ url: DatabaseURL, logger: Logger, statementTimeout: Duration? = nil) -> PostgresClient {
         var background = logger
         if background.logLevel > .info { background.logLevel = .error }
-        return PostgresClient(configuration: url.clientConfiguration, backgroundLogger: background)
+        var configuration = url.clientConfiguration
+        if let statementTimeout {
+            let milliseconds = statementTimeout.components.seconds * 1000 + statementTimeout.components.attoseconds / 1_000_000_000_000_000
+            configuration.options.additionalStartupParameters.append(("statement_timeout", String(max(1, milliseconds))))
+        }
+        return PostgresClient(configuration: configuration, backgroundLogger: background)
     }
 
     /// Runs `body` with a client running in a child task, stopped when `body` returns. Not for

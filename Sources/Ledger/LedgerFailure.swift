@@ -12,6 +12,9 @@ package struct LedgerFailure: Error, CustomStringConvertible, Sendable {
         /// (class 57: also a statement timeout or a cancel), out of resources (53), a
         /// serialization failure or deadlock (40001, 40P01), a connection failure (08).
         case temporary
+        /// The server refused what was sent (a data exception, class 22, or an integrity
+        /// violation, class 23): sent again, it fails again; sent without it, the rest may pass.
+        case refusedInput
         /// Anything else.
         case other
     }
@@ -42,6 +45,8 @@ package struct LedgerFailure: Error, CustomStringConvertible, Sendable {
             kind = .temporary
         } else if let state, state.hasPrefix("57") || state.hasPrefix("53") || state.hasPrefix("08") || state == "40001" || state == "40P01" {
             kind = .temporary
+        } else if let state, state.hasPrefix("22") || state.hasPrefix("23") {
+            kind = .refusedInput
         } else {
             kind = .other
         }

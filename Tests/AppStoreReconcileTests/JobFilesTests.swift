@@ -129,8 +129,8 @@ struct JobFilesTests {
             ports = {p["name"]: p["containerPort"] for p in c["ports"]}
             listen = c["args"][c["args"].index("--listen") + 1]
             assert int(listen.rsplit(":", 1)[1]) == ports["http"], "listen port"
-            for probe in ("readinessProbe", "livenessProbe"):
-                assert c[probe]["httpGet"]["path"] == "/healthz" and c[probe]["httpGet"]["port"] in ("http", ports["http"]), probe
+            for probe, path in (("readinessProbe", "/healthz"), ("livenessProbe", "/livez")):
+                assert c[probe]["httpGet"]["path"] == path and c[probe]["httpGet"]["port"] in ("http", ports["http"]), probe
             assert svc["spec"]["ports"][0]["targetPort"] in ("http", ports["http"]), "targetPort"
             names = {e["name"] for e in c["env"]}
             for n in ["APPSTORE_BUNDLE_ID", "APPSTORE_ENVIRONMENT", "APPSTORE_ROOT_CERTIFICATES", "DATABASE_URL"]:

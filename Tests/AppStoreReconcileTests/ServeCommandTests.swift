@@ -115,6 +115,7 @@ struct ServeCommandTests {
         try cluster.crash()
         #expect(try await Self.post(endpoint, anotherBody).0 == 503)
         #expect(try await Self.post(server + "/healthz", "", method: .GET).0 == 503)
+        #expect(try await Self.post(server + "/livez", "", method: .GET).0 == 200, "alive: no restart for a database outage")
         try cluster.restart()
         // The pool reconnects on its own schedule: until then Apple would get 503s and retry.
         var status = 0

@@ -27,7 +27,13 @@ struct LedgerFailureTests {
                 _ = try await client.query("SELECT 1/0", logger: TestDatabase.logger)
                 Issue.record("the query should have failed")
             } catch {
-                #expect(LedgerFailure(error)?.kind == .other)
+                #expect(LedgerFailure(error)?.kind == .refusedInput, "a data exception (22012): the input, not the circumstances")
+            }
+            do {
+                _ = try await client.query("SELECT relname FROM pg_class WHERE", logger: TestDatabase.logger)
+                Issue.record("the query should have failed")
+            } catch {
+                #expect(LedgerFailure(error)?.kind == .other, "a syntax error (42601)")
             }
         }
         #expect(LedgerFailure(CancellationError()) == nil)

@@ -97,5 +97,9 @@ struct ReportListTests {
         #expect(try JSONDecoder().decode(RecoveryReport.self, from: Data(contentsOf: URL(fileURLWithPath: directory + "/report.json"))).missed.count == 3)
         #expect(try String(contentsOfFile: directory + "/report.html", encoding: .utf8) == report.html())
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == ["report.html", "report.json", "report.md"], "no partial file left")
+        // They name customers: readable by their owner only, whatever the umask.
+        func mode(_ path: String) throws -> Int { try (FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue ?? -1 }
+        #expect(try mode(directory) == 0o700)
+        for name in ["report.html", "report.json", "report.md"] { #expect(try mode(directory + "/" + name) == 0o600, "\(name)") }
     }
 }

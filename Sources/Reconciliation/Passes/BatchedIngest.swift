@@ -7,25 +7,56 @@ import Synchronization
 /// no database), then waits while a writer records it together with whatever else arrived
 /// meanwhile, in one transaction (`NotificationIngest.ingest(verified:)`), and gets its own
 /// outcome after that commit. One transaction per notification made the change feed's
-/// commit-order lock and the commit itself the limit; shared, they cost once per batch. A
-/// batch that takes longer than `deadline` is given up: its requests fail (503, Apple retries)
-/// and the writer goes on with the next, so a query that never ends cannot stop the receiver.
+/// commit-order lock and the commit itself the limit; shared, they cost once per batch.
+///
+/// Bounded for the open internet (`Limits`): the queue holds at most so many notifications and
+/// bytes, and one more is refused at once (`Overloaded`: 503 with Retry-After). A notification
+/// is taken by a writer only while there is time left to write it before its request must be
+/// answered; after that, or when its request is given up (cancelled), it leaves the queue
+/// unwritten: a request answered 503 is never written later. A batch's statements are bounded
+/// by the serving pool's `statement_timeout` (`Limits.write`), lock waits included.
 package final class BatchedIngest: Service, Sendable {
+    package struct Limits: Sendable {
+        /// Notifications waiting for a writer, at most.
+        package var queuedNotifications = 1_000
+        /// Bytes of their signed payloads, at most.
+        package var queuedBytes = 32 * 1024 * 1024
+        /// How long a notification may wait for a writer.
+        package var wait: Duration = .seconds(4)
+        /// How long a batch's statements may run: `serve` sets it as its pool's statement_timeout.
+        package var write: Duration = .seconds(4)
+
+        package init() {}
+    }
+
     private struct Waiting: Sendable {
+        var id: UInt64
         var input: RecoveryPlanner.Input
+        var bytes: Int
+        /// Taken by a writer only before this instant.
+        var due: ContinuousClock.Instant
         var continuation: CheckedContinuation<NotificationIngest.Outcome, any Error>
     }
 
+    /// Not recorded, and never will be: the writers are stopping, or its time ran out first.
     package struct GivenUp: Error {}
+    /// Not queued: the queue is full.
+    package struct Overloaded: Error {}
 
     package let ingest: NotificationIngest
     package let maximumBatch: Int
     package let writers: Int
-    package let deadline: Duration
+    package let limits: Limits
     private struct Queue {
         var waiting: [Waiting] = []
+        var bytes = 0
+        var nextId: UInt64 = 0
         /// The writers are done: what comes now is refused at once.
         var closed = false
+    }
+
+    private enum Admission {
+        case queued, full, closed
     }
 
     private let queue = Mutex(Queue())
@@ -36,23 +67,55 @@ package final class BatchedIngest: Service, Sendable {
     /// a third batch fills, so the database and the verification overlap. Against two writers of
     /// at most 200, in alternating runs of `reconcile-benchmark`'s serve part at 256 connections:
     /// 2,392, 2,380, 2,576 and 2,296 notifications/s against 2,225, 2,129, 2,438 and 2,302.
-    package init(ingest: NotificationIngest, maximumBatch: Int = 100, writers: Int = 3, deadline: Duration = .seconds(10)) {
+    package init(ingest: NotificationIngest, maximumBatch: Int = 100, writers: Int = 3, limits: Limits = Limits()) {
         self.ingest = ingest
         self.maximumBatch = max(1, maximumBatch)
         self.writers = max(1, writers)
-        self.deadline = deadline
+        self.limits = limits
         (wakes, waker) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
-    /// Verifies `signedPayload`, records it with the others waiting, returns its outcome.
-    package func ingest(signedPayload: String) async throws -> NotificationIngest.Outcome {
+    /// How many notifications wait for a writer now, and their bytes.
+    package var queued: (notifications: Int, bytes: Int) { queue.withLock { ($0.waiting.count, $0.bytes) } }
+
+    /// Verifies `signedPayload`, records it with the others waiting, returns its outcome; the
+    /// request must be answered by `answerBy`. Throws `Overloaded` when the queue is full,
+    /// `GivenUp` when there is no time left to write it, `CancellationError` when the caller gave up.
+    package func ingest(signedPayload: String, answerBy: ContinuousClock.Instant) async throws -> NotificationIngest.Outcome {
         let input = await ingest.verify(signedPayload)
-        return try await withCheckedThrowingContinuation { continuation in
-            let accepted = queue.withLock { queue in
-                if !queue.closed { queue.waiting.append(Waiting(input: input, continuation: continuation)) }
-                return !queue.closed
+        try Task.checkCancellation()
+        // Taken no later than what leaves a batch its whole statement time, and half a second to spare.
+        let due = min(ContinuousClock.now + limits.wait, answerBy - limits.write - .milliseconds(500))
+        guard due > .now else { throw GivenUp() }
+        let bytes = signedPayload.utf8.count
+        let id = queue.withLock { queue in
+            defer { queue.nextId += 1 }
+            return queue.nextId
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let admission = queue.withLock { queue -> Admission in
+                    guard !queue.closed else { return .closed }
+                    guard queue.waiting.count < limits.queuedNotifications, queue.bytes + bytes <= limits.queuedBytes else { return .full }
+                    queue.waiting.append(Waiting(id: id, input: input, bytes: bytes, due: due, continuation: continuation))
+                    queue.bytes += bytes
+                    return .queued
+                }
+                switch admission {
+                case .queued: waker.yield()
+                case .full: continuation.resume(throwing: Overloaded())
+                case .closed: continuation.resume(throwing: GivenUp())
+                }
             }
-            if accepted { waker.yield() } else { continuation.resume(throwing: GivenUp()) }
+        } onCancel: {
+            // Still queued: it leaves unwritten. Taken: its batch ends within the statement time.
+            let removed = queue.withLock { queue -> Waiting? in
+                guard let index = queue.waiting.firstIndex(where: { $0.id == id }) else { return nil }
+                let waiting = queue.waiting.remove(at: index)
+                queue.bytes -= waiting.bytes
+                return waiting
+            }
+            removed?.continuation.resume(throwing: CancellationError())
         }
     }
 
@@ -71,6 +134,7 @@ package final class BatchedIngest: Service, Sendable {
         await writeQueued()
         let late = queue.withLock { queue in
             queue.closed = true
+            queue.bytes = 0
             defer { queue.waiting = [] }
             return queue.waiting
         }
@@ -85,11 +149,20 @@ package final class BatchedIngest: Service, Sendable {
 
     private func writeQueued() async {
         while true {
-            let (batch, more) = queue.withLock { queue -> ([Waiting], Bool) in
+            let now = ContinuousClock.now
+            let (batch, expired, more) = queue.withLock { queue -> ([Waiting], [Waiting], Bool) in
+                var expired: [Waiting] = []
+                queue.waiting.removeAll { waiting in
+                    guard waiting.due <= now else { return false }
+                    expired.append(waiting)
+                    return true
+                }
                 let taken = Array(queue.waiting.prefix(maximumBatch))
                 queue.waiting.removeFirst(taken.count)
-                return (taken, !queue.waiting.isEmpty)
+                queue.bytes -= (expired + taken).reduce(0) { $0 + $1.bytes }
+                return (taken, expired, !queue.waiting.isEmpty)
             }
+            expired.forEach { $0.continuation.resume(throwing: GivenUp()) }
             guard !batch.isEmpty else { return }
             // More is queued: another writer may take it while this one writes.
             if more { waker.yield() }
@@ -99,11 +172,13 @@ package final class BatchedIngest: Service, Sendable {
                     continue
                 }
                 for (waiting, outcome) in zip(batch, outcomes) { waiting.continuation.resume(returning: outcome) }
-            } catch where batch.count > 1 {
-                // One input the database refuses must not fail the others: each on its own.
+            } catch where batch.count > 1 && Self.isAboutTheInput(error) {
+                // One input the database refuses must not fail the others: each on its own, while
+                // there is time. (A timeout or a lost connection fails them all: one by one, each
+                // would wait as long again.)
                 for waiting in batch {
                     do {
-                        guard let outcome = try await record([waiting])?.first else { throw GivenUp() }
+                        guard waiting.due > .now, let outcome = try await record([waiting])?.first else { throw GivenUp() }
                         waiting.continuation.resume(returning: outcome)
                     } catch {
                         waiting.continuation.resume(throwing: error)
@@ -115,10 +190,17 @@ package final class BatchedIngest: Service, Sendable {
         }
     }
 
-    /// The batch's outcomes, in its order; nil when it took longer than the deadline.
+    /// Whether the database refused what a batch holds, not the batch's circumstances (a
+    /// timeout, a lock, a lost connection).
+    static func isAboutTheInput(_ error: any Error) -> Bool {
+        LedgerFailure(error)?.kind == .refusedInput
+    }
+
+    /// The batch's outcomes, in its order; nil when no answer came in time (the statements are
+    /// ended by the server's statement_timeout before this gives up, so nothing commits later).
     private func record(_ batch: [Waiting]) async throws -> [NotificationIngest.Outcome]? {
         let ingest = self.ingest
         let inputs = batch.map(\.input)
-        return try await NotificationReceiver.within(deadline) { try await ingest.ingest(verified: inputs) }
+        return try await NotificationReceiver.within(limits.write + .seconds(1)) { try await ingest.ingest(verified: inputs) }
     }
 }

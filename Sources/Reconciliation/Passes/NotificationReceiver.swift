@@ -17,13 +17,20 @@ package struct NotificationReceiver: Sendable {
         case badBody(String)
         case retryLater(String)
         case unavailable(String)
+        /// Not taken: the queue for the database is full.
+        case overloaded
 
         package var status: Int {
             switch self {
             case .recorded, .alreadyRecorded: 200
             case .rejected, .badBody: 400
-            case .retryLater, .unavailable: 503
+            case .retryLater, .unavailable, .overloaded: 503
             }
+        }
+
+        /// Seconds a client should wait before sending it again, for the answers that say.
+        package var retryAfter: Int? {
+            self == .overloaded ? 5 : nil
         }
 
         /// The metrics' `outcome` label.
@@ -35,6 +42,7 @@ package struct NotificationReceiver: Sendable {
             case .badBody: "bad_body"
             case .retryLater: "retry_later"
             case .unavailable: "unavailable"
+            case .overloaded: "overloaded"
             }
         }
 
@@ -47,6 +55,7 @@ package struct NotificationReceiver: Sendable {
             case .badBody(let why): "bad request: \(why)\n"
             case .retryLater(let why): "not verified yet, retry later: \(why)\n"
             case .unavailable: "temporarily unavailable, retry later\n"
+            case .overloaded: "busy, retry later\n"
             }
         }
     }
@@ -74,11 +83,19 @@ package struct NotificationReceiver: Sendable {
         guard let jws = NotificationBody.signedPayload(in: body) else {
             return .badBody("expected Apple's body {\"signedPayload\": \"…\"}")
         }
+        // No JWS holds one, and PostgreSQL cannot store it in text: refused here, not by the
+        // database (where it would fail a batch and read as an outage).
+        guard !jws.utf8.contains(0) else { return .badBody("the signedPayload holds a NUL character") }
         do {
             let ingest = self.ingest
             let batched = self.batched
+            let answerBy = ContinuousClock.now + deadline
             let record: @Sendable () async throws -> NotificationIngest.Outcome = {
-                if let batched { try await batched.ingest(signedPayload: jws) } else { try await ingest.ingest(signedPayload: jws) }
+                if let batched {
+                    try await batched.ingest(signedPayload: jws, answerBy: answerBy)
+                } else {
+                    try await ingest.ingest(signedPayload: jws)
+                }
             }
             guard let outcome = try await Self.within(deadline, record) else {
                 return .unavailable("no answer from the database within \(deadline)")
@@ -89,6 +106,8 @@ package struct NotificationReceiver: Sendable {
             case .rejected(let rejection): return .rejected(rejection.reason)
             case .retryLater(let reason): return .retryLater(reason)
             }
+        } catch is BatchedIngest.Overloaded {
+            return .overloaded
         } catch {
             // The database, most likely; its message may quote data, so only the kind is kept.
             return .unavailable(String(describing: type(of: error)))

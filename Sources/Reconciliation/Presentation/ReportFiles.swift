@@ -6,8 +6,14 @@ import Glibc
 import Darwin
 #endif
 
-/// Where a run's report files go.
+/// Where a run's report files go. Reports name customers (`appAccountToken`s, transaction IDs):
+/// the directories the tool creates for them are 0700 and the files 0600, whatever the umask.
 package enum ReportFiles {
+    /// Creates `directory` and any missing parents, 0700 (an existing one is left as it is).
+    static func createPrivateDirectory(_ directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    }
+
     /// `PREFIX-YYYYMMDDTHHMMSSZ` (with `-dry-run` for a dry run), in the working directory.
     package static func defaultDirectory(prefix: String, dryRun: Bool, now: Date = Date()) -> String {
         let stamp = now.formatted(Date.ISO8601FormatStyle().year().month().day().dateSeparator(.omitted).time(includingFractionalSeconds: false).timeSeparator(.omitted))
@@ -25,7 +31,7 @@ package enum ReportFiles {
     /// Writes small reports already in memory (`detect-outage`'s), each file renamed into place
     /// when complete, into `directory` (created if needed).
     package static func write(_ files: KeyValuePairs<String, String>, to directory: String) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try createPrivateDirectory(directory)
         for (name, text) in files {
             try BufferedTextFile.write(directory + "/" + name) { $0.write(text) }
         }
@@ -37,7 +43,7 @@ extension RecoveryReport {
     /// from the report's lists through a buffered file and renamed into place when complete: a
     /// reader never sees half a report, and writing one does not need the whole of it in memory.
     package func writeFiles(to directory: String) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try ReportFiles.createPrivateDirectory(directory)
         for list in [missed.checkWritten, rejected.checkWritten, customers.checkWritten, repairs.checkWritten] { try list() }
         try BufferedTextFile.write(directory + "/report.md") { file in
             var first = true
@@ -74,8 +80,12 @@ final class BufferedTextFile {
 
     static func write(_ path: String, _ body: (BufferedTextFile) throws -> Void) throws {
         let temporary = path + ".partial"
-        guard let stream = fopen(temporary, "w") else {
-            throw ReportListError(description: "cannot write \(temporary): \(String(cString: strerror(errno)))")
+        // Opened 0600 (fopen would create it 0666 less the umask: readable by others).
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        guard descriptor >= 0, fchmod(descriptor, 0o600) == 0, let stream = fdopen(descriptor, "w") else {
+            let reason = String(cString: strerror(errno))
+            if descriptor >= 0 { close(descriptor) }
+            throw ReportListError(description: "cannot write \(temporary): \(reason)")
         }
         let file = BufferedTextFile(stream: stream)
         do {

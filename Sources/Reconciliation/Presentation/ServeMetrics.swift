@@ -41,8 +41,8 @@ package final class ServeMetrics: Sendable {
     package func text(pendingForwards: Int? = nil) -> String {
         let state = self.state.withLock { $0 }
         var out = Exposition()
-        out.family("appstore_reconcile_serve_requests_total", .counter, "Requests answered, by outcome (recorded, already_recorded, rejected, bad_body, retry_later, unavailable, not_found, method_not_allowed, health, metrics).")
-        for outcome in ["recorded", "already_recorded", "rejected", "bad_body", "retry_later", "unavailable", "not_found", "method_not_allowed", "health", "metrics"] {
+        out.family("appstore_reconcile_serve_requests_total", .counter, "Requests answered, by outcome (recorded, already_recorded, rejected, bad_body, retry_later, unavailable, overloaded, not_found, method_not_allowed, health, metrics).")
+        for outcome in ["recorded", "already_recorded", "rejected", "bad_body", "retry_later", "unavailable", "overloaded", "not_found", "method_not_allowed", "health", "metrics"] {
             out.sample("appstore_reconcile_serve_requests_total", [("outcome", outcome)], Double(state.requests[outcome] ?? 0))
         }
         out.family("appstore_reconcile_serve_rejections_total", .counter, "Notifications that failed verification (answered 400, kept in app_store.rejected_payloads), by reason.")

@@ -1,0 +1,129 @@
+import AppStoreSimulator
+import Foundation
+import Ledger
+import PostgresNIO
+import Reconciliation
+import SignedData
+import Synchronization
+import TestSupport
+import Testing
+
+/// `serve`'s queue to the ledger on the open internet (issue 31): bounded, and a request
+/// answered 503 is never written afterwards.
+@Suite("serve's queue to the ledger under a stalled database")
+struct BackpressureTests {
+    static func body(_ jws: String) -> [UInt8] {
+        Array(#"{"signedPayload":"\#(jws)"}"#.utf8)
+    }
+
+    static func sixtyNotifications() throws -> (RecoveryHarness, [String]) {
+        let harness = try RecoveryHarness(customers: 40, seed: 31)
+        let signed = try harness.scenario.notifications.prefix(60).map { try harness.api.signNotification($0) }
+        try #require(signed.count == 60)
+        return (harness, signed)
+    }
+
+    static func queueOfTwenty(wait: Duration = .seconds(4), write: Duration = .seconds(4)) -> BatchedIngest.Limits {
+        var limits = BatchedIngest.Limits()
+        limits.queuedNotifications = 20
+        limits.wait = wait
+        limits.write = write
+        return limits
+    }
+
+    /// The ledger's notifications table is locked for 8 s while 60 notifications arrive at once,
+    /// against a queue of 20, one writer of batches of 5, a 1 s statement limit and a 6 s answer
+    /// deadline: every request is answered 200 or 503, and once the lock is gone exactly the
+    /// notifications answered 200 are in the ledger: none answered 503 was written later.
+    @Test func aRequestAnswered503WhileTheDatabaseIsLockedIsNeverWritten() async throws {
+        let (harness, signed) = try Self.sixtyNotifications()
+        let limits = Self.queueOfTwenty(wait: .milliseconds(1_500), write: .seconds(1))
+        try await TestDatabase.withFreshLedger { client, url in
+            let serving = LedgerDatabase.client(url, logger: harness.logger, statementTimeout: limits.write)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await serving.run() }
+                let ingest = NotificationIngest(verifier: try harness.verifier(), store: LedgerStore(client: serving, logger: harness.logger))
+                // One writer of batches of 5: most of the queue waits behind a batch held by the lock.
+                let batched = BatchedIngest(ingest: ingest, maximumBatch: 5, writers: 1, limits: limits)
+                group.addTask { await batched.run() }
+                let receiver = NotificationReceiver(ingest: ingest, batched: batched, deadline: .seconds(6))
+
+                let locked = AsyncStream.makeStream(of: Void.self)
+                group.addTask {
+                    try await client.withTransaction(logger: harness.logger) { connection in
+                        try await connection.query("LOCK TABLE app_store.notifications IN ACCESS EXCLUSIVE MODE", logger: harness.logger)
+                        locked.continuation.yield()
+                        try await Task.sleep(for: .seconds(8))
+                    }
+                }
+                for await _ in locked.stream { break }
+                let answers = await withTaskGroup(of: (Int, NotificationReceiver.Answer).self) { requests in
+                    for (index, jws) in signed.enumerated() {
+                        requests.addTask { (index, await receiver.answer(body: Self.body(jws))) }
+                    }
+                    return await requests.reduce(into: [Int: NotificationReceiver.Answer]()) { $0[$1.0] = $1.1 }
+                }
+                try await Task.sleep(for: .seconds(5))  // the lock gone, any batch in hand ended
+                #expect(answers.count == 60)
+                #expect(answers.values.allSatisfy { [200, 503].contains($0.status) })
+                #expect(answers.values.contains { $0.status == 503 }, "the lock outlasted some requests' time")
+
+                var stored: Set<String> = []
+                for try await uuid in try await client.query("SELECT notification_uuid::text FROM app_store.notifications", logger: harness.logger).decode(String.self) {
+                    stored.insert(uuid)
+                }
+                let uuids = signed.map { UnverifiedPayload.notificationUUID(of: $0)?.lowercased() ?? "" }
+                let answered200 = Set(answers.filter { $0.value.status == 200 }.map { uuids[$0.key] })
+                #expect(stored == answered200, "written: \(stored.count), answered 200: \(answered200.count)")
+                #expect(batched.queued.notifications == 0 && batched.queued.bytes == 0)
+
+                // With the lock gone, Apple's retries record them (a few tries each: on a loaded
+                // machine a 1 s statement limit may still be missed).
+                var recorded = 0
+                for jws in signed {
+                    var status = 0
+                    for _ in 0..<10 where status != 200 { status = await receiver.answer(body: Self.body(jws)).status }
+                    if status == 200 { recorded += 1 }
+                }
+                #expect(recorded == signed.count)
+                group.cancelAll()
+            }
+        }
+    }
+
+    /// With no writer to take them (as when all are held by a stalled database), 20 fit in the
+    /// queue and the other 40 are refused at once, 503 with Retry-After; the 20 are answered 503
+    /// at their deadline and leave the queue, unwritten.
+    @Test func theQueueRefusesWhatDoesNotFitAtOnceAndWhatTimesOutLeavesIt() async throws {
+        let (harness, signed) = try Self.sixtyNotifications()
+        let limits = Self.queueOfTwenty()
+        try await TestDatabase.withFreshLedger { client, _ in
+            let ingest = NotificationIngest(verifier: try harness.verifier(), store: LedgerStore(client: client, logger: harness.logger))
+            let batched = BatchedIngest(ingest: ingest, limits: limits)  // not run: no writer
+            let receiver = NotificationReceiver(ingest: ingest, batched: batched, deadline: .seconds(8))
+            let answers = await withTaskGroup(of: NotificationReceiver.Answer.self) { requests in
+                for jws in signed { requests.addTask { await receiver.answer(body: Self.body(jws)) } }
+                return await requests.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.filter { $0 == .overloaded }.count == 40)
+            #expect(answers.filter { $0.retryAfter == 5 }.count == 40, "Retry-After on each refusal")
+            #expect(answers.filter { if case .unavailable = $0 { true } else { false } }.count == 20)
+            #expect(batched.queued.notifications == 0 && batched.queued.bytes == 0, "the timed-out left the queue")
+            #expect(try await BackendLedgerTests.count(client, "SELECT count(*) FROM app_store.notifications") == 0)
+        }
+    }
+
+    /// A NUL character in `signedPayload` is no JWS's and PostgreSQL cannot store it: 400 at
+    /// once, nothing written (it used to fail the batch's INSERT: 503, read as an outage).
+    @Test func aNulCharacterIsABadRequestAndNothingIsWritten() async throws {
+        let harness = try RecoveryHarness(customers: 5, seed: 32)
+        try await TestDatabase.withFreshLedger { client, _ in
+            let ingest = NotificationIngest(verifier: try harness.verifier(), store: LedgerStore(client: client, logger: harness.logger))
+            let receiver = NotificationReceiver(ingest: ingest)
+            let answer = await receiver.answer(body: Array(#"{"signedPayload":"abc\u0000def"}"#.utf8))
+            #expect(answer.status == 400)
+            #expect(answer.text.contains("NUL"))
+            #expect(try await BackendLedgerTests.count(client, "SELECT count(*) FROM app_store.rejected_payloads") == 0)
+        }
+    }
+}
