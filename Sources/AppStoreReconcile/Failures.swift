@@ -21,6 +21,7 @@ func printError(_ line: String) {
 /// name the setting, database errors the server's message, not the URL's password.
 func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () async throws -> Void) async throws {
     LoggingSetup.bootstrap(logFormat, job: job)
+    disableCoreDumps()
     do {
         try await body()
     } catch let exit as ExitCode {
@@ -87,4 +88,11 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
             throw ExitCode(failure.kind == .temporary ? ExitStatus.temporaryFailure : ExitStatus.failure)
         }
     }
+}
+
+/// No core file of this process: its memory holds the API key, the database password and
+/// payloads. (The jobs' units say `LimitCORE=0` too; this holds wherever it runs.)
+func disableCoreDumps() {
+    var none = rlimit(rlim_cur: 0, rlim_max: 0)
+    _ = setrlimit(Int32(RLIMIT_CORE.rawValue), &none)
 }

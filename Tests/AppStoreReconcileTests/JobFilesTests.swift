@@ -129,6 +129,7 @@ struct JobFilesTests {
             ports = {p["name"]: p["containerPort"] for p in c["ports"]}
             listen = c["args"][c["args"].index("--listen") + 1]
             assert int(listen.rsplit(":", 1)[1]) == ports["http"], "listen port"
+            assert c["resources"]["limits"]["memory"], "a memory limit"
             for probe, path in (("readinessProbe", "/healthz"), ("livenessProbe", "/livez")):
                 assert c[probe]["httpGet"]["path"] == path and c[probe]["httpGet"]["port"] in ("http", ports["http"]), probe
             assert svc["spec"]["ports"][0]["targetPort"] in ("http", ports["http"]), "targetPort"
@@ -147,6 +148,18 @@ struct JobFilesTests {
         #expect(lines.count == 2)
         for line in lines {
             for flag in line.split(separator: " ").filter({ $0.hasPrefix("--") }) { #expect(help.contains(String(flag)), "serve has \(flag)") }
+        }
+    }
+
+    /// Issue 31: no core dumps of a process holding keys and payloads; room for serve's connections.
+    @Test func everyServiceDumpsNoCoreAndServeMayOpenManyConnections() throws {
+        for name in ["appstore-reconcile.service", "appstore-reconcile-serve.service", "appstore-reconcile-consumption-requests.service"] {
+            let lines = try String(contentsOf: Self.jobs.appendingPathComponent("systemd/" + name), encoding: .utf8).split(separator: "\n")
+            #expect(lines.contains("LimitCORE=0"), "\(name)")
+            if name.contains("serve") {
+                let files = lines.first { $0.hasPrefix("LimitNOFILE=") }.flatMap { Int($0.dropFirst("LimitNOFILE=".count)) }
+                #expect((files ?? 0) >= 16_384, "\(name): LimitNOFILE")
+            }
         }
     }
 

@@ -86,6 +86,10 @@ struct ServeCommandTests {
         }
         let (server, serve, log) = try await Self.startServe(harness, url, scratch: scratch)
         let endpoint = server + "/apple/notifications"
+        // No core file of a process holding keys and payloads (issue 31).
+        let limits = try String(contentsOfFile: "/proc/\(serve.pid)/limits", encoding: .utf8)
+        let core = limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }.map { $0.split(separator: " ", omittingEmptySubsequences: true) }
+        #expect(core.map { Array($0.suffix(3)) } == ["0", "0", "bytes"], "\(String(describing: core))")
 
         let notification = try #require(harness.scenario.notifications.last)
         let body = "{\"signedPayload\":\"\(try harness.api.signNotification(notification))\"}"
