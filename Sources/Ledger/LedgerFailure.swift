@@ -10,7 +10,8 @@ package struct LedgerFailure: Error, CustomStringConvertible, Sendable {
         case credentialsRefused
         /// It passes: the connection lost or refused, the server shutting down or restarting
         /// (class 57: also a statement timeout or a cancel), out of resources (53), a
-        /// serialization failure or deadlock (40001, 40P01), a connection failure (08).
+        /// serialization failure or deadlock (40001, 40P01), a connection failure (08), a lock
+        /// not had within `lock_timeout` (55P03).
         case temporary
         /// The server refused what was sent (a data exception, class 22, or an integrity
         /// violation, class 23): sent again, it fails again; sent without it, the rest may pass.
@@ -43,7 +44,7 @@ package struct LedgerFailure: Error, CustomStringConvertible, Sendable {
             kind = .credentialsRefused
         } else if [.connectionError, .serverClosedConnection, .uncleanShutdown].contains(error.code) {
             kind = .temporary
-        } else if let state, state.hasPrefix("57") || state.hasPrefix("53") || state.hasPrefix("08") || state == "40001" || state == "40P01" {
+        } else if let state, state.hasPrefix("57") || state.hasPrefix("53") || state.hasPrefix("08") || state == "40001" || state == "40P01" || state == "55P03" {
             kind = .temporary
         } else if let state, state.hasPrefix("22") || state.hasPrefix("23") {
             kind = .refusedInput

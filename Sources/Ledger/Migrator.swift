@@ -6,12 +6,18 @@ import PostgresNIO
 /// deploys, two pods) take turns instead of colliding. Running it again changes nothing.
 package struct Migrator: Sendable {
     package var migrations: [Migration]
+    /// How long a migration's statement may wait for a table lock (`lock_timeout`). A migration
+    /// that alters a table waits for every transaction using it, and every writer that comes
+    /// after waits behind the migration: `serve` included. Past this, the migration fails,
+    /// changes nothing (its transaction rolls back), and `migrate` exits 75, to be run again.
+    package var lockTimeout: Duration
 
     /// The advisory lock key all `migrate` runs share ("appstore" in ASCII).
     package static let lockKey: Int64 = 0x6170_7073_746f_7265
 
-    package init(migrations: [Migration] = Migration.bundled) {
+    package init(migrations: [Migration] = Migration.bundled, lockTimeout: Duration = .seconds(10)) {
         self.migrations = migrations
+        self.lockTimeout = lockTimeout
     }
 
     package struct Outcome: Hashable, Sendable {
@@ -24,12 +30,17 @@ package struct Migrator: Sendable {
     package func migrate(_ client: PostgresClient, logger: Logger) async throws -> Outcome {
         try await client.withConnection { connection in
             try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
+            let milliseconds = lockTimeout.components.seconds * 1000 + lockTimeout.components.attoseconds / 1_000_000_000_000_000
             do {
+                // For this session (a pooled connection: reset below).
+                try await connection.query("SELECT set_config('lock_timeout', \(String(max(1, milliseconds)) + "ms"), false)", logger: logger)
                 let outcome = try await migrateHoldingLock(connection, logger: logger)
+                try await connection.query("SELECT set_config('lock_timeout', '0', false)", logger: logger)
                 try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 return outcome
             } catch {
                 // The lock is released with the session if this fails too.
+                _ = try? await connection.query("SELECT set_config('lock_timeout', '0', false)", logger: logger)
                 _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 throw error
             }

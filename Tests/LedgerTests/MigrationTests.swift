@@ -203,6 +203,36 @@ struct MigrationTests {
         }
     }
 
+    /// A migration that must wait for a table another session holds gives up after the lock
+    /// timeout instead of queueing every writer behind it: a temporary failure (exit 75),
+    /// nothing applied; once the table is free, `migrate` applies it.
+    @Test func aMigrationWaitingForATableLockGivesUpAfterTheLockTimeoutAndChangesNothing() async throws {
+        try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
+            _ = try await Migrator(migrations: Migration.bundled.filter { $0.version <= 13 }).migrate(client, logger: logger)
+            let locked = AsyncStream.makeStream(of: Void.self)
+            let release = AsyncStream.makeStream(of: Void.self)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    try await client.withTransaction(logger: logger) { connection in
+                        try await connection.query("LOCK TABLE app_store.transactions IN ACCESS SHARE MODE", logger: logger)
+                        locked.continuation.yield()
+                        for await _ in release.stream { break }
+                    }
+                }
+                for await _ in locked.stream { break }
+                let failure = await #expect(throws: (any Error).self) {
+                    _ = try await Migrator(lockTimeout: .seconds(1)).migrate(client, logger: logger)
+                }
+                #expect(failure.flatMap { LedgerFailure($0) }?.kind == .temporary, "\(String(describing: failure))")
+                #expect(try await Self.appliedCount(client) == 13)
+                release.continuation.yield()
+                try await group.waitForAll()
+            }
+            _ = try await Migrator(lockTimeout: .seconds(1)).migrate(client, logger: logger)
+            #expect(try await Self.appliedCount(client) == Migration.bundled.count)
+        }
+    }
+
     @Test func secondMigrateAppliesNothingAndLeavesTheSchemaAsItWas() async throws {
         try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
             _ = try await Migrator().migrate(client, logger: logger)
