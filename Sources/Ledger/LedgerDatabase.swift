@@ -25,8 +25,7 @@ package enum LedgerDatabase {
         if background.logLevel > .info { background.logLevel = .error }
         var configuration = url.clientConfiguration
         if let statementTimeout {
-            let milliseconds = statementTimeout.components.seconds * 1000 + statementTimeout.components.attoseconds / 1_000_000_000_000_000
-            configuration.options.additionalStartupParameters.append(("statement_timeout", String(max(1, milliseconds))))
+            configuration.options.additionalStartupParameters.append(("statement_timeout", statementTimeout.postgresSetting))
         }
         return PostgresClient(configuration: configuration, backgroundLogger: background)
     }
@@ -52,5 +51,13 @@ package enum LedgerDatabase {
             try await client.query("SELECT 1", logger: logger)
             return try await body(client)
         }
+    }
+}
+
+extension Duration {
+    /// The duration as a PostgreSQL time setting (`statement_timeout`, `lock_timeout`): whole
+    /// milliseconds, at least 1 (0 would mean no limit at all).
+    var postgresSetting: String {
+        String(max(1, components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000)) + "ms"
     }
 }

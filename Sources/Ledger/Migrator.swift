@@ -30,10 +30,9 @@ package struct Migrator: Sendable {
     package func migrate(_ client: PostgresClient, logger: Logger) async throws -> Outcome {
         try await client.withConnection { connection in
             try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
-            let milliseconds = lockTimeout.components.seconds * 1000 + lockTimeout.components.attoseconds / 1_000_000_000_000_000
             do {
                 // For this session (a pooled connection: reset below).
-                try await connection.query("SELECT set_config('lock_timeout', \(String(max(1, milliseconds)) + "ms"), false)", logger: logger)
+                try await connection.query("SELECT set_config('lock_timeout', \(lockTimeout.postgresSetting), false)", logger: logger)
                 let outcome = try await migrateHoldingLock(connection, logger: logger)
                 try await connection.query("SELECT set_config('lock_timeout', '0', false)", logger: logger)
                 try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
