@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Ledger
+import Logging
 import Reconciliation
 import SignedData
 
@@ -30,6 +31,9 @@ struct NightlyCommand: AsyncParsableCommand {
     @Option(help: "Minutes before now to stop at.")
     var settleMinutes = 5.0
 
+    @Option(help: ArgumentHelp("Days a rejected payload is kept after it was last seen (app_store.rejected_payloads); 0 keeps them all.", valueName: "days"))
+    var keepRejectedDays = 30
+
     @OptionGroup var recovery: RecoveryRunOptions
 
     @OptionGroup var options: ConfigurationOptions
@@ -40,14 +44,32 @@ struct NightlyCommand: AsyncParsableCommand {
         _ = try recovery.deliveryTarget()
         if let start { _ = try OutageWindow.parseTimeForValidation(start) }
         guard overlapHours >= 0, settleMinutes >= 0 else { throw ValidationError("--overlap-hours and --settle-minutes must not be negative") }
+        guard keepRejectedDays >= 0 else { throw ValidationError("--keep-rejected-days must not be negative") }
     }
 
     func run() async throws {
         try await withExitStatus(logFormat: recovery.logFormat, job: true) {
             let firstStart = try start.map(OutageWindow.parseTime) ?? (fromRetentionLimit ? .distantPast : nil)
+            if keepRejectedDays > 0, !recovery.dryRun {
+                try await pruneRejectedPayloads()
+            }
             let window = ReconciliationRun.WindowChoice.nightly(firstStart: firstStart, overlap: overlapHours * 3600, settle: settleMinutes * 60)
             try await recovery.execute(try recovery.request(kind: .nightly, window: window), configuration: options)
         }
+    }
+}
+
+extension NightlyCommand {
+    /// The retention of `app_store.rejected_payloads`, before the run: anyone can POST to
+    /// `serve`, so what it rejects must not pile up for ever.
+    func pruneRejectedPayloads() async throws {
+        let url = try options.settings.databaseURL()
+        let logger = Logger(label: "appstore-reconcile.nightly")
+        let days = keepRejectedDays
+        let deleted = try await LedgerDatabase.withClient(url, logger: logger) { client in
+            try await LedgerStore(client: client, logger: logger).pruneRejectedPayloads(notSeenForDays: days)
+        }
+        if deleted > 0 { logger.notice("deleted \(deleted) rejected payloads not seen for \(days) days") }
     }
 }
 

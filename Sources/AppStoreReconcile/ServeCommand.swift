@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import Ledger
 import Logging
 import NIOCore
@@ -40,8 +41,16 @@ struct ServeCommand: AsyncParsableCommand {
             GET /livez: 200 while the process answers, without asking the database (liveness). GET /metrics: \
             Prometheus text (requests by outcome, rejections by reason, a latency histogram, pending forwards).
 
-            SIGTERM or SIGINT: stops accepting connections, answers every request it has begun to read, exits 0 \
-            within 15 s (exit 75 if a request is still unanswered then; Apple sends it again). Logs are JSON \
+            Limits, for an endpoint anyone can POST to: --max-connections open connections, --idle-timeout for a \
+            connection that sends nothing, --body-timeout to send a body (408 after), --max-reading-megabytes for \
+            the bodies still arriving, --max-requests POSTs being verified and recorded, and a queue to the database \
+            of 1,000 notifications or 32 MB: past any, 503 with Retry-After: 5 at once, and a request answered 503 \
+            is never recorded later. Put a reverse proxy that buffers whole \
+            requests and rate-limits by source in front.
+
+            SIGTERM or SIGINT: stops accepting connections, answers every request whose body it has read, exits 0 \
+            within 15 s (exit 75 if a request is still unanswered then; Apple sends it again); a request whose body \
+            is still arriving is not waited for. Logs are JSON \
             lines when not on a terminal (APPSTORE_LOG_FORMAT); no payload or secret is logged.
             """
     )
@@ -62,6 +71,21 @@ struct ServeCommand: AsyncParsableCommand {
         do { return try DeliveryTarget(text) } catch let error as DeliveryTargetError { throw ValidationError("--forward-to \(error.description)") }
     }
 
+    @Option(help: ArgumentHelp("Open connections at most; past it, new ones wait in the kernel's backlog until one closes.", valueName: "n"))
+    var maxConnections = 4_096
+
+    @Option(help: ArgumentHelp("Notification POSTs being verified and recorded at once, at most; one more is answered 503 (Retry-After: 5).", valueName: "n"))
+    var maxRequests = 512
+
+    @Option(help: ArgumentHelp("Megabytes the bodies still arriving may hold together; past it, the request whose bytes do not fit is answered 503.", valueName: "MB"))
+    var maxReadingMegabytes = 64
+
+    @Option(help: ArgumentHelp("Seconds a connection may stay idle (no byte read, no request being answered) before it is closed.", valueName: "seconds"))
+    var idleTimeout = 30
+
+    @Option(help: ArgumentHelp("Seconds a client has to send a request's whole body; after that the answer is 408 and the connection is closed.", valueName: "seconds"))
+    var bodyTimeout = 10
+
     @Flag(help: "Check certificates at the current time, with OCSP revocation checks (a responder out of reach: 503, Apple retries).")
     var onlineChecks = false
 
@@ -73,6 +97,10 @@ struct ServeCommand: AsyncParsableCommand {
     func validate() throws {
         _ = try Self.address(listen)
         _ = try forwardTarget()
+        guard maxConnections >= 1, maxRequests >= 1, maxReadingMegabytes >= 1 else {
+            throw ValidationError("--max-connections, --max-requests and --max-reading-megabytes must be at least 1")
+        }
+        guard idleTimeout >= 1, bodyTimeout >= 1 else { throw ValidationError("--idle-timeout and --body-timeout must be at least 1 second") }
         guard path.hasPrefix("/"), !["/healthz", "/livez", "/metrics"].contains(path) else {
             throw ValidationError("--path must start with / and not be /healthz, /livez or /metrics")
         }
@@ -108,17 +136,23 @@ struct ServeCommand: AsyncParsableCommand {
             let receiver = NotificationReceiver(ingest: ingest, batched: batched)
             let metrics = ServeMetrics()
             let path = self.path
-            let inFlight = RequestsInFlight()
-            let responder = CallbackResponder<BasicRequestContext> { request, _ in
-                await inFlight.track {
-                    await Self.respond(to: request, path: path, receiver: receiver, forwarder: forwarder, metrics: metrics, database: database, logger: logger)
-                }
+            let inFlight = RequestsInFlight(maximum: maxRequests, readingBytes: maxReadingMegabytes * 1024 * 1024)
+            let bodyTimeout = Duration.seconds(self.bodyTimeout)
+            let responder = CallbackResponder<ServeRequestContext> { request, context in
+                await Self.respond(
+                    to: request, channel: context.channel, path: path, receiver: receiver, forwarder: forwarder, metrics: metrics, database: database, logger: logger,
+                    inFlight: inFlight, bodyTimeout: bodyTimeout)
             }
             var quiet = logger
             if quiet.logLevel > .warning { quiet.logLevel = .warning }
             let application = Application(
                 responder: responder,
-                configuration: ApplicationConfiguration(address: .hostname(host, port: port), serverName: "appstore-reconcile"),
+                // An idle connection (a client that sent nothing for so long, or half a request's
+                // head) is closed; past the limit, new connections wait until one closes.
+                server: .http1(configuration: HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(idleTimeout)))),
+                configuration: ApplicationConfiguration(
+                    address: .hostname(host, port: port), serverName: "appstore-reconcile",
+                    availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
                 onServerRunning: { channel in
                     printError("serve: listening on \(host):\(channel.localAddress?.port ?? port), POST \(path)" + (target.map { ", forwarding to \($0.description)" } ?? ""))
                 },
@@ -141,22 +175,37 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     static func respond(
-        to request: Request, path: String, receiver: NotificationReceiver, forwarder: NotificationForwarder?, metrics: ServeMetrics,
-        database: PostgresClient, logger: Logger
+        to request: Request, channel: any Channel, path: String, receiver: NotificationReceiver, forwarder: NotificationForwarder?, metrics: ServeMetrics,
+        database: PostgresClient, logger: Logger, inFlight: RequestsInFlight, bodyTimeout: Duration
     ) async -> Response {
         switch (request.uri.path, request.method) {
         case (path, .post):
             let started = ContinuousClock.now
-            var request = request
-            let body = try? await request.collectBody(upTo: NotificationReceiver.maximumBodyBytes)
-            let answer = await receiver.answer(body: body.map { Array($0.readableBytesView) })
-            let elapsed = ContinuousClock.now - started
-            metrics.record(answer, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-            if answer.status != 200 { logger.notice("answered \(answer.status): \(answer.outcome)") }
-            if answer == .recorded { forwarder?.wake() }
-            var response = text(answer.status, answer.text)
-            if let seconds = answer.retryAfter { response.headers[.retryAfter] = String(seconds) }
-            return response
+            let admission = inFlight.admit()
+            defer { admission.leave() }
+            if let length = request.headers[.contentLength].flatMap(Int.init), length > NotificationReceiver.maximumBodyBytes {
+                return respond(await receiver.answer(body: nil), started: started, metrics: metrics, forwarder: forwarder, logger: logger)
+            }
+            let body: [UInt8]?
+            switch await Self.body(of: request, within: bodyTimeout, admission: admission, stopReading: { channel.close(mode: .input, promise: nil) }) {
+            case .read(let bytes): body = bytes
+            case .tooLarge: body = nil
+            case .overloaded:
+                return respond(.overloaded, started: started, metrics: metrics, forwarder: forwarder, logger: logger)
+            case .cut:
+                // Nobody is left to answer: counted, not logged (an idle timeout, a client gone).
+                metrics.record(other: "body_cut")
+                return text(400, "bad request: the connection ended before the body did\n")
+            case .tooSlow:
+                metrics.record(other: "body_timeout")
+                logger.notice("answered 408: the body did not arrive within \(bodyTimeout)")
+                return text(408, "request timeout: the body did not arrive within \(bodyTimeout)\n")
+            }
+            // From here the request counts as answering (a graceful stop waits for it), if there is room.
+            guard admission.answering() else {
+                return respond(.overloaded, started: started, metrics: metrics, forwarder: forwarder, logger: logger)
+            }
+            return respond(await receiver.answer(body: body), started: started, metrics: metrics, forwarder: forwarder, logger: logger)
         case (path, _):
             metrics.record(other: "method_not_allowed")
             var response = text(405, "method not allowed: POST only\n")
@@ -191,6 +240,78 @@ struct ServeCommand: AsyncParsableCommand {
         default:
             metrics.record(other: "not_found")
             return text(404, "not found\n")
+        }
+    }
+
+    static func respond(
+        _ answer: NotificationReceiver.Answer, started: ContinuousClock.Instant, metrics: ServeMetrics, forwarder: NotificationForwarder?, logger: Logger
+    ) -> Response {
+        let elapsed = ContinuousClock.now - started
+        metrics.record(answer, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        if answer.status != 200 { logger.notice("answered \(answer.status): \(answer.outcome)") }
+        if answer == .recorded { forwarder?.wake() }
+        var response = text(answer.status, answer.text)
+        if let seconds = answer.retryAfter { response.headers[.retryAfter] = String(seconds) }
+        return response
+    }
+
+    enum BodyRead: Sendable {
+        case read([UInt8])
+        case tooLarge
+        case tooSlow
+        /// The bodies being read hold all the bytes they may.
+        case overloaded
+        /// The connection ended before the body did (the client left, or the idle timeout).
+        case cut
+    }
+
+    /// The request's body, read within `limit` and counted against the bytes all bodies being
+    /// read may hold (`admission`): a client that sends a byte now and then keeps a connection
+    /// from being idle, not its request from ending. When the time is up, `stopReading` ends the
+    /// connection's input, so that the reader returns and the connection closes after the answer
+    /// rather than waits for more.
+    static func body(
+        of request: Request, within limit: Duration, admission: RequestsInFlight.Admission, stopReading: @escaping @Sendable () -> Void
+    ) async -> BodyRead {
+        await withTaskGroup(of: BodyRead?.self) { group in
+            group.addTask {
+                var collected = ByteBuffer()
+                do {
+                    for try await part in request.body {
+                        guard collected.readableBytes + part.readableBytes <= NotificationReceiver.maximumBodyBytes else { return .tooLarge }
+                        guard admission.received(part.readableBytes) else { return .overloaded }
+                        var part = part
+                        collected.writeBuffer(&part)
+                    }
+                    return .read(Array(collected.readableBytesView))
+                } catch {
+                    return .cut
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return Task.isCancelled ? nil : .tooSlow
+            }
+            var first = BodyRead.cut
+            while let next = await group.next() {
+                guard let next else { continue }
+                first = next
+                break
+            }
+            if case .tooSlow = first { stopReading() }
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// Hummingbird's basic context, and the connection: `serve` ends a slow body's input.
+    struct ServeRequestContext: RequestContext {
+        var coreContext: CoreRequestContextStorage
+        let channel: any Channel
+
+        init(source: ApplicationRequestContextSource) {
+            coreContext = CoreRequestContextStorage(source: source)
+            channel = source.channel
         }
     }
 

@@ -191,7 +191,7 @@ extension SimulatedAPI {
         return (try? badlySigned(notification, bad)) ?? ""
     }
 
-    func badlySigned(_ notification: Scenario.Notification, _ bad: BadPayload) throws -> String {
+    package func badlySigned(_ notification: Scenario.Notification, _ bad: BadPayload) throws -> String {
         let configuration = scenario.configuration
         var signer = self.signer
         var bundleId = configuration.bundleId

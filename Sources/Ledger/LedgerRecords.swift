@@ -1,19 +1,38 @@
+import Crypto
 import Foundation
 
-/// A row of `app_store.rejected_payloads`.
+/// A row of `app_store.rejected_payloads`: a payload Apple did sign is kept whole
+/// (`keptWhole`); one whose signer nothing proves is kept as its digest, size and first
+/// `summaryPrefixBytes` bytes, and a repeat of the same bytes for the same reason only counts.
 package struct RejectedPayloadRecord: Hashable, Sendable {
+    package static let summaryPrefixBytes = 256
+
     package var source: String
     package var notificationUUID: String?
     package var reason: String
     package var detail: String
+    /// The whole payload when `keptWhole`, else its first `summaryPrefixBytes` bytes.
     package var signedPayload: String
+    package var keptWhole: Bool
+    package var sha256: [UInt8]
+    package var bytes: Int
+    /// The customer the payload's unverified content names, for repairing them; never applied.
+    package var unverifiedOriginalTransactionId: String?
 
-    package init(source: String, notificationUUID: String?, reason: String, detail: String, signedPayload: String) {
+    package init(
+        source: String, notificationUUID: String?, reason: String, detail: String, signedPayload: String, keptWhole: Bool = true,
+        unverifiedOriginalTransactionId: String? = nil
+    ) {
         self.source = source
         self.notificationUUID = notificationUUID
         self.reason = reason
         self.detail = detail
-        self.signedPayload = signedPayload
+        self.keptWhole = keptWhole
+        self.sha256 = Array(SHA256.hash(data: Array(signedPayload.utf8)))
+        self.bytes = signedPayload.utf8.count
+        // A cut inside a character ends in U+FFFD: the summary is for people, the digest for matching.
+        self.signedPayload = keptWhole ? signedPayload : String(decoding: signedPayload.utf8.prefix(Self.summaryPrefixBytes), as: UTF8.self)
+        self.unverifiedOriginalTransactionId = unverifiedOriginalTransactionId
     }
 }
 

@@ -58,13 +58,7 @@ package struct LedgerStore: Sendable {
             environment: environment, customers: Array(Set(customers)), transactions: Array(Set(transactions)), notifications: Array(Set(notifications))
         )
         let rows = try await client.query(read.query, logger: logger)
-        for try await row in rows {
-            switch try read.decodeRow(row) {
-            case .subscription(let subscription): state.subscriptions[subscription.originalTransactionId] = subscription
-            case .transaction(let id, let signed): state.transactionSignedDates[id] = signed
-            case .notification(let uuid): state.existingNotifications.insert(uuid)
-            }
-        }
+        for try await row in rows { try read.add(row, to: &state) }
         return state
     }
 
@@ -119,6 +113,14 @@ package struct LedgerStore: Sendable {
                 """
         }
 
+        func add(_ row: PostgresRow, to state: inout PageLedgerState) throws {
+            switch try decodeRow(row) {
+            case .subscription(let subscription): state.subscriptions[subscription.originalTransactionId] = subscription
+            case .transaction(let id, let signed): state.transactionSignedDates[id] = signed
+            case .notification(let uuid): state.existingNotifications.insert(uuid)
+            }
+        }
+
         func decodeRow(_ row: PostgresRow) throws -> Row {
             let cells = Array(row)
             let key = try cells[2].decode(String.self)
@@ -151,23 +153,75 @@ package struct LedgerStore: Sendable {
                 try await Self.outcome(of: statement, on: connection, logger: logger)
             }
         }
-        // The rows last: the change feed's triggers fire at the end of that statement and take
-        // its commit-order lock, which is then held for the commit alone (migration 0007).
         return try await client.withTransaction(logger: logger) { connection in
-            for account in batch.accounts {
-                try await Self.record(account, on: connection, logger: logger)
-            }
-            for record in batch.rejected {
+            try await Self.write(batch, statement: statement, writesRows: writesRows, runId: runId, on: connection, logger: logger)
+        }
+    }
+
+    /// Reads, decides and writes a batch of notifications with their customers locked: in one
+    /// database transaction, takes a transaction-scoped advisory lock for each customer
+    /// (environment and originalTransactionId, in sorted order, so that two writers never wait
+    /// for each other in a circle), reads what the ledger holds for the batch on the same
+    /// connection, lets `plan` decide the batch from that, and writes it. Every writer of
+    /// notifications (`serve`'s batch writers, `ingest`, a run's pages) goes through here, so a
+    /// subscription row is never planned from a state another writer is changing: a field a
+    /// notification lacks, copied from the row it read, cannot undo what the other one wrote.
+    package func applyLocked<Planned: Sendable>(
+        environment: String, notifications: [UUID], customers: [String], transactions: [String], runId: UUID?,
+        checkpoint: (QueryCheckpoint, CheckpointScope)? = nil,
+        plan: (PageLedgerState) throws -> (LedgerBatch, Planned)
+    ) async throws -> (LedgerBatchOutcome, Planned) {
+        let logger = self.logger
+        let keys = Array(Set(customers)).sorted()
+        return try await client.withTransaction(logger: logger) { connection in
+            if !keys.isEmpty {
                 try await connection.query(
                     """
-                    INSERT INTO app_store.rejected_payloads (run_id, source, notification_uuid, reason, detail, signed_payload)
-                    VALUES (\(runId), \(record.source), \(record.notificationUUID), \(record.reason), \(record.detail), \(record.signedPayload))
+                    SELECT pg_advisory_xact_lock(hashtext('appstore-reconcile.customer'), hashtext(\(environment) || ':' || k.key))
+                    FROM unnest(\(keys)::text[]) WITH ORDINALITY AS k(key, position) ORDER BY k.position
                     """,
                     logger: logger
                 )
             }
-            return writesRows ? try await Self.outcome(of: statement, on: connection, logger: logger) : LedgerBatchOutcome()
+            var state = PageLedgerState(existingNotifications: [], subscriptions: [:], transactionSignedDates: [:])
+            if !notifications.isEmpty || !keys.isEmpty || !transactions.isEmpty {
+                let read = PageStateRead(
+                    environment: environment, customers: keys, transactions: Array(Set(transactions)), notifications: Array(Set(notifications)))
+                for try await row in try await connection.query(read.query, logger: logger) { try read.add(row, to: &state) }
+            }
+            let (batch, planned) = try plan(state)
+            guard !batch.isEmpty || checkpoint != nil else { return (LedgerBatchOutcome(), planned) }
+            let writesRows = !batch.notifications.isEmpty || !batch.transactions.isEmpty || !batch.subscriptions.isEmpty || checkpoint != nil
+            let statement = RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint)
+            let outcome = try await Self.write(batch, statement: statement, writesRows: writesRows, runId: runId, on: connection, logger: logger)
+            return (outcome, planned)
         }
+    }
+
+    /// A batch's statements, inside a transaction the caller holds.
+    private static func write(
+        _ batch: LedgerBatch, statement: RowsWrite, writesRows: Bool, runId: UUID?, on connection: PostgresConnection, logger: Logger
+    ) async throws -> LedgerBatchOutcome {
+        // The rows last: the change feed's triggers fire at the end of that statement and take
+        // its commit-order lock, which is then held for the commit alone (migration 0007).
+        for account in batch.accounts {
+            try await Self.record(account, on: connection, logger: logger)
+        }
+        for record in batch.rejected {
+            let digest = Data(record.sha256)
+            try await connection.query(
+                """
+                INSERT INTO app_store.rejected_payloads (run_id, source, notification_uuid, reason, detail, signed_payload,
+                    kept_whole, payload_sha256, payload_bytes, unverified_original_transaction_id)
+                VALUES (\(runId), \(record.source), \(record.notificationUUID), \(record.reason), \(record.detail), \(record.signedPayload),
+                    \(record.keptWhole), \(digest), \(record.bytes), \(record.unverifiedOriginalTransactionId))
+                ON CONFLICT (payload_sha256, reason) WHERE NOT kept_whole
+                DO UPDATE SET times_seen = rejected_payloads.times_seen + 1, last_rejected_at = now()
+                """,
+                logger: logger
+            )
+        }
+        return writesRows ? try await Self.outcome(of: statement, on: connection, logger: logger) : LedgerBatchOutcome()
     }
 
     /// Runs the batch's row statement and collects what it changed.

@@ -143,7 +143,8 @@ extension LedgerStore {
         package var notificationUUID: String?
         package var reason: String
         package var detail: String
-        package var signedPayload: String
+        /// The customer its unverified content named (nil: none, or not readable).
+        package var unverifiedOriginalTransactionId: String?
     }
 
     /// The payloads these runs rejected, oldest first.
@@ -151,14 +152,14 @@ extension LedgerStore {
         guard !runIds.isEmpty else { return [] }
         let rows = try await client.query(
             """
-            SELECT notification_uuid, reason, detail, signed_payload FROM app_store.rejected_payloads
+            SELECT notification_uuid, reason, detail, unverified_original_transaction_id FROM app_store.rejected_payloads
             WHERE run_id = ANY(\(runIds)) ORDER BY rejection_id
             """,
             logger: logger
         )
         var found: [EarlierRejection] = []
-        for try await (uuid, reason, detail, payload) in rows.decode((String?, String, String, String).self) {
-            found.append(EarlierRejection(notificationUUID: uuid, reason: reason, detail: detail, signedPayload: payload))
+        for try await (uuid, reason, detail, customer) in rows.decode((String?, String, String, String?).self) {
+            found.append(EarlierRejection(notificationUUID: uuid, reason: reason, detail: detail, unverifiedOriginalTransactionId: customer))
         }
         return found
     }
@@ -179,5 +180,30 @@ extension LedgerStore {
         )
         for try await (start, end) in rows.decode((Date, Date).self) { return (start, end) }
         return nil
+    }
+}
+
+extension LedgerStore {
+    /// Deletes the rejected payloads not seen for `days` days (by `last_rejected_at`), ten
+    /// thousand rows a statement so that no lock is held long; how many were deleted.
+    package func pruneRejectedPayloads(notSeenForDays days: Int) async throws -> Int {
+        var deleted = 0
+        while true {
+            let rows = try await client.query(
+                """
+                WITH gone AS (
+                    DELETE FROM app_store.rejected_payloads WHERE rejection_id IN (
+                        SELECT rejection_id FROM app_store.rejected_payloads
+                        WHERE last_rejected_at < now() - \(days) * interval '1 day' LIMIT 10000)
+                    RETURNING 1)
+                SELECT count(*) FROM gone
+                """,
+                logger: logger
+            )
+            var count = 0
+            for try await value in rows.decode(Int.self) { count = value }
+            deleted += count
+            if count < 10_000 { return deleted }
+        }
     }
 }

@@ -33,6 +33,31 @@ public enum UnverifiedPayload {
         return String(id.prefix(64))
     }
 
+    /// What an unverified notification names, for reports and repairs only.
+    public struct NotificationNames: Sendable, Hashable {
+        public var notificationUUID: String?
+        /// The customer its nested transaction names.
+        public var originalTransactionId: String?
+    }
+
+    /// The largest payload `names(ofNotification:)` reads: Apple's are a few tens of kilobytes,
+    /// and decoding a crafted one (a JSON object of many thousand keys) costs CPU per byte.
+    public static let namesReadLimit = 64 * 1024
+
+    /// `notificationUUID` and the customer of a notification nobody verified, read with one
+    /// decode of its payload (and one of its nested transaction); nothing over `namesReadLimit`.
+    public static func names(ofNotification jws: String) -> NotificationNames {
+        guard jws.utf8.count <= namesReadLimit, let fields = fields(of: jws) else { return NotificationNames() }
+        var names = NotificationNames()
+        if case .string(let uuid)? = fields["notificationUUID"] { names.notificationUUID = String(uuid.prefix(64)) }
+        if case .object(let data)? = fields["data"], case .string(let transaction)? = data["signedTransactionInfo"],
+            case .string(let id)? = Self.fields(of: transaction)?["originalTransactionId"]
+        {
+            names.originalTransactionId = String(id.prefix(64))
+        }
+        return names
+    }
+
     /// `notificationUUID` when the payload is readable and has one.
     public static func notificationUUID(of jws: String) -> String? {
         if case .string(let uuid) = fields(of: jws)?["notificationUUID"] { return String(uuid.prefix(64)) }

@@ -77,6 +77,18 @@ public enum RejectionReason: String, Hashable, Sendable, CaseIterable, Codable {
     /// A notification's signed transaction, renewal info or app transaction was rejected.
     case nestedPayloadRejected = "nested_payload_rejected"
 
+    /// Whether a payload rejected for this reason is proven to be Apple's: its signature and its
+    /// chain to a configured root checked out, and it was refused for what it says (another app,
+    /// another environment, a nested payload). For every other reason the bytes could be anyone's:
+    /// a chain that does not validate (an expired one included: the validity check comes before
+    /// the chain is trusted) proves nothing about who signed.
+    public var provesItsSigner: Bool {
+        switch self {
+        case .wrongBundle, .wrongApp, .wrongEnvironment, .nestedPayloadRejected: true
+        case .malformed, .unsupportedAlgorithm, .badChainLength, .untrustedChain, .certificateNotValidAtTime, .missingAppleOID, .badSignature: false
+        }
+    }
+
     /// One line a person understands.
     public var explanation: String {
         switch self {

@@ -126,4 +126,57 @@ struct BackpressureTests {
             #expect(try await BackendLedgerTests.count(client, "SELECT count(*) FROM app_store.rejected_payloads") == 0)
         }
     }
+
+    /// What the schema `app_store` takes on disk: tables, TOAST and indexes.
+    static func ledgerBytes(_ client: PostgresClient) async throws -> Int {
+        try await BackendLedgerTests.count(
+            client,
+            "SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'app_store' AND c.relkind = 'r'"
+        )
+    }
+
+    /// Anyone can POST to serve: 300 bodies of 100 KB that are no signed payload (each different)
+    /// grow the ledger by less than 3 MB (a summary each: digest, size, first bytes, reason),
+    /// the same one again only counts, and a payload Apple did sign but for another app is still
+    /// kept whole, byte for byte.
+    @Test func unprovenPayloadsAreKeptAsSummariesAndSignedButRefusedOnesWhole() async throws {
+        let harness = try RecoveryHarness(customers: 5, seed: 33)
+        try await TestDatabase.withFreshLedger { client, _ in
+            let ingest = NotificationIngest(verifier: try harness.verifier(), store: LedgerStore(client: client, logger: harness.logger))
+            // A deadline no loaded test machine reaches: this test is about what is kept.
+            let receiver = NotificationReceiver(ingest: ingest, deadline: .seconds(120))
+            let before = try await Self.ledgerBytes(client)
+            var generator = SystemRandomNumberGenerator()
+            let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+            var garbage: [String] = []
+            for _ in 0..<300 {
+                let part = { (count: Int) in String(decoding: (0..<count).map { _ in alphabet[Int(generator.next() % 64)] }, as: UTF8.self) }
+                garbage.append(part(200) + "." + part(100_000) + "." + part(86))
+            }
+            for jws in garbage {
+                let answer = await receiver.answer(body: Self.body(jws))
+                #expect(answer.status == 400)
+            }
+            // The same bytes again: one more sighting of its row, not a row.
+            #expect(await receiver.answer(body: Self.body(garbage[0])).status == 400)
+            let grown = try await Self.ledgerBytes(client) - before
+            #expect(grown < 3 * 1024 * 1024, "the ledger grew \(grown) bytes for 300 unproven payloads of 100 KB")
+            #expect(try await BackendLedgerTests.count(client, "SELECT count(*) FROM app_store.rejected_payloads") == 300)
+            #expect(try await BackendLedgerTests.count(client, "SELECT max(times_seen) FROM app_store.rejected_payloads") == 2)
+            #expect(try await BackendLedgerTests.count(client, "SELECT count(*) FROM app_store.rejected_payloads WHERE NOT kept_whole AND payload_bytes = \(garbage[0].utf8.count) AND octet_length(signed_payload) <= 256") == 300)
+
+            let notification = try #require(harness.scenario.notifications.first)
+            let otherApp = try harness.api.badlySigned(notification, .wrongBundle)
+            let answer = await receiver.answer(body: Self.body(otherApp))
+            #expect(answer == .rejected(.wrongBundle))
+            var kept: [String] = []
+            for try await (payload, whole) in try await client.query(
+                "SELECT signed_payload, kept_whole FROM app_store.rejected_payloads WHERE reason = 'wrong_bundle'", logger: harness.logger
+            ).decode((String, Bool).self) {
+                #expect(whole)
+                kept.append(payload)
+            }
+            #expect(kept == [otherApp])
+        }
+    }
 }

@@ -11,10 +11,14 @@ package struct RecoveryPlanner: Sendable {
     package struct Input: Sendable {
         package var item: NotificationHistoryItem
         package var outcome: VerificationOutcome<VerifiedNotification>
+        /// For a payload not verified, what its content names (read once, capped, where it was
+        /// verified: in `serve`, the request's own task, not the shared batch writer).
+        package var unverifiedNames: UnverifiedPayload.NotificationNames?
 
         package init(item: NotificationHistoryItem, outcome: VerificationOutcome<VerifiedNotification>) {
             self.item = item
             self.outcome = outcome
+            if outcome.verifiedPayload == nil { unverifiedNames = UnverifiedPayload.names(ofNotification: item.signedPayload) }
         }
     }
 
@@ -110,19 +114,21 @@ package struct RecoveryPlanner: Sendable {
             let first = input.item.sendAttempts?.min { $0.attemptDate < $1.attemptDate }
             var decision = Decision(
                 // The verified UUID when there is one: reading the payload again costs a JSON decode.
-                notificationUUID: input.outcome.verifiedPayload?.payload.notificationUUID
-                    ?? UnverifiedPayload.notificationUUID(of: input.item.signedPayload),
+                notificationUUID: input.outcome.verifiedPayload?.payload.notificationUUID ?? input.unverifiedNames?.notificationUUID,
                 firstAttemptResult: input.item.firstAttemptResult?.rawValue,
                 firstAttemptDate: LedgerMapping.date(first?.attemptDate), action: .rejected
             )
             switch input.outcome {
             case .rejected(let rejection):
                 decision.rejection = rejection
-                decision.unverifiedCustomer = UnverifiedPayload.originalTransactionId(ofNotification: input.item.signedPayload)
+                decision.unverifiedCustomer = input.unverifiedNames?.originalTransactionId
+                // What anyone can POST (serve, ingest) is kept whole only when Apple's signature is
+                // proven; what Apple's API answered over TLS, always.
                 plan.batch.rejected.append(
                     RejectedPayloadRecord(
                         source: source.rawValue, notificationUUID: decision.notificationUUID, reason: rejection.reason.rawValue,
-                        detail: rejection.detail, signedPayload: input.item.signedPayload
+                        detail: rejection.detail, signedPayload: input.item.signedPayload, keptWhole: source != .webhook || rejection.reason.provesItsSigner,
+                        unverifiedOriginalTransactionId: decision.unverifiedCustomer
                     )
                 )
             case .retryLater(let reason):

@@ -54,11 +54,13 @@ package struct NotificationIngest: Sendable {
     /// The second half: payloads already verified, recorded in one database transaction; the
     /// outcome of each, in the order given.
     package func ingest(verified inputs: [RecoveryPlanner.Input]) async throws -> [Outcome] {
-        let snapshot = try await PageInputs.snapshot(for: inputs, environment: verifier.configuration.environment, store: store)
-        var memory = RecoveryPlanner.RunMemory()
-        var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
-        plan.batch.deliverTo = deliverTo
-        let written = try await store.apply(plan.batch, runId: nil)
+        let deliverTo = self.deliverTo
+        let (written, plan) = try await PageInputs.applyLocked(inputs, environment: verifier.configuration.environment, store: store, runId: nil) { snapshot in
+            var memory = RecoveryPlanner.RunMemory()
+            var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
+            plan.batch.deliverTo = deliverTo
+            return (plan.batch, plan)
+        }
         var outcomes = [Outcome](repeating: .duplicate, count: inputs.count)
         for (decision, index) in zip(plan.decisions, RecoveryPlanner.order(inputs)) {
             switch RecoveryPlanner.settle(decision, batch: plan.batch, written: written) {

@@ -171,9 +171,8 @@ package struct NotificationRecovery: Sendable {
         let runs = Array(Set(saved.values.compactMap(\.runId))).sorted { $0.uuidString < $1.uuidString }
         for earlier in try await store.rejections(ofRuns: runs) {
             tally.counts.rejected += 1
-            let customer = UnverifiedPayload.originalTransactionId(ofNotification: earlier.signedPayload)
             tally.rejected.append(
-                .init(notificationUUID: earlier.notificationUUID, originalTransactionId: customer, reason: earlier.reason, detail: earlier.detail)
+                .init(notificationUUID: earlier.notificationUUID, originalTransactionId: earlier.unverifiedOriginalTransactionId, reason: earlier.reason, detail: earlier.detail)
             )
         }
         logger.notice(
@@ -279,7 +278,9 @@ package struct NotificationRecovery: Sendable {
                 do {
                     if let next = try await pipeline.next() {
                         let inputs = next.inputs
-                        upcoming = .taken(next, inputs.isEmpty ? nil : Task { try await PageInputs.snapshot(for: inputs, environment: verifier.configuration.environment, store: store) })
+                        // A dry run reads the next page's ledger state now; a real run reads it under its customers' locks.
+                        upcoming = .taken(
+                            next, inputs.isEmpty || !options.dryRun ? nil : Task { try await PageInputs.snapshot(for: inputs, environment: verifier.configuration.environment, store: store) })
                     } else {
                         upcoming = .ended
                     }
@@ -339,22 +340,35 @@ package struct NotificationRecovery: Sendable {
             let content = signed.lastIndex(of: UInt8(ascii: ".")).map { signed[..<$0] } ?? signed[...]
             return !tally.rejectedPayloads.insert(SHA256.hash(data: Array(content))).inserted
         }
-        let snapshot: RecoveryPlanner.LedgerSnapshot
-        if let started { snapshot = try await started.value } else { snapshot = try await PageInputs.snapshot(for: inputs, environment: verifier.configuration.environment, store: store) }
-
-        var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &tally.memory)
-        let deferred = zip(plan.decisions, inputs).compactMap { decision, input in decision.action == .retryLater ? input.item : nil }
+        // Left for a later try: what could not be verified now (the plan's retry-later decisions).
+        let deferred = inputs.compactMap { input in if case .retryLater = input.outcome { input.item } else { nil } }
+        let plan: RecoveryPlanner.PagePlan
         var outcome: LedgerBatchOutcome?
-        if !options.dryRun {
-            // The rows before the run changed them, for the report (app_store.run_subscription_changes).
-            plan.batch.subscriptionsBefore = tally.memory.subscriptionsBefore
-            plan.batch.deliverTo = options.deliverTo
-            let batch = plan.batch
-            let store = self.store
-            async let written = store.apply(batch, runId: runId, checkpoint: deferred.isEmpty ? checkpoint : nil)
+        if options.dryRun {
+            let snapshot: RecoveryPlanner.LedgerSnapshot
+            if let started { snapshot = try await started.value } else { snapshot = try await PageInputs.snapshot(for: inputs, environment: verifier.configuration.environment, store: store) }
+            plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &tally.memory)
+        } else {
+            // Read, planned and written with the page's customers locked (issue 31: a live
+            // notification written meanwhile by serve is never undone by this page's plan).
+            started?.cancel()
+            let memory = tally.memory
+            let deliverTo = options.deliverTo
+            async let written = PageInputs.applyLocked(
+                inputs, environment: verifier.configuration.environment, store: store, runId: runId, checkpoint: deferred.isEmpty ? checkpoint : nil
+            ) { snapshot in
+                var memory = memory
+                var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory)
+                // The rows before the run changed them, for the report (app_store.run_subscription_changes).
+                plan.batch.subscriptionsBefore = memory.subscriptionsBefore
+                plan.batch.deliverTo = deliverTo
+                return (plan.batch, (plan, memory))
+            }
             await whileWriting()
-            outcome = try await written
-            tally.memory = tally.memory.keeping(only: batch)
+            let (result, (planned, memoryAfter)) = try await written
+            plan = planned
+            outcome = result
+            tally.memory = memoryAfter.keeping(only: planned.batch)
         }
         record(plan, outcome: outcome, options: options, tally: &tally)
         tally.retryLater += deferred

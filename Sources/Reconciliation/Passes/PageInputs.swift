@@ -22,14 +22,42 @@ enum PageInputs {
     static func snapshot(
         for inputs: [RecoveryPlanner.Input], environment: AppStoreEnvironment, store: LedgerStore
     ) async throws -> RecoveryPlanner.LedgerSnapshot {
-        let verified = inputs.compactMap { $0.outcome.verifiedPayload }
+        let keys = Keys(inputs)
         // pageState looks each key up once, duplicates aside.
         let state = try await store.pageState(
-            environment: environment.rawValue,
-            notifications: verified.compactMap { UUID(uuidString: $0.payload.notificationUUID) },
-            customers: verified.compactMap { $0.transaction?.originalTransactionId ?? $0.renewalInfo?.originalTransactionId },
-            transactions: verified.compactMap { $0.transaction?.transactionId }
-        )
+            environment: environment.rawValue, notifications: keys.notifications, customers: keys.customers, transactions: keys.transactions)
+        return snapshot(of: state)
+    }
+
+    /// What a page's verified notifications are looked up by.
+    struct Keys {
+        var notifications: [UUID]
+        var customers: [String]
+        var transactions: [String]
+
+        init(_ inputs: [RecoveryPlanner.Input]) {
+            let verified = inputs.compactMap { $0.outcome.verifiedPayload }
+            notifications = verified.compactMap { UUID(uuidString: $0.payload.notificationUUID) }
+            customers = verified.compactMap { $0.transaction?.originalTransactionId ?? $0.renewalInfo?.originalTransactionId }
+            transactions = verified.compactMap { $0.transaction?.transactionId }
+        }
+    }
+
+    /// Reads, plans and writes a page with its customers locked (`LedgerStore.applyLocked`):
+    /// `plan` decides from what the ledger holds inside that transaction.
+    static func applyLocked<Planned: Sendable>(
+        _ inputs: [RecoveryPlanner.Input], environment: AppStoreEnvironment, store: LedgerStore, runId: UUID?,
+        checkpoint: (QueryCheckpoint, CheckpointScope)? = nil,
+        plan: (RecoveryPlanner.LedgerSnapshot) throws -> (LedgerBatch, Planned)
+    ) async throws -> (LedgerBatchOutcome, Planned) {
+        let keys = Keys(inputs)
+        return try await store.applyLocked(
+            environment: environment.rawValue, notifications: keys.notifications, customers: keys.customers, transactions: keys.transactions,
+            runId: runId, checkpoint: checkpoint
+        ) { state in try plan(snapshot(of: state)) }
+    }
+
+    static func snapshot(of state: PageLedgerState) -> RecoveryPlanner.LedgerSnapshot {
         var snapshot = RecoveryPlanner.LedgerSnapshot()
         snapshot.existingNotifications = state.existingNotifications
         snapshot.subscriptions = state.subscriptions

@@ -7,7 +7,7 @@ import Synchronization
 /// took to answer. Labels take values from fixed sets only.
 package final class ServeMetrics: Sendable {
     /// Histogram bounds, seconds.
-    static let bounds: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+    static let bounds: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15]
 
     struct State {
         var requests: [String: Int] = [:]
