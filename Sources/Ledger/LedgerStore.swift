@@ -146,15 +146,14 @@ package struct LedgerStore: Sendable {
     package func apply(_ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)? = nil) async throws -> LedgerBatchOutcome {
         guard !batch.isEmpty || checkpoint != nil else { return LedgerBatchOutcome() }
         let logger = self.logger
-        let writesRows = !batch.notifications.isEmpty || !batch.transactions.isEmpty || !batch.subscriptions.isEmpty || checkpoint != nil
-        let statement = RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint)
         if batch.rejected.isEmpty && batch.accounts.isEmpty {
+            let statement = RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint)
             return try await client.withConnection { connection in
                 try await Self.outcome(of: statement, on: connection, logger: logger)
             }
         }
         return try await client.withTransaction(logger: logger) { connection in
-            try await Self.write(batch, statement: statement, writesRows: writesRows, runId: runId, on: connection, logger: logger)
+            try await Self.write(batch, runId: runId, checkpoint: checkpoint, on: connection, logger: logger)
         }
     }
 
@@ -191,16 +190,13 @@ package struct LedgerStore: Sendable {
             }
             let (batch, planned) = try plan(state)
             guard !batch.isEmpty || checkpoint != nil else { return (LedgerBatchOutcome(), planned) }
-            let writesRows = !batch.notifications.isEmpty || !batch.transactions.isEmpty || !batch.subscriptions.isEmpty || checkpoint != nil
-            let statement = RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint)
-            let outcome = try await Self.write(batch, statement: statement, writesRows: writesRows, runId: runId, on: connection, logger: logger)
-            return (outcome, planned)
+            return (try await Self.write(batch, runId: runId, checkpoint: checkpoint, on: connection, logger: logger), planned)
         }
     }
 
     /// A batch's statements, inside a transaction the caller holds.
     private static func write(
-        _ batch: LedgerBatch, statement: RowsWrite, writesRows: Bool, runId: UUID?, on connection: PostgresConnection, logger: Logger
+        _ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)?, on connection: PostgresConnection, logger: Logger
     ) async throws -> LedgerBatchOutcome {
         // The rows last: the change feed's triggers fire at the end of that statement and take
         // its commit-order lock, which is then held for the commit alone (migration 0007).
@@ -221,7 +217,9 @@ package struct LedgerStore: Sendable {
                 logger: logger
             )
         }
-        return writesRows ? try await Self.outcome(of: statement, on: connection, logger: logger) : LedgerBatchOutcome()
+        let writesRows = !batch.notifications.isEmpty || !batch.transactions.isEmpty || !batch.subscriptions.isEmpty || checkpoint != nil
+        guard writesRows else { return LedgerBatchOutcome() }
+        return try await Self.outcome(of: RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint), on: connection, logger: logger)
     }
 
     /// Runs the batch's row statement and collects what it changed.
