@@ -183,14 +183,21 @@ struct ServeCommand: AsyncParsableCommand {
             let started = ContinuousClock.now
             let admission = inFlight.admit()
             defer { admission.leave() }
+            // A body refused before it all arrived is not read to its end: the connection's input
+            // is closed, so it ends after the answer instead of draining a client's slow drip.
+            let stopReading: @Sendable () -> Void = { channel.close(mode: .input, promise: nil) }
             if let length = request.headers[.contentLength].flatMap(Int.init), length > NotificationReceiver.maximumBodyBytes {
+                stopReading()
                 return respond(await receiver.answer(body: nil), started: started, metrics: metrics, forwarder: forwarder, logger: logger)
             }
             let body: [UInt8]?
-            switch await Self.body(of: request, within: bodyTimeout, admission: admission, stopReading: { channel.close(mode: .input, promise: nil) }) {
+            switch await Self.body(of: request, within: bodyTimeout, admission: admission, stopReading: stopReading) {
             case .read(let bytes): body = bytes
-            case .tooLarge: body = nil
+            case .tooLarge:
+                stopReading()
+                body = nil
             case .overloaded:
+                stopReading()
                 return respond(.overloaded, started: started, metrics: metrics, forwarder: forwarder, logger: logger)
             case .cut:
                 // Nobody is left to answer: counted, not logged (an idle timeout, a client gone).

@@ -13,6 +13,8 @@ final class RequestsInFlight: Sendable {
         var reading = 0
         var readingBytes = 0
         var answering = 0
+        /// A graceful stop began: no request starts answering any more (503 instead).
+        var stopping = false
     }
 
     let maximum: Int
@@ -25,6 +27,9 @@ final class RequestsInFlight: Sendable {
     }
 
     var current: Counts { counts.withLock { $0 } }
+
+    /// From now on `answering()` is false: the requests being answered are all the stop waits for.
+    func stop() { counts.withLock { $0.stopping = true } }
 
     /// A request whose body is about to be read.
     func admit() -> Admission {
@@ -61,7 +66,7 @@ final class RequestsInFlight: Sendable {
             }
         }
 
-        /// The body is read: false when `maximum` requests are being answered already.
+        /// The body is read: false when `maximum` requests are being answered already, or `serve` is stopping.
         func answering() -> Bool {
             phase.withLock { phase in
                 guard case .reading(let bytes) = phase else {
@@ -71,7 +76,7 @@ final class RequestsInFlight: Sendable {
                 let admitted = inFlight.counts.withLock { counts in
                     counts.reading -= 1
                     counts.readingBytes -= bytes
-                    guard counts.answering < inFlight.maximum else { return false }
+                    guard counts.answering < inFlight.maximum, !counts.stopping else { return false }
                     counts.answering += 1
                     return true
                 }
@@ -121,6 +126,11 @@ enum ServeShutdown {
             guard signalled, !Task.isCancelled else { return }
             let clock = ContinuousClock()
             let limit = clock.now + deadline + .seconds(2)
+            while inFlight.current.answering > 0, clock.now < limit { try? await Task.sleep(for: .milliseconds(20)) }
+            // A body that completes from now on (during the linger) is answered 503, and Apple
+            // sends it again: none starts answering after this decided there is nothing to wait for.
+            inFlight.stop()
+            // One that began between the last look and the stop is waited for too (within the limit).
             while inFlight.current.answering > 0, clock.now < limit { try? await Task.sleep(for: .milliseconds(20)) }
             let unanswered = inFlight.current.answering
             try? await Task.sleep(for: linger)

@@ -3,7 +3,8 @@ import Foundation
 
 /// A row of `app_store.rejected_payloads`: a payload Apple did sign is kept whole
 /// (`keptWhole`); one whose signer nothing proves is kept as its digest, size and first
-/// `summaryPrefixBytes` bytes, and a repeat of the same bytes for the same reason only counts.
+/// `summaryPrefixBytes` bytes. At the webhook (anyone can send anything again), a repeat of the
+/// same bytes for the same reason only counts on its first row, whole or not.
 package struct RejectedPayloadRecord: Hashable, Sendable {
     package static let summaryPrefixBytes = 256
 

@@ -159,15 +159,19 @@ package struct LedgerStore: Sendable {
 
     /// Reads, decides and writes a batch of notifications with their customers locked: in one
     /// database transaction, takes a transaction-scoped advisory lock for each customer
-    /// (environment and originalTransactionId, in sorted order, so that two writers never wait
-    /// for each other in a circle), reads what the ledger holds for the batch on the same
+    /// (environment and originalTransactionId; each hash once, in order, so that two writers
+    /// never wait for each other in a circle, even when two customers' hashes collide), reads what the ledger holds for the batch on the same
     /// connection, lets `plan` decide the batch from that, and writes it. Every writer of
     /// notifications (`serve`'s batch writers, `ingest`, a run's pages) goes through here, so a
     /// subscription row is never planned from a state another writer is changing: a field a
     /// notification lacks, copied from the row it read, cannot undo what the other one wrote.
+    ///
+    /// With `commitBy`, the transaction is rolled back (`CommitDeadlinePassed`) when its
+    /// statements end after that instant: `serve` answers 503 for a batch it stopped waiting
+    /// for, and such a batch must not commit later.
     package func applyLocked<Planned: Sendable>(
         environment: String, notifications: [UUID], customers: [String], transactions: [String], runId: UUID?,
-        checkpoint: (QueryCheckpoint, CheckpointScope)? = nil,
+        checkpoint: (QueryCheckpoint, CheckpointScope)? = nil, commitBy: ContinuousClock.Instant? = nil,
         plan: (PageLedgerState) throws -> (LedgerBatch, Planned)
     ) async throws -> (LedgerBatchOutcome, Planned) {
         let logger = self.logger
@@ -176,8 +180,8 @@ package struct LedgerStore: Sendable {
             if !keys.isEmpty {
                 try await connection.query(
                     """
-                    SELECT pg_advisory_xact_lock(hashtext('appstore-reconcile.customer'), hashtext(\(environment) || ':' || k.key))
-                    FROM unnest(\(keys)::text[]) WITH ORDINALITY AS k(key, position) ORDER BY k.position
+                    SELECT pg_advisory_xact_lock(hashtext('appstore-reconcile.customer'), held.hash)
+                    FROM (SELECT DISTINCT hashtext(\(environment) || ':' || k.key) AS hash FROM unnest(\(keys)::text[]) AS k(key) ORDER BY 1) AS held
                     """,
                     logger: logger
                 )
@@ -190,9 +194,14 @@ package struct LedgerStore: Sendable {
             }
             let (batch, planned) = try plan(state)
             guard !batch.isEmpty || checkpoint != nil else { return (LedgerBatchOutcome(), planned) }
-            return (try await Self.write(batch, runId: runId, checkpoint: checkpoint, on: connection, logger: logger), planned)
+            let outcome = try await Self.write(batch, runId: runId, checkpoint: checkpoint, on: connection, logger: logger)
+            if let commitBy, ContinuousClock.now >= commitBy { throw CommitDeadlinePassed() }
+            return (outcome, planned)
         }
     }
+
+    /// A transaction's statements ended after its `commitBy`: rolled back, nothing written.
+    package struct CommitDeadlinePassed: Error, Hashable, Sendable {}
 
     /// A batch's statements, inside a transaction the caller holds.
     private static func write(
@@ -203,7 +212,10 @@ package struct LedgerStore: Sendable {
         for account in batch.accounts {
             try await Self.record(account, on: connection, logger: logger)
         }
-        for record in batch.rejected {
+        // In one order (digest, then reason) in every transaction: two batches counting the same
+        // repeats never wait for each other in a circle.
+        let rejected = batch.rejected.sorted { $0.sha256 != $1.sha256 ? $0.sha256.lexicographicallyPrecedes($1.sha256) : $0.reason < $1.reason }
+        for record in rejected {
             let digest = Data(record.sha256)
             try await connection.query(
                 """
@@ -211,7 +223,7 @@ package struct LedgerStore: Sendable {
                     kept_whole, payload_sha256, payload_bytes, unverified_original_transaction_id)
                 VALUES (\(runId), \(record.source), \(record.notificationUUID), \(record.reason), \(record.detail), \(record.signedPayload),
                     \(record.keptWhole), \(digest), \(record.bytes), \(record.unverifiedOriginalTransactionId))
-                ON CONFLICT (payload_sha256, reason) WHERE NOT kept_whole
+                ON CONFLICT (payload_sha256, reason) WHERE source = 'webhook'
                 DO UPDATE SET times_seen = rejected_payloads.times_seen + 1, last_rejected_at = now()
                 """,
                 logger: logger

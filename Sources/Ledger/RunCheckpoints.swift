@@ -145,6 +145,9 @@ extension LedgerStore {
         package var detail: String
         /// The customer its unverified content named (nil: none, or not readable).
         package var unverifiedOriginalTransactionId: String?
+        /// The whole payload, for a row written before migration 0016 recorded the customer it
+        /// names: whoever resumes reads the name from it. Nil otherwise.
+        package var payloadToRead: String?
     }
 
     /// The payloads these runs rejected, oldest first.
@@ -152,14 +155,18 @@ extension LedgerStore {
         guard !runIds.isEmpty else { return [] }
         let rows = try await client.query(
             """
-            SELECT notification_uuid, reason, detail, unverified_original_transaction_id FROM app_store.rejected_payloads
+            SELECT notification_uuid, reason, detail, unverified_original_transaction_id,
+                CASE WHEN unverified_original_transaction_id IS NULL AND kept_whole AND rejected_at < m.applied_at THEN signed_payload END
+            FROM app_store.rejected_payloads
+            CROSS JOIN (SELECT coalesce(min(applied_at), '-infinity') AS applied_at FROM app_store.schema_migrations WHERE version = 16) AS m
             WHERE run_id = ANY(\(runIds)) ORDER BY rejection_id
             """,
             logger: logger
         )
         var found: [EarlierRejection] = []
-        for try await (uuid, reason, detail, customer) in rows.decode((String?, String, String, String?).self) {
-            found.append(EarlierRejection(notificationUUID: uuid, reason: reason, detail: detail, unverifiedOriginalTransactionId: customer))
+        for try await (uuid, reason, detail, customer, payload) in rows.decode((String?, String, String, String?, String?).self) {
+            found.append(
+                EarlierRejection(notificationUUID: uuid, reason: reason, detail: detail, unverifiedOriginalTransactionId: customer, payloadToRead: payload))
         }
         return found
     }

@@ -250,8 +250,9 @@ struct ServeCommandTests {
         // Exit 0 says every request serve had begun to read was answered (ServeShutdown exits 75
         // otherwise). The clients' side: 200 (already recorded); 0, no connection (the listener
         // had closed); -2, a request sent on a connection serve had accepted but not yet read from
-        // when it stopped, closed unanswered. Apple retries the last two; nothing else may happen.
-        #expect(answers.allSatisfy { $0 == 200 || $0 == 0 || $0 == -2 }, "\(answers)")
+        // when it stopped, closed unanswered; 503, a body that completed after serve stopped
+        // waiting for answers. Apple retries the last three; nothing else may happen.
+        #expect(answers.allSatisfy { $0 == 200 || $0 == 0 || $0 == -2 || $0 == 503 }, "\(answers)")
         #expect(answers.contains(200))
         print(
             "serve at SIGTERM: of \(answers.count) requests, \(answers.filter { $0 == 200 }.count) answered 200, "

@@ -176,6 +176,41 @@ struct ServeLimitsTests {
         #expect(stopping < .seconds(8), "stopped after \(stopping)")
     }
 
+    /// A body refused before it all arrived (its Content-Length over 256 KB, or over 256 KB sent
+    /// without one) is answered and its connection closed, although the client keeps sending a
+    /// byte now and then: serve does not drain it (here the idle and body timeouts are 120 s, so
+    /// only the refusal can close it).
+    @Test func aRefusedBodyDoesNotHoldItsConnectionWhileTheClientDrips() async throws {
+        let harness = try RecoveryHarness(customers: 5, seed: 314)
+        let (cluster, url, scratch) = try await ServeCommandTests.world(harness, "serve-refused")
+        defer {
+            cluster.stop()
+            try? FileManager.default.removeItem(atPath: scratch)
+        }
+        let (server, serve, _) = try await ServeCommandTests.startServe(
+            harness, url, scratch: scratch, arguments: ["--idle-timeout", "120", "--body-timeout", "120"])
+        let port = try #require(Int(server.split(separator: ":").last ?? ""))
+        let declared = "POST /apple/notifications HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n{\"signedPayload\":\""
+        let chunked = "POST /apple/notifications HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + String(300 * 1024, radix: 16) + "\r\n" + String(repeating: "A", count: 300 * 1024) + "\r\n1000\r\n"
+        for (name, head) in [("declared too large", declared), ("too large as it came", chunked)] {
+            let descriptor = try Self.connect(port: port)
+            defer { close(descriptor) }
+            Self.send(descriptor, head)
+            var answer = (text: "", closed: false)
+            var text = ""
+            for _ in 0..<40 where !answer.closed {
+                Self.send(descriptor, "A")
+                answer = await Self.received(descriptor, within: .milliseconds(250))
+                text += answer.text
+            }
+            #expect(text.hasPrefix("HTTP/1.1 400"), "\(name): \(text.prefix(80))")
+            #expect(answer.closed, "\(name): the connection is still open 10 s after its answer, the client dripping")
+        }
+        serve.send(SIGTERM)
+        #expect(await serve.waitAsync() == 0)
+    }
+
     /// The flood of issue 31: 10,000 POSTs of 10 KB garbage, each different, from 1,000 clients
     /// at once, while the ledger's tables are locked for 30 s. Every request is answered within
     /// its 10 s deadline (400 once recorded, 503 when the database cannot take it in time or

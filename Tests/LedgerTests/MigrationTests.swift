@@ -90,6 +90,45 @@ struct MigrationTests {
         }
     }
 
+    /// Rejected payloads written before 0016 and 0017: migration 0017 merges the webhook's
+    /// repeats of the same bytes and reason into the oldest row (their counts summed), keeps what
+    /// runs recorded, and then counts a repeat on that row. A run resumed over such an old row
+    /// gets its whole payload back to read the customer it names (0016 had not recorded it).
+    @Test func migration0017MergesTheWebhooksRepeatsAndOldRunRowsKeepTheirPayloadToRead() async throws {
+        try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
+            _ = try await Migrator(migrations: Migration.bundled.filter { $0.version <= 15 }).migrate(client, logger: logger)
+            let run = UUID()
+            try await client.query(
+                "INSERT INTO app_store.runs (run_id, kind, environment, window_start, window_end, dry_run) VALUES (\(run), 'recovery', 'Production', now(), now(), false)",
+                logger: logger)
+            try await client.query(
+                """
+                INSERT INTO app_store.rejected_payloads (run_id, source, reason, detail, signed_payload, rejected_at)
+                VALUES (NULL, 'webhook', 'wrong_bundle', 'd', 'same.signed.bytes', '2020-11-01'),
+                       (NULL, 'webhook', 'wrong_bundle', 'd', 'same.signed.bytes', '2020-11-02'),
+                       (NULL, 'webhook', 'wrong_bundle', 'd', 'same.signed.bytes', '2020-11-03'),
+                       (NULL, 'webhook', 'wrong_environment', 'd', 'same.signed.bytes', '2020-11-02'),
+                       (\(run), 'history', 'wrong_bundle', 'd', 'same.signed.bytes', '2020-11-02'),
+                       (\(run), 'history', 'wrong_bundle', 'd', 'same.signed.bytes', '2020-11-03')
+                """,
+                logger: logger
+            )
+            _ = try await Migrator().migrate(client, logger: logger)
+            let rows = try await client.query(
+                "SELECT source, reason, times_seen, last_rejected_at::date::text FROM app_store.rejected_payloads ORDER BY rejection_id", logger: logger)
+            var found: [String] = []
+            for try await (source, reason, seen, last) in rows.decode((String, String, Int, String).self) { found.append("\(source) \(reason) \(seen) \(last)") }
+            #expect(
+                found == [
+                    "webhook wrong_bundle 3 2020-11-03", "webhook wrong_environment 1 2020-11-02", "history wrong_bundle 1 2020-11-02",
+                    "history wrong_bundle 1 2020-11-03",
+                ])
+            let store = LedgerStore(client: client, logger: logger)
+            let earlier = try await store.rejections(ofRuns: [run])
+            #expect(earlier.map(\.payloadToRead) == ["same.signed.bytes", "same.signed.bytes"])
+        }
+    }
+
     /// Migration 0014 keys transactions and subscriptions by environment: rows recorded without
     /// one take it from their stored JWS, their notifications or their transactions; then the
     /// same IDs may be stored once per environment. A row whose environment cannot be found stops

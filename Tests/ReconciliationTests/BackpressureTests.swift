@@ -139,7 +139,7 @@ struct BackpressureTests {
     /// grow the ledger by less than 3 MB (a summary each: digest, size, first bytes, reason),
     /// the same one again only counts, and a payload Apple did sign but for another app is still
     /// kept whole, byte for byte.
-    @Test func unprovenPayloadsAreKeptAsSummariesAndSignedButRefusedOnesWhole() async throws {
+    @Test func unprovenPayloadsAreKeptAsSummariesAndSignedButRefusedOnesWholeAndOnce() async throws {
         let harness = try RecoveryHarness(customers: 5, seed: 33)
         try await TestDatabase.withFreshLedger { client, _ in
             let ingest = NotificationIngest(verifier: try harness.verifier(), store: LedgerStore(client: client, logger: harness.logger))
@@ -167,16 +167,21 @@ struct BackpressureTests {
 
             let notification = try #require(harness.scenario.notifications.first)
             let otherApp = try harness.api.badlySigned(notification, .wrongBundle)
-            let answer = await receiver.answer(body: Self.body(otherApp))
-            #expect(answer == .rejected(.wrongBundle))
+            // Sent 50 times (anyone holding one can replay it): kept whole once, counted 50 times.
+            for _ in 0..<50 {
+                let answer = await receiver.answer(body: Self.body(otherApp))
+                #expect(answer == .rejected(.wrongBundle))
+            }
             var kept: [String] = []
-            for try await (payload, whole) in try await client.query(
-                "SELECT signed_payload, kept_whole FROM app_store.rejected_payloads WHERE reason = 'wrong_bundle'", logger: harness.logger
-            ).decode((String, Bool).self) {
+            for try await (payload, whole, seen) in try await client.query(
+                "SELECT signed_payload, kept_whole, times_seen FROM app_store.rejected_payloads WHERE reason = 'wrong_bundle'", logger: harness.logger
+            ).decode((String, Bool, Int).self) {
                 #expect(whole)
+                #expect(seen == 50)
                 kept.append(payload)
             }
-            #expect(kept == [otherApp])
+            #expect(kept.count == 1)
+            #expect(kept.first == otherApp)
         }
     }
 }

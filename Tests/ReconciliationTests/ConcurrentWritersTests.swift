@@ -73,6 +73,80 @@ struct ConcurrentWritersTests {
         }
     }
 
+    /// Customer locks are keyed by a 32-bit hash, so two customers can share one. Writer B
+    /// (customers z and y) and writer A (x and z), where x and y share a hash and x < z < y as
+    /// text: taken in text order, B waits for z (held here), A takes x's hash and waits for z
+    /// too; once z is free, B takes it and waits for y's hash, which A holds, while A waits for
+    /// z: a deadlock PostgreSQL ends by failing one. Taken by hash, each once, both commit.
+    @Test func writersWhoseCustomersShareALockHashNeverWaitForEachOtherInACircle() async throws {
+        let logger = TestDatabase.logger
+        try await TestDatabase.withFreshLedger { client, _ in
+            var pairs: [(String, String)] = []
+            for try await (x, y) in try await client.query(
+                """
+                SELECT a.key, b.key FROM
+                    (SELECT 'c' || g AS key, hashtext('Sandbox:c' || g) AS hash FROM generate_series(1, 300000) AS g) AS a
+                    JOIN (SELECT 'c' || g AS key, hashtext('Sandbox:c' || g) AS hash FROM generate_series(1, 300000) AS g) AS b
+                    ON a.hash = b.hash AND a.key < b.key
+                """,
+                logger: logger
+            ).decode((String, String).self) {
+                pairs.append((x, y))
+            }
+            // x < z < y as Swift orders text (what the writers once sorted by), z its own hash.
+            let (x, y) = try #require(pairs.map { $0 < $1 ? ($0, $1) : ($1, $0) }.first { !$1.hasPrefix($0) })
+            let z = x + "0"
+            #expect(x < z && z < y)
+            let store = LedgerStore(client: client, logger: logger)
+            let held = AsyncStream.makeStream(of: Void.self)
+            let release = AsyncStream.makeStream(of: Void.self)
+            async let holder: Void = client.withTransaction(logger: logger) { connection in
+                try await connection.query(
+                    "SELECT pg_advisory_xact_lock(hashtext('appstore-reconcile.customer'), hashtext('Sandbox:' || \(z)))", logger: logger)
+                held.continuation.yield()
+                for await _ in release.stream { break }
+            }
+            for await _ in held.stream { break }
+            let write = { @Sendable (customers: [String]) async -> String? in
+                do {
+                    _ = try await store.applyLocked(environment: "Sandbox", notifications: [], customers: customers, transactions: [], runId: nil) { _ in
+                        (LedgerBatch(cause: .webhook), ())
+                    }
+                    return nil
+                } catch {
+                    return String(reflecting: error)
+                }
+            }
+            async let b = write([z, y])
+            try await Self.waitForLockWaiters(1, client)
+            async let a = write([x, z])
+            try await Self.waitForLockWaiters(2, client)
+            release.continuation.yield()
+            try await holder
+            let failures = (await b, await a)
+            #expect(failures.0 == nil, "B: \(failures.0 ?? "")")
+            #expect(failures.1 == nil, "A: \(failures.1 ?? "")")
+        }
+    }
+
+    /// A batch whose statements end after its commit deadline (serve has answered 503 for it
+    /// meanwhile) is rolled back: the notification is not in the ledger, and comes again.
+    @Test func aBatchPastItsCommitDeadlineIsRolledBackNotWritten() async throws {
+        let harness = try RecoveryHarness(customers: 5, seed: 319)
+        let notification = try #require(harness.scenario.notifications.first)
+        let signed = try harness.api.signNotification(notification)
+        try await TestDatabase.withFreshLedger { client, _ in
+            let ingest = NotificationIngest(verifier: try harness.verifier(), store: LedgerStore(client: client, logger: harness.logger))
+            let input = await ingest.verify(signed)
+            let error = await #expect(throws: PostgresTransactionError.self) {
+                _ = try await ingest.ingest(verified: [input], commitBy: .now - .milliseconds(1))
+            }
+            #expect(error?.closureError is LedgerStore.CommitDeadlinePassed)
+            #expect(try await BackendLedgerTests.count(client, "SELECT count(*) FROM app_store.notifications") == 0)
+            #expect(try await ingest.ingest(verified: [input], commitBy: .now + .seconds(60)) == [.recorded(stale: false)])
+        }
+    }
+
     /// A renewing subscription's notification with auto-renew on (the row's start), A one
     /// second later turning auto-renew off (with renewal info), and B two seconds later without
     /// renewal info.

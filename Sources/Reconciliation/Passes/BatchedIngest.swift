@@ -196,11 +196,16 @@ package final class BatchedIngest: Service, Sendable {
         LedgerFailure(error)?.kind == .refusedInput
     }
 
-    /// The batch's outcomes, in its order; nil when no answer came in time (the statements are
-    /// ended by the server's statement_timeout before this gives up, so nothing commits later).
+    /// The batch's outcomes, in its order; nil when no answer came in time. Nothing commits
+    /// after that: each statement is ended by the server's statement_timeout, and a transaction
+    /// whose statements end later than `limits.write` less half a second is rolled back before
+    /// its COMMIT. That leaves the COMMIT a second and a half before this gives up, and at least
+    /// one before any of the batch's requests is answered 503 (each was taken by its `due`, which
+    /// is its deadline less `limits.write` and half a second).
     private func record(_ batch: [Waiting]) async throws -> [NotificationIngest.Outcome]? {
         let ingest = self.ingest
         let inputs = batch.map(\.input)
-        return try await NotificationReceiver.within(limits.write + .seconds(1)) { try await ingest.ingest(verified: inputs) }
+        let commitBy = ContinuousClock.now + limits.write - .milliseconds(500)
+        return try await NotificationReceiver.within(limits.write + .seconds(1)) { try await ingest.ingest(verified: inputs, commitBy: commitBy) }
     }
 }

@@ -52,10 +52,13 @@ package struct NotificationIngest: Sendable {
     }
 
     /// The second half: payloads already verified, recorded in one database transaction; the
-    /// outcome of each, in the order given.
-    package func ingest(verified inputs: [RecoveryPlanner.Input]) async throws -> [Outcome] {
+    /// outcome of each, in the order given. With `commitBy`, nothing is written when the
+    /// statements end after it (`LedgerStore.CommitDeadlinePassed`).
+    package func ingest(verified inputs: [RecoveryPlanner.Input], commitBy: ContinuousClock.Instant? = nil) async throws -> [Outcome] {
         let deliverTo = self.deliverTo
-        let (written, plan) = try await PageInputs.applyLocked(inputs, environment: verifier.configuration.environment, store: store, runId: nil) { snapshot in
+        let (written, plan) = try await PageInputs.applyLocked(
+            inputs, environment: verifier.configuration.environment, store: store, runId: nil, commitBy: commitBy
+        ) { snapshot in
             var memory = RecoveryPlanner.RunMemory()
             var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)
             plan.batch.deliverTo = deliverTo

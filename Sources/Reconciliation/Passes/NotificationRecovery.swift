@@ -171,9 +171,9 @@ package struct NotificationRecovery: Sendable {
         let runs = Array(Set(saved.values.compactMap(\.runId))).sorted { $0.uuidString < $1.uuidString }
         for earlier in try await store.rejections(ofRuns: runs) {
             tally.counts.rejected += 1
-            tally.rejected.append(
-                .init(notificationUUID: earlier.notificationUUID, originalTransactionId: earlier.unverifiedOriginalTransactionId, reason: earlier.reason, detail: earlier.detail)
-            )
+            // A row from before migration 0016 names its customer only in its payload.
+            let customer = earlier.unverifiedOriginalTransactionId ?? earlier.payloadToRead.flatMap { UnverifiedPayload.names(ofNotification: $0).originalTransactionId }
+            tally.rejected.append(.init(notificationUUID: earlier.notificationUUID, originalTransactionId: customer, reason: earlier.reason, detail: earlier.detail))
         }
         logger.notice(
             "resuming an unfinished run of this window",

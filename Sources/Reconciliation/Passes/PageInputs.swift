@@ -47,13 +47,13 @@ enum PageInputs {
     /// `plan` decides from what the ledger holds inside that transaction.
     static func applyLocked<Planned: Sendable>(
         _ inputs: [RecoveryPlanner.Input], environment: AppStoreEnvironment, store: LedgerStore, runId: UUID?,
-        checkpoint: (QueryCheckpoint, CheckpointScope)? = nil,
+        checkpoint: (QueryCheckpoint, CheckpointScope)? = nil, commitBy: ContinuousClock.Instant? = nil,
         plan: (RecoveryPlanner.LedgerSnapshot) throws -> (LedgerBatch, Planned)
     ) async throws -> (LedgerBatchOutcome, Planned) {
         let keys = Keys(inputs)
         return try await store.applyLocked(
             environment: environment.rawValue, notifications: keys.notifications, customers: keys.customers, transactions: keys.transactions,
-            runId: runId, checkpoint: checkpoint
+            runId: runId, checkpoint: checkpoint, commitBy: commitBy
         ) { state in try plan(snapshot(of: state)) }
     }
 
