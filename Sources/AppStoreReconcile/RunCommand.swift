@@ -124,11 +124,14 @@ struct RecoveryRunOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
             "POST every notification the run recovers to your own webhook handler, as Apple would have (APPSTORE_DELIVER_TO).",
-            discussion: "Each recovered notification's original body {\"signedPayload\":\"…\"} (Content-Type: application/json), in signedDate order, after both passes. A 2xx marks it delivered, never sent again; anything else (redirects are not followed) is retried in later rounds of the run and otherwise stays pending for the next run or `deliver --to URL` (exit code 3). Your handler must dedupe by notificationUUID, as it must for Apple. https, or plain http only to a loopback address; no user or password in the URL. A dry run lists what it would deliver and sends nothing.",
+            discussion: "Each recovered notification's original body {\"signedPayload\":\"…\"} (Content-Type: application/json), in signedDate order, after both passes. A 2xx marks it delivered, never sent again; anything else (redirects are not followed) is retried in later rounds of the run and otherwise stays pending for the next run or `deliver --to URL` (exit code 3). Your handler must dedupe by notificationUUID, as it must for Apple. https, or plain http only to a loopback address; no user or password in the URL: give a credential with --deliver-header (logs and the report show only the URL's scheme and host). A notification refused 12 times is parked as failed (deliver --list, deliver --retry-failed). A dry run lists what it would deliver and sends nothing.",
             valueName: "url"
         )
     )
     var deliverTo: String?
+
+    @Option(help: ArgumentHelp(DeliveryHeaderOption.help, valueName: "'Name: value'"))
+    var deliverHeader: [String] = []
 
     func validateRate() throws {
         guard rateLimitWaitMinutes >= 0 else { throw ValidationError("--rate-limit-wait-minutes must not be negative") }
@@ -137,8 +140,12 @@ struct RecoveryRunOptions: ParsableArguments {
 
     /// `--deliver-to`, else `APPSTORE_DELIVER_TO`, checked.
     func deliveryTarget(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DeliveryTarget? {
-        guard let text = deliverTo ?? environment["APPSTORE_DELIVER_TO"].flatMap({ $0.isEmpty ? nil : $0 }) else { return nil }
-        do { return try DeliveryTarget(text) } catch let error as DeliveryTargetError { throw ValidationError("--deliver-to \(error.description)") }
+        guard let text = deliverTo ?? environment["APPSTORE_DELIVER_TO"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+            guard deliverHeader.isEmpty else { throw ValidationError("--deliver-header needs --deliver-to") }
+            return nil
+        }
+        let headers = try DeliveryHeaderOption.parse(deliverHeader, option: "--deliver-header", environment: environment)
+        do { return try DeliveryTarget(text, headers: headers) } catch let error as DeliveryTargetError { throw ValidationError("--deliver-to \(error.description)") }
     }
 
     func parsedShard() throws -> Shard {

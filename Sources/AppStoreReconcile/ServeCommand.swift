@@ -34,8 +34,12 @@ struct ServeCommand: AsyncParsableCommand {
             A chain's good answer is kept 15 minutes (never past a certificate's expiry); failures are never kept.
 
             --forward-to URL: each notification recorded is also queued for your own handler in the same statement; \
-            a background sender POSTs Apple's body to it and retries until a 2xx, so a failing handler never fails \
-            Apple's delivery. What is left when serve stops is sent when it starts again (or by deliver --to URL).
+            a background sender POSTs Apple's body to it (--forward-concurrency at once, fewest attempts first) and \
+            retries after pauses that double (1 s to an hour) until a 2xx, so a failing handler never fails Apple's \
+            delivery; after --forward-max-attempts it parks the notification as failed (deliver --list, \
+            deliver --retry-failed). Give a credential with --forward-header, read from an environment variable or a \
+            file, not in the URL: logs show only the URL's scheme and host, and the ledger keys it without its query. \
+            What is left when serve stops is sent when it starts again (or by deliver --to URL).
 
             GET /healthz: 200 when the database answers and every migration is applied, else 503 (readiness). \
             GET /livez: 200 while the process answers, without asking the database (liveness). GET /metrics: \
@@ -66,9 +70,31 @@ struct ServeCommand: AsyncParsableCommand {
         valueName: "url"))
     var forwardTo: String?
 
+    @Option(help: ArgumentHelp(DeliveryHeaderOption.help, valueName: "'Name: value'"))
+    var forwardHeader: [String] = []
+
+    @Option(help: ArgumentHelp("Seconds your handler has to answer a forwarded notification before the attempt counts as failed.", valueName: "seconds"))
+    var forwardTimeout = 10
+
+    @Option(help: ArgumentHelp("Forwarding POSTs under way at once, at most.", valueName: "n"))
+    var forwardConcurrency = 4
+
+    @Option(help: ArgumentHelp(
+        "Attempts after which a notification your handler keeps refusing is parked as failed (deliver --list shows it, deliver --retry-failed sends it again).",
+        valueName: "n"))
+    var forwardMaxAttempts = 12
+
     func forwardTarget(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DeliveryTarget? {
-        guard let text = forwardTo ?? environment["APPSTORE_FORWARD_TO"].flatMap({ $0.isEmpty ? nil : $0 }) else { return nil }
-        do { return try DeliveryTarget(text) } catch let error as DeliveryTargetError { throw ValidationError("--forward-to \(error.description)") }
+        guard let text = forwardTo ?? environment["APPSTORE_FORWARD_TO"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+            guard forwardHeader.isEmpty else { throw ValidationError("--forward-header needs --forward-to") }
+            return nil
+        }
+        let headers = try DeliveryHeaderOption.parse(forwardHeader, option: "--forward-header", environment: environment)
+        do { return try DeliveryTarget(text, headers: headers) } catch let error as DeliveryTargetError { throw ValidationError("--forward-to \(error.description)") }
+    }
+
+    var forwardPolicy: DeliveryPolicy {
+        DeliveryPolicy(rounds: 1, requestTimeout: .seconds(forwardTimeout), maximumAttempts: forwardMaxAttempts, concurrency: forwardConcurrency)
     }
 
     @Option(help: ArgumentHelp("Open connections at most; past it, new ones wait in the kernel's backlog until one closes.", valueName: "n"))
@@ -101,6 +127,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--max-connections, --max-requests and --max-reading-megabytes must be at least 1")
         }
         guard idleTimeout >= 1, bodyTimeout >= 1 else { throw ValidationError("--idle-timeout and --body-timeout must be at least 1 second") }
+        guard forwardTimeout >= 1, forwardConcurrency >= 1, forwardMaxAttempts >= 1 else {
+            throw ValidationError("--forward-timeout, --forward-concurrency and --forward-max-attempts must be at least 1")
+        }
         guard path.hasPrefix("/"), !["/healthz", "/livez", "/metrics"].contains(path) else {
             throw ValidationError("--path must start with / and not be /healthz, /livez or /metrics")
         }
@@ -130,8 +159,8 @@ struct ServeCommand: AsyncParsableCommand {
             let database = LedgerDatabase.client(databaseURL, logger: logger, statementTimeout: limits.write)
             let store = LedgerStore(client: database, logger: logger)
             let target = try forwardTarget()
-            let forwarder = target.map { NotificationForwarder(store: store, target: $0, logger: logger) }
-            let ingest = NotificationIngest(verifier: verifier, store: store, deliverTo: target?.url)
+            let forwarder = target.map { NotificationForwarder(store: store, target: $0, policy: forwardPolicy, logger: logger) }
+            let ingest = NotificationIngest(verifier: verifier, store: store, deliverTo: target?.key)
             let batched = BatchedIngest(ingest: ingest, limits: limits)
             let receiver = NotificationReceiver(ingest: ingest, batched: batched)
             let metrics = ServeMetrics()
@@ -236,12 +265,12 @@ struct ServeCommand: AsyncParsableCommand {
             }
         case ("/metrics", .get):
             metrics.record(other: "metrics")
-            var pending: Int?
+            var forwards: DeliveryCounts?
             if let target = forwarder?.redelivery.target {
                 let store = receiver.ingest.store
-                pending = try? await NotificationReceiver.within(.seconds(3), { try await store.pendingDeliveryCount(to: target.url) }) ?? nil
+                forwards = try? await NotificationReceiver.within(.seconds(3), { try await store.deliveryCounts(to: target.key) }) ?? nil
             }
-            var response = text(200, metrics.text(pendingForwards: pending))
+            var response = text(200, metrics.text(forwards: forwards))
             response.headers[.contentType] = "text/plain; version=0.0.4"
             return response
         default:

@@ -185,9 +185,43 @@ struct RedeliveryTests {
         _ = try DeliveryTarget("http://127.0.0.1:8080/apple")
         _ = try DeliveryTarget("http://[::1]:8080/apple")
         #expect(throws: DeliveryTargetError.self) { try DeliveryTarget("https://user:s3cret@handler.example.com/apple") }
-        let target = try DeliveryTarget("https://handler.example.com/apple?token=s3cret")
-        #expect(!target.description.contains("s3cret"))
-        #expect(target.description.hasPrefix("https://handler.example.com/apple"))
+        let target = try DeliveryTarget("https://handler.example.com/hooks/p4thsecret?token=s3cret")
+        #expect(target.description == "https://handler.example.com/…?…")
+        // The ledger's key: no query, a digest of the whole URL in its place (as migration 0018 computes it).
+        #expect(target.key.hasPrefix("https://handler.example.com/hooks/p4thsecret#query-sha256="))
+        #expect(!target.key.contains("s3cret") && target.key.count == "https://handler.example.com/hooks/p4thsecret#query-sha256=".count + 16)
+        #expect(try DeliveryTarget("https://handler.example.com/hooks/p4thsecret?token=other").key != target.key)
+        #expect(try DeliveryTarget("https://handler.example.com/apple").key == "https://handler.example.com/apple")
+        #expect(try DeliveryTarget("https://handler.example.com:8443").description == "https://handler.example.com:8443")
+    }
+
+    /// A credential comes from the environment or a file, named in the header's value; what
+    /// cannot be read is an error that names the variable or file, never a value.
+    @Test func deliveryHeadersReadTheirValuesFromTheEnvironmentOrAFileAndNeverShowThem() throws {
+        let environment = ["HANDLER_TOKEN": "t0ken", "EMPTY": ""]
+        let files = ["/run/secrets/handler": "f1le\n"]
+        let read = { (path: String) throws -> String in
+            guard let content = files[path] else { throw CocoaError(.fileNoSuchFile) }
+            return content
+        }
+        let headers = try DeliveryHeaders.parse(
+            ["Authorization: Bearer $HANDLER_TOKEN", "X-Key: ${file:/run/secrets/handler}", "X-Both: ${HANDLER_TOKEN}-$$-literal"], environment: environment, readFile: read)
+        #expect(headers.fields.map(\.name) == ["Authorization", "X-Key", "X-Both"])
+        #expect(headers.fields.map(\.value) == ["Bearer t0ken", "f1le", "t0ken-$-literal"])
+        #expect(!headers.description.contains("t0ken") && !headers.description.contains("f1le"))
+        for (spec, message) in [
+            ("Authorization: Bearer $MISSING", "MISSING"), ("Authorization: Bearer $EMPTY", "EMPTY"), ("X: ${file:/nope}", "/nope"),
+            ("no colon", "Name: value"), ("Content-Type: text/plain", "Content-Type"), ("Bad Name: x", "not a header name"), ("X: $", "$$"),
+            ("X: ${HANDLER_TOKEN", "closing"),
+        ] {
+            let error = #expect(throws: DeliveryHeaderError.self) { try DeliveryHeaders.parse([spec], environment: environment, readFile: read) }
+            #expect(error?.description.contains(message) == true, "\(spec): \(error?.description ?? "")")
+            #expect(error?.description.contains("t0ken") == false)
+        }
+        let lineBreak = #expect(throws: DeliveryHeaderError.self) {
+            try DeliveryHeaders.parse(["X: $SPLIT"], environment: ["SPLIT": "a\r\nInjected: yes"], readFile: read)
+        }
+        #expect(lineBreak?.description.contains("line break") == true)
     }
 
     @Test func laterRoundsWaitLongerUpToTheCap() {
@@ -195,22 +229,5 @@ struct RedeliveryTests {
         #expect((1...6).map { policy.delay(beforeRound: $0) } == [.zero, .seconds(1), .seconds(2), .seconds(4), .seconds(5), .seconds(5)])
         #expect(DeliveryPolicy.delivers(status: 200) && DeliveryPolicy.delivers(status: 204) && !DeliveryPolicy.delivers(status: 302))
         #expect(!DeliveryPolicy.delivers(status: 500))
-    }
-
-    @Test func forwardingPausesStayShortWhilePassesDeliverAndDoubleOnlyWhileTheyDeliverNothing() {
-        var pauses = ForwardingPause(first: .seconds(1), maximum: .seconds(30))
-        // A handler that accepts half: every pass delivers something, so the pause stays 1 s
-        // however long it goes on (CI saw a 50% handler pushed to 30 s pauses and not drained).
-        #expect((0..<10).map { _ in pauses.after(pending: 3, delivered: 4) } == Array(repeating: .seconds(1), count: 10))
-        // A handler that is down: the pause doubles up to the cap.
-        #expect((0..<7).map { _ in pauses.after(pending: 3, delivered: 0) } == [1, 2, 4, 8, 16, 30, 30].map { Duration.seconds($0) })
-        // One pass that delivers brings it back to the first pause.
-        #expect(pauses.after(pending: 2, delivered: 1) == .seconds(1))
-        #expect(pauses.after(pending: 2, delivered: 0) == .seconds(1))
-        #expect(pauses.after(pending: 2, delivered: 0) == .seconds(2))
-        // Nothing pending: no pause (wait for the next notification), and a new failing stretch
-        // starts over.
-        #expect(pauses.after(pending: 0, delivered: 2) == nil)
-        #expect(pauses.after(pending: 1, delivered: 0) == .seconds(1))
     }
 }

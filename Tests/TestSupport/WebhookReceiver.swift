@@ -16,6 +16,7 @@ package final class WebhookReceiver: Sendable {
         package var method: String
         package var path: String
         package var contentType: String?
+        package var authorization: String?
         package var body: String
         package var status: Int
         package var at: Date
@@ -61,7 +62,7 @@ package final class WebhookReceiver: Sendable {
                 entries.append(
                     Received(
                         index: index, method: request.method.rawValue, path: request.uri.path, contentType: request.headers[.contentType],
-                        body: String(buffer: bytes), status: status, at: Date()
+                        authorization: request.headers[.authorization], body: String(buffer: bytes), status: status, at: Date()
                     )
                 )
                 return status

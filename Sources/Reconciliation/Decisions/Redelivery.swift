@@ -1,18 +1,27 @@
 import AppStoreServerAPI
+import Crypto
 import Foundation
 
 /// The team's own webhook handler, where recovered notifications are re-delivered: https, or
 /// plain http to a loopback address only (like the API base URL), so that nothing signed for the
-/// app crosses a network in clear text.
+/// app crosses a network in clear text. A credential goes in a header (`headers`, its value read
+/// from an environment variable or a file), not in the URL: the URL's path and query are shown
+/// nowhere, and the ledger keys the target by `key`, which holds no query.
 package struct DeliveryTarget: Hashable, Sendable, CustomStringConvertible {
-    /// The URL as given: the key of its rows in `app_store.deliveries`.
+    /// The URL as given: where the POSTs go. Never shown, logged or stored.
     package let url: String
+    /// The target's key in `app_store.deliveries`: the URL without its query or fragment, and when
+    /// it had one, `#query-sha256=` with the first 16 hex digits of the whole URL's SHA-256
+    /// (migration 0018 computes the same from the URLs stored before).
+    package let key: String
+    /// Sent with every POST (`--forward-header`, `--deliver-header`, `deliver --header`).
+    package let headers: DeliveryHeaders
 
-    package init(_ text: String) throws {
+    package init(_ text: String, headers: DeliveryHeaders = DeliveryHeaders()) throws {
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
             let host = components.host, !host.isEmpty
         else {
-            throw DeliveryTargetError(description: "\(Self.shown(text)) is not an absolute URL such as https://api.example.com/apple/notifications")
+            throw DeliveryTargetError(description: "is not an absolute URL such as https://api.example.com/apple/notifications")
         }
         switch scheme {
         case "https": break
@@ -25,22 +34,35 @@ package struct DeliveryTarget: Hashable, Sendable, CustomStringConvertible {
         }
         guard components.user == nil, components.password == nil else {
             // Not sent as Basic authentication by the HTTP client, and shown in no output: refuse it.
-            throw DeliveryTargetError(description: "must not hold a user or password: put a secret token in its path or query instead")
+            throw DeliveryTargetError(description: "must not hold a user or password: send a credential as a header whose value comes from an environment variable or a file")
         }
         url = text
+        key = Self.key(of: text)
+        self.headers = headers
     }
 
-    /// For people and logs: without user, password, query or fragment, where a token may hide.
+    /// The ledger's key for a URL (see `key`).
+    package static func key(of url: String) -> String {
+        let base = String(url.prefix { $0 != "?" && $0 != "#" })
+        guard base.utf8.count < url.utf8.count else { return url }
+        let digest = SHA256.hash(data: Array(url.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+        return base + "#query-sha256=" + digest
+    }
+
+    /// For people and logs: scheme, host and port; the path and query, where a token may hide,
+    /// are shown as `/…` and `?…`.
     package var description: String { Self.shown(url) }
 
     static func shown(_ text: String) -> String {
         guard var components = URLComponents(string: text), components.host != nil else { return "(not a URL)" }
         components.user = nil
         components.password = nil
-        let hidden = components.query != nil || components.fragment != nil
+        let hiddenPath = !components.path.isEmpty && components.path != "/"
+        let hiddenQuery = components.query != nil || components.fragment != nil
+        components.path = ""
         components.query = nil
         components.fragment = nil
-        return (components.string ?? "(not a URL)") + (hidden ? "?…" : "")
+        return (components.string ?? "(not a URL)") + (hiddenPath ? "/…" : "") + (hiddenQuery ? "?…" : "")
     }
 }
 
@@ -63,12 +85,19 @@ package struct DeliveryPolicy: Sendable, Hashable {
     /// A round ends after this many POSTs in a row got no answer at all (a handler down or hung):
     /// the rest wait for the next round, run or `deliver`, rather than a timeout each.
     package var unansweredInARowEndingARound: Int
+    /// A notification refused this many times (over all runs) is parked as failed: sent no more
+    /// until `deliver --retry-failed`.
+    package var maximumAttempts: Int
+    /// POSTs under way at once. One (the default for runs and `deliver`) keeps each round in order.
+    package var concurrency: Int
 
     package init(
         rounds: Int = 5, firstDelay: Duration = .seconds(1), maximumDelay: Duration = .seconds(30), requestTimeout: Duration = .seconds(10),
-        unansweredInARowEndingARound: Int = 3
+        unansweredInARowEndingARound: Int = 3, maximumAttempts: Int = 12, concurrency: Int = 1
     ) {
         self.unansweredInARowEndingARound = max(1, unansweredInARowEndingARound)
+        self.maximumAttempts = max(1, maximumAttempts)
+        self.concurrency = max(1, concurrency)
         self.rounds = max(1, rounds)
         self.firstDelay = firstDelay
         self.maximumDelay = maximumDelay
@@ -92,40 +121,8 @@ package struct DeliveryPolicy: Sendable, Hashable {
     package var summary: String {
         let pauses = (2...max(2, rounds)).map { "\(delay(beforeRound: $0).components.seconds) s" }
         return "\(rounds) rounds" + (rounds > 1 ? " (pauses of \(pauses.joined(separator: ", ")))" : "")
-            + ", \(requestTimeout.components.seconds) s per POST; a round ends after \(unansweredInARowEndingARound) POSTs in a row get no answer"
-    }
-}
-
-/// `serve --forward-to`'s pause between passes while something is pending: the first pause
-/// again after a pass that delivered something (a handler that accepts some requests drains at
-/// its own pace), doubling up to the maximum after each pass that delivered nothing (a handler
-/// that is down is not hammered). Nothing pending: no pause, and the next failing stretch starts
-/// from the first pause again.
-package struct ForwardingPause: Sendable, Hashable {
-    package let first: Duration
-    package let maximum: Duration
-    private var next: Duration
-
-    package init(first: Duration, maximum: Duration) {
-        self.first = first
-        self.maximum = max(first, maximum)
-        self.next = first
-    }
-
-    /// The pause before the next pass, after a pass that ended with `pending` notifications not
-    /// delivered and delivered `delivered`; nil when nothing is pending (wait for a new one).
-    package mutating func after(pending: Int, delivered: Int) -> Duration? {
-        guard pending > 0 else {
-            next = first
-            return nil
-        }
-        if delivered > 0 {
-            next = first
-            return first
-        }
-        let pause = next
-        next = min(next * 2, maximum)
-        return pause
+            + ", \(requestTimeout.components.seconds) s per POST, \(concurrency) at once, fewest attempts first; a round ends after \(unansweredInARowEndingARound) POSTs in a row get no answer; "
+            + "a notification refused \(maximumAttempts) times is parked as failed"
     }
 }
 
@@ -136,8 +133,12 @@ package struct RedeliverySummary: Sendable, Codable, Hashable {
     package var target: String
     /// Answered 2xx in this run.
     package var delivered = 0
-    /// Tried in this run and refused in every round (still pending).
+    /// Tried in this run and refused in every round (still pending, or parked).
     package var failed = 0
+    /// Parked in this run after their last allowed attempt (`deliver --retry-failed` sends them again).
+    package var parked = 0
+    /// Parked for the target when the run ended, this run's included.
+    package var parkedInAll = 0
     /// Not yet delivered to the target when the run ended (the failed ones included); in a dry
     /// run, what the run would deliver.
     package var pending = 0

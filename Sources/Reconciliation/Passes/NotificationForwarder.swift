@@ -2,64 +2,58 @@ import Foundation
 import Ledger
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// `serve --forward-to`: hands each notification `serve` records to the team's own handler,
 /// through the ledger's delivery table (`app_store.deliveries`), so that a failing handler never
 /// makes Apple's delivery fail and nothing is lost. Ingest queues the notification in the same
-/// statement that records it; this service sends what is pending when woken (by each recorded
-/// notification) or, while the handler refuses something, after a `ForwardingPause` (new
-/// notifications then wait for that pass). Each pass is
-/// three rounds of `NotificationRedelivery` (what is refused is tried again after 1 s and 2 s): in
-/// `signedDate` order, each answer committed before the next POST, a 2xx final.
-package struct NotificationForwarder: Service {
+/// statement that records it; this service sends what is due when woken (by each recorded
+/// notification) or when the next retry falls due. Each pass is one round of
+/// `NotificationRedelivery` over what is due: fewest attempts first, a few POSTs at once, each
+/// answer committed as it comes, a 2xx final. A refused notification is due again after a pause
+/// that doubles with each attempt (1 s, 2 s, 4 s … at most an hour), and is parked as failed
+/// after the policy's maximum attempts, so a handler that hangs or refuses one notification
+/// delays the others by one timeout at most and is never sent anything without end.
+package final class NotificationForwarder: Service, Sendable {
     package let redelivery: NotificationRedelivery
-    package let firstRetry: Duration
-    package let maximumRetry: Duration
-    private let wakes: AsyncStream<Void>
-    private let waker: AsyncStream<Void>.Continuation
+    /// The longest this waits without looking at the queue (a notification recorded by another
+    /// serve, or un-parked by `deliver --retry-failed`).
+    package let idleLook: Duration
+    private let woken = Mutex(true)
 
-    package init(store: LedgerStore, target: DeliveryTarget, logger: Logger, firstRetry: Duration = .seconds(1), maximumRetry: Duration = .seconds(30)) {
-        self.redelivery = NotificationRedelivery(store: store, target: target, policy: DeliveryPolicy(rounds: 3, firstDelay: .seconds(1), maximumDelay: .seconds(2)), logger: logger)
-        self.firstRetry = firstRetry
-        self.maximumRetry = maximumRetry
-        (wakes, waker) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    package init(store: LedgerStore, target: DeliveryTarget, policy: DeliveryPolicy = DeliveryPolicy(), logger: Logger, idleLook: Duration = .seconds(60)) {
+        var policy = policy
+        policy.rounds = 1
+        self.redelivery = NotificationRedelivery(store: store, target: target, policy: policy, logger: logger)
+        self.idleLook = idleLook
     }
 
     /// Something new is queued: send it now.
-    package func wake() { waker.yield() }
+    package func wake() { woken.withLock { $0 = true } }
 
     package func run() async throws {
         let stop = redelivery.stop
-        let waker = self.waker
         await withGracefulShutdownHandler {
-            var pauses = ForwardingPause(first: firstRetry, maximum: maximumRetry)
-            var iterator = wakes.makeAsyncIterator()
-            // What an earlier serve left is sent at the start.
-            repeat {
-                var pause: Duration?
+            while !stop.isRequested, !Task.isCancelled {
+                woken.withLock { $0 = false }
+                var wait = idleLook
                 do {
-                    let summary = try await redelivery.deliverPending()
-                    pause = pauses.after(pending: summary.pending, delivered: summary.delivered)
+                    _ = try await redelivery.deliverPending(dueOnly: true)
+                    if let due = try await redelivery.store.nextDeliveryDue(to: redelivery.target.key) { wait = min(due, idleLook) }
                 } catch is DeliveryInProgress {
-                    // Another deliverer (`deliver`, another serve) holds the target: later.
-                    pause = pauses.after(pending: 1, delivered: 0)
+                    // Another deliverer (`deliver`, another serve) holds the target: look again later.
+                    wait = .seconds(5)
                 } catch {
-                    pause = pauses.after(pending: 1, delivered: 0)
-                    redelivery.logger.warning("forwarding: \(String(describing: type(of: error))); trying again in \(pause ?? firstRetry)")
+                    wait = .seconds(5)
+                    redelivery.logger.warning("forwarding: \(String(describing: type(of: error))); trying again in \(wait)")
                 }
-                if stop.isRequested { break }
-                if let pause {
-                    // Notifications arriving during the pause wait for the next pass, so a steady
-                    // stream of them cannot turn the pauses into a busy loop.
-                    let end = ContinuousClock.now + pause
-                    while ContinuousClock.now < end, !stop.isRequested { try? await Task.sleep(for: .milliseconds(100)) }
-                } else {
-                    guard await iterator.next() != nil else { break }
-                }
-            } while !stop.isRequested
+                // Notifications recorded meanwhile end the wait; a pass costs at least 100 ms.
+                let end = ContinuousClock.now + max(wait, .milliseconds(100))
+                try? await Task.sleep(for: .milliseconds(100))
+                while ContinuousClock.now < end, !stop.isRequested, !Task.isCancelled, !woken.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(100)) }
+            }
         } onGracefulShutdown: {
             stop.request()
-            waker.finish()
         }
     }
 }

@@ -7,16 +7,19 @@ import NIOHTTP1
 
 /// Sends the team's webhook handler the recovered notifications it has not had: each one's
 /// original signed body, `{"signedPayload":"<JWS>"}` with `Content-Type: application/json`,
-/// exactly as Apple POSTs it, one at a time, each round in `signedDate` order. Each answer is
-/// committed to `app_store.deliveries` before the next POST: a 2xx marks the notification
-/// delivered to the target for good; anything else (another status, a redirect, no answer within
-/// the timeout) counts an attempt and leaves it pending. The policy's later rounds retry what the
-/// earlier ones could not deliver (so a retried notification may arrive after later ones, as with
-/// Apple's own retries); what no round delivered stays pending for the next run or `deliver --to`.
+/// exactly as Apple POSTs it, with the target's headers. Each round takes what is pending fewest
+/// attempts first, then in `signedDate` order (so one that keeps timing out waits behind the
+/// others), with at most `policy.concurrency` POSTs under way. Each answer is committed to
+/// `app_store.deliveries` as it comes: a 2xx marks the notification delivered to the target for
+/// good; anything else (another status, a redirect, no answer within the timeout) counts an
+/// attempt and leaves it pending, or parks it as failed after `policy.maximumAttempts`. The
+/// policy's later rounds retry what the earlier ones could not deliver (so a retried notification
+/// may arrive after later ones, as with Apple's own retries); what no round delivered stays
+/// pending for the next run or `deliver`.
 ///
 /// One deliverer per target at a time (`LedgerStore.withDeliveryLock`), and each row is read
 /// again just before its POST, so that one delivered meanwhile is not sent again. A stop request
-/// ends the delivery after the POST in hand, its answer recorded.
+/// ends the delivery once the POSTs under way are answered (or time out), their answers recorded.
 package struct NotificationRedelivery: Sendable {
     package let store: LedgerStore
     package let target: DeliveryTarget
@@ -32,15 +35,16 @@ package struct NotificationRedelivery: Sendable {
         self.stop = stop
     }
 
-    /// Delivers what is pending for the target: the rounds of the policy, in order.
-    package func deliverPending() async throws -> RedeliverySummary {
-        try await store.withDeliveryLock(target: target.url) {
+    /// Delivers what is pending for the target: the rounds of the policy, in order. With
+    /// `dueOnly`, only what is due after its last attempt's pause (`serve`'s forwarder).
+    package func deliverPending(dueOnly: Bool = false) async throws -> RedeliverySummary {
+        try await store.withDeliveryLock(target: target.key) {
             // A client of its own: redirects are not followed (see `DeliveryPolicy.delivers`).
             var configuration = HTTPClient.Configuration()
             configuration.redirectConfiguration = .disallow
             let httpClient = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
             do {
-                let summary = try await rounds(httpClient)
+                let summary = try await rounds(httpClient, dueOnly: dueOnly)
                 try await httpClient.shutdown()
                 return summary
             } catch {
@@ -50,7 +54,16 @@ package struct NotificationRedelivery: Sendable {
         }
     }
 
-    private func rounds(_ httpClient: HTTPClient) async throws -> RedeliverySummary {
+    /// One POST's outcome, as its task reports it.
+    private struct Attempt: Sendable {
+        var uuid: UUID
+        /// Nil: not sent (delivered or parked meanwhile).
+        var status: Int??
+        var delivered = false
+        var parked = false
+    }
+
+    private func rounds(_ httpClient: HTTPClient, dueOnly: Bool) async throws -> RedeliverySummary {
         var summary = RedeliverySummary(target: target.description)
         var refused: Set<UUID> = []
         rounds: for round in 1...policy.rounds {
@@ -59,42 +72,65 @@ package struct NotificationRedelivery: Sendable {
                 logger.info("re-delivery: \(refused.count) not delivered; round \(round) of \(policy.rounds) after \(policy.delay(beforeRound: round))")
                 if try await !pause(policy.delay(beforeRound: round)) { break }
             }
+            let queue = try await store.deliveryQueue(to: target.key, dueOnly: dueOnly)
             var refusedThisRound: Set<UUID> = []
             var unansweredInARow = 0
-            var cursor: (Date, UUID)?
-            pages: while true {
-                let chunk = try await store.pendingDeliveries(to: target.url, after: cursor, limit: 200)
-                guard let last = chunk.last else { break }
-                for pending in chunk {
-                    if stop.isRequested { break rounds }
-                    guard try await store.deliveryIsPending(pending.notificationUUID, to: target.url) else { continue }
-                    let answer = await post(pending.signedPayload, with: httpClient)
-                    let delivered = answer.status.map(DeliveryPolicy.delivers) ?? false
-                    try await store.recordDeliveryAttempt(
-                        pending.notificationUUID, to: target.url, status: answer.status, error: delivered ? nil : answer.problem, delivered: delivered
-                    )
-                    summary.attempts += 1
-                    if delivered {
-                        summary.delivered += 1
-                        refused.remove(pending.notificationUUID)
-                    } else {
-                        refused.insert(pending.notificationUUID)
-                        refusedThisRound.insert(pending.notificationUUID)
-                    }
-                    unansweredInARow = answer.status == nil ? unansweredInARow + 1 : 0
-                    if unansweredInARow >= policy.unansweredInARowEndingARound {
-                        logger.warning("re-delivery: \(unansweredInARow) POSTs in a row got no answer; the rest of this round waits")
-                        break pages
-                    }
+            try await withThrowingTaskGroup(of: Attempt.self) { group in
+                var next = queue.makeIterator()
+                var underWay = 0
+                var cut = false
+                func startOne() -> Bool {
+                    guard !cut, !stop.isRequested, let uuid = next.next() else { return false }
+                    group.addTask { try await self.attempt(uuid, with: httpClient) }
+                    underWay += 1
+                    return true
                 }
-                cursor = (last.signedDate, last.notificationUUID)
+                while underWay < policy.concurrency, startOne() {}
+                while let attempt = try await group.next() {
+                    underWay -= 1
+                    if case .some(let status) = attempt.status {
+                        summary.attempts += 1
+                        if attempt.delivered {
+                            summary.delivered += 1
+                            refused.remove(attempt.uuid)
+                        } else {
+                            refused.insert(attempt.uuid)
+                            refusedThisRound.insert(attempt.uuid)
+                            if attempt.parked { summary.parked += 1 }
+                        }
+                        unansweredInARow = status == nil ? unansweredInARow + 1 : 0
+                        if !cut, unansweredInARow >= policy.unansweredInARowEndingARound {
+                            cut = true
+                            logger.warning("re-delivery: \(unansweredInARow) POSTs in a row got no answer; the rest of this round waits")
+                        }
+                    }
+                    _ = startOne()
+                }
             }
+            if stop.isRequested { break rounds }
             refused = refusedThisRound
         }
         summary.stopped = stop.isRequested
         summary.failed = refused.count
-        summary.pending = try await store.pendingDeliveryCount(to: target.url)
+        let counts = try await store.deliveryCounts(to: target.key)
+        summary.pending = counts.pending
+        summary.parkedInAll = counts.failed
         return summary
+    }
+
+    /// One notification: read again, POSTed, its answer recorded.
+    private func attempt(_ uuid: UUID, with httpClient: HTTPClient) async throws -> Attempt {
+        guard let pending = try await store.pendingDelivery(uuid, to: target.key) else { return Attempt(uuid: uuid, status: nil) }
+        let answer = await post(pending.signedPayload, with: httpClient)
+        let delivered = answer.status.map(DeliveryPolicy.delivers) ?? false
+        let parked = try await store.recordDeliveryAttempt(
+            uuid, to: target.key, status: answer.status, error: delivered ? nil : answer.problem, delivered: delivered, maximumAttempts: policy.maximumAttempts
+        )
+        if parked {
+            logger.warning("re-delivery: a notification was refused \(policy.maximumAttempts) times and is parked as failed (deliver --list, deliver --retry-failed)",
+                metadata: ["notificationUUID": "\(uuid.uuidString.lowercased())"])
+        }
+        return Attempt(uuid: uuid, status: .some(answer.status), delivered: delivered, parked: parked)
     }
 
     /// Waits `delay`, a slice at a time so that a stop request ends it; false when stopped.
@@ -111,7 +147,7 @@ package struct NotificationRedelivery: Sendable {
     /// record (`recovered`: notificationUUID and signedDate), merged in `signedDate` order.
     package func wouldDeliver(adding recovered: [(uuid: String, signedDate: Date)]) async throws -> RedeliverySummary {
         var summary = RedeliverySummary(target: target.description)
-        let pending = try await store.pendingDeliveryList(to: target.url).map { (uuid: $0.uuid.uuidString.lowercased(), signedDate: $0.signedDate) }
+        let pending = try await store.pendingDeliveryList(to: target.key).map { (uuid: $0.uuid.uuidString.lowercased(), signedDate: $0.signedDate) }
         let known = Set(pending.map(\.uuid))
         let merged = (pending + recovered.filter { !known.contains($0.uuid.lowercased()) }.map { (uuid: $0.uuid.lowercased(), signedDate: $0.signedDate) })
             .sorted { ($0.signedDate, $0.uuid) < ($1.signedDate, $1.uuid) }
@@ -125,6 +161,7 @@ package struct NotificationRedelivery: Sendable {
         var request = HTTPClientRequest(url: target.url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
+        for field in target.headers.fields { request.headers.add(name: field.name, value: field.value) }
         request.body = .bytes(ByteBuffer(string: "{\"signedPayload\":\"\(signedPayload)\"}"))
         do {
             let response = try await httpClient.execute(request, timeout: .nanoseconds(Int64(policy.requestTimeout / .nanoseconds(1))))
@@ -135,7 +172,20 @@ package struct NotificationRedelivery: Sendable {
             let text = body.map { String(buffer: $0) }.map { String($0.prefix(200)) } ?? ""
             return (status, "HTTP \(status)" + (text.isEmpty ? "" : ": \(text)"))
         } catch {
-            return (nil, "no answer: \(String(describing: error).prefix(200))")
+            // The error's text may name the URL: only its kind is kept (the ledger and logs hold no URL).
+            return (nil, "no answer: \(Self.kind(of: error))")
         }
+    }
+
+    /// What went wrong, without anything the error's text could quote (a URL, a token).
+    static func kind(of error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .connectTimeout, .getConnectionFromPoolTimeout: return "timed out"
+            case .remoteConnectionClosed: return "the connection was closed"
+            default: return "HTTP client error"
+            }
+        }
+        return String(describing: type(of: error))
     }
 }

@@ -128,7 +128,7 @@ package struct ReconciliationRun: Sendable {
             )
         let options = NotificationRecovery.Options(
             window: window, dryRun: request.dryRun, onlyFailures: request.onlyFailures, runId: runId, shard: shard,
-            deliverTo: request.deliverTo?.url, onlyTypes: request.onlyTypes
+            deliverTo: request.deliverTo?.key, onlyTypes: request.onlyTypes
         )
         do {
             if request.fresh, !request.dryRun {
@@ -182,13 +182,13 @@ package struct ReconciliationRun: Sendable {
     func redeliver(to target: DeliveryTarget, request: ReconciliationRun.Request, report: RecoveryReport) async throws -> RedeliverySummary {
         let redelivery = NotificationRedelivery(store: store, target: target, policy: request.deliveryPolicy, logger: logger, stop: stop)
         if request.dryRun { return try await redelivery.wouldDeliver(adding: report.pass1.wouldRecord) }
-        events(.redelivering(target: target.description, pending: try await store.pendingDeliveryCount(to: target.url)))
+        events(.redelivering(target: target.description, pending: try await store.pendingDeliveryCount(to: target.key)))
         do {
             return try await redelivery.deliverPending()
         } catch is DeliveryInProgress {
             events(.redeliveryBusy(target: target.description))
             var summary = RedeliverySummary(target: target.description)
-            summary.pending = try await store.pendingDeliveryCount(to: target.url)
+            summary.pending = try await store.pendingDeliveryCount(to: target.key)
             summary.leftToAnotherDeliverer = true
             return summary
         }

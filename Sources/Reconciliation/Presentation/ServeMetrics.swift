@@ -1,3 +1,4 @@
+import Ledger
 import Foundation
 import SignedData
 import Synchronization
@@ -37,8 +38,8 @@ package final class ServeMetrics: Sendable {
         state.withLock { $0.requests[outcome, default: 0] += 1 }
     }
 
-    /// The exposition text; `pendingForwards` when `--forward-to` is set and the ledger answered.
-    package func text(pendingForwards: Int? = nil) -> String {
+    /// The exposition text; `forwards` when `--forward-to` is set and the ledger answered.
+    package func text(forwards: DeliveryCounts? = nil) -> String {
         let state = self.state.withLock { $0 }
         var out = Exposition()
         out.family("appstore_reconcile_serve_requests_total", .counter, "Requests answered, by outcome (recorded, already_recorded, rejected, bad_body, retry_later, unavailable, overloaded, not_found, method_not_allowed, health, metrics).")
@@ -56,9 +57,11 @@ package final class ServeMetrics: Sendable {
         out.sample("appstore_reconcile_serve_request_duration_seconds_bucket", [("le", "+Inf")], Double(state.count), family: "appstore_reconcile_serve_request_duration_seconds")
         out.sample("appstore_reconcile_serve_request_duration_seconds_sum", [], state.sum, family: "appstore_reconcile_serve_request_duration_seconds")
         out.sample("appstore_reconcile_serve_request_duration_seconds_count", [], Double(state.count), family: "appstore_reconcile_serve_request_duration_seconds")
-        if let pendingForwards {
-            out.family("appstore_reconcile_serve_pending_forwards", .gauge, "Recorded notifications not yet accepted by the --forward-to handler.")
-            out.sample("appstore_reconcile_serve_pending_forwards", [], Double(pendingForwards))
+        if let forwards {
+            out.family("appstore_reconcile_serve_pending_forwards", .gauge, "Recorded notifications not yet accepted by the --forward-to handler, still being sent.")
+            out.sample("appstore_reconcile_serve_pending_forwards", [], Double(forwards.pending))
+            out.family("appstore_reconcile_serve_failed_forwards", .gauge, "Notifications the --forward-to handler refused --forward-max-attempts times: parked, sent again by deliver --retry-failed.")
+            out.sample("appstore_reconcile_serve_failed_forwards", [], Double(forwards.failed))
         }
         return out.text
     }
