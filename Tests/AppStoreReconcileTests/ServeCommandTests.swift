@@ -49,11 +49,12 @@ struct ServeCommandTests {
 
     /// Starts `serve` on a free loopback port against `url`; its base URL, the process, and its log path.
     static func startServe(
-        _ harness: RecoveryHarness, _ url: DatabaseURL, scratch: String, arguments: [String] = []
+        _ harness: RecoveryHarness, _ url: DatabaseURL, scratch: String, arguments: [String] = [], environment extra: [String: String] = [:]
     ) async throws -> (base: String, process: ChildProcess, log: String) {
         let files = try SimulatorFiles.write(for: harness.api, in: scratch)
         var environment = Dictionary(uniqueKeysWithValues: files.environment(for: harness.api, baseURL: "http://127.0.0.1:9"))
         environment["DATABASE_URL"] = url.connectionString
+        environment.merge(extra) { _, new in new }
         let log = scratch + "/serve.log"
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let descriptor = open(log, O_WRONLY)
