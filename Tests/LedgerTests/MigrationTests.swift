@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Ledger
 import Logging
@@ -126,6 +127,36 @@ struct MigrationTests {
             let store = LedgerStore(client: client, logger: logger)
             let earlier = try await store.rejections(ofRuns: [run])
             #expect(earlier.map(\.payloadToRead) == ["same.signed.bytes", "same.signed.bytes"])
+        }
+    }
+
+    /// Migration 0018 rewrites the deliveries' targets stored as whole URLs into the key the
+    /// tool computes (`DeliveryTarget.key`, here its rule restated): no query, a digest in its
+    /// place; a URL without a query stays as it was, and a second run changes nothing.
+    @Test func migration0018KeysDeliveriesByTheURLWithoutItsQuery() async throws {
+        try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
+            _ = try await Migrator(migrations: Migration.bundled.filter { $0.version <= 17 }).migrate(client, logger: logger)
+            try await client.query(
+                """
+                INSERT INTO app_store.notifications (notification_uuid, notification_type, signed_date, environment, signed_payload, source)
+                VALUES ('6a0c8f1e-0000-4000-8000-0000000000aa', 'DID_RENEW', now(), 'Production', 'x.y.z', 'webhook')
+                """, logger: logger)
+            try await client.query(
+                """
+                INSERT INTO app_store.deliveries (notification_uuid, target) VALUES
+                    ('6a0c8f1e-0000-4000-8000-0000000000aa', 'https://hooks.example.com/apple?token=s3cret'),
+                    ('6a0c8f1e-0000-4000-8000-0000000000aa', 'https://hooks.example.com/plain')
+                """, logger: logger)
+            _ = try await Migrator().migrate(client, logger: logger)
+            for statement in Migration.bundled.first(where: { $0.version == 18 })?.statements ?? [] {
+                try await client.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
+            var targets: [String] = []
+            for try await target in try await client.query("SELECT target FROM app_store.deliveries ORDER BY target", logger: logger).decode(String.self) {
+                targets.append(target)
+            }
+            let digest = SHA256.hash(data: Array("https://hooks.example.com/apple?token=s3cret".utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+            #expect(targets == ["https://hooks.example.com/apple#query-sha256=\(digest)", "https://hooks.example.com/plain"])
         }
     }
 
