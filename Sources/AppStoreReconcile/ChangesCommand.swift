@@ -24,7 +24,9 @@ struct ChangesCommand: AsyncParsableCommand {
             it as --after next time, and you miss nothing and see nothing twice.
 
             --follow keeps printing changes as they commit (it LISTENs on app_store_changes) until SIGINT or \
-            SIGTERM, then exits 0. Needs only DATABASE_URL.
+            SIGTERM, then exits 0. When its database connection ends (a restart, a failover), it connects again \
+            (after 0.5 s, doubling up to 30 s while that fails) and goes on after the last change it printed: \
+            nothing is missed or printed twice. Needs only DATABASE_URL.
 
             \(ExitStatus.summary)
             """
@@ -65,7 +67,7 @@ struct ChangesCommand: AsyncParsableCommand {
             try await withGracefulShutdown(databaseURL: url, logger: logger, announceStop: false) { store, _ in
                 do {
                     _ = try await cancelWhenGracefulShutdown {
-                        try await ChangeFeed.stream(client: store.client, after: after, limit: limit, follow: true, logger: logger, emit: print)
+                        try await ChangeFeed.follow(client: store.client, after: after, limit: limit, logger: logger, emit: print)
                     }
                 } catch is CancellationError {
                     // SIGINT or SIGTERM: a normal end of following.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import Synchronization
 
 /// Reading `app_store.changes` (migration 0007), the feed of every change the tool makes to
 /// subscriptions and transactions, in commit order. A reader keeps the last id it handled and
@@ -63,6 +64,78 @@ package enum ChangeFeed {
                     if position.remaining == 0 { break }
                 }
                 return position.cursor
+            }
+        }
+    }
+
+    /// Follows the feed as `stream(follow: true)` does, and survives the database connection
+    /// ending under it (a restart, a failover, `pg_terminate_backend`, a network cut): it connects
+    /// again after `firstDelay`, doubling up to `maximumDelay` while attempts fail, and goes on
+    /// after the last id it handed over, so every change is handed over exactly once. Ends when
+    /// `limit` changes were handed over or the task is cancelled. Returns the last id handed over.
+    @discardableResult
+    package static func follow(
+        client: PostgresClient, after: Int64, limit: Int?, logger: Logger, firstDelay: Duration = .milliseconds(500), maximumDelay: Duration = .seconds(30),
+        emit: @escaping @Sendable ([Line]) -> Void
+    ) async throws -> Int64 {
+        // Moved on right after each emit, with no suspension between: what a failure leaves here
+        // is exactly what was handed over.
+        let position = Tracked(Position(cursor: after, remaining: limit ?? Int.max))
+        var delay = firstDelay
+        let connected = Tracked(false)
+        while true {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: channel) { notifications in
+                        try await drain(tracking: position, on: connection, logger: logger, emit: emit)
+                        connected.withLock { $0 = true }
+                        guard position.withLock({ $0.remaining }) > 0 else { return }
+                        for try await _ in notifications {
+                            try await drain(tracking: position, on: connection, logger: logger, emit: emit)
+                            if position.withLock({ $0.remaining }) == 0 { return }
+                        }
+                        // The notifications ended without an error: the connection did.
+                        throw ConnectionEnded()
+                    }
+                }
+                return position.withLock { $0.cursor }
+            } catch {
+                try Task.checkCancellation()
+                // A connection that worked starts the pauses over.
+                if connected.withLock({ $0 }) { delay = firstDelay }
+                connected.withLock { $0 = false }
+                let cursor = position.withLock { $0.cursor }
+                logger.warning(
+                    "changes: the connection to the database ended; connecting again in \(delay), after change \(cursor)",
+                    metadata: ["error": "\(String(describing: type(of: error)))"])
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, maximumDelay)
+            }
+        }
+    }
+
+    struct ConnectionEnded: Error {}
+
+    /// A value shared with the connection's closures.
+    final class Tracked<Value: Sendable>: Sendable {
+        private let value: Mutex<Value>
+        init(_ value: Value) { self.value = Mutex(value) }
+        func withLock<Result>(_ body: (inout Value) -> Result) -> Result { value.withLock { body(&$0) } }
+    }
+
+    /// `drain`, moving `position` on with each chunk handed over.
+    private static func drain(
+        tracking position: Tracked<Position>, on connection: PostgresConnection, logger: Logger, emit: @Sendable ([Line]) -> Void
+    ) async throws {
+        while true {
+            let (cursor, remaining) = position.withLock { ($0.cursor, $0.remaining) }
+            guard remaining > 0 else { return }
+            let lines = try await read(after: cursor, limit: min(remaining, 1_000), on: connection, logger: logger)
+            guard let last = lines.last else { return }
+            emit(lines)
+            position.withLock {
+                $0.cursor = last.id
+                $0.remaining -= lines.count
             }
         }
     }

@@ -44,9 +44,21 @@ package struct DatabaseURL: Sendable, CustomStringConvertible {
                 throw DatabaseURLError("DATABASE_URL has an unknown sslmode '\(mode)' (disable, prefer, require, verify-ca, verify-full)")
             }
             self.sslMode = parsed
+        } else if socketDirectory != nil {
+            self.sslMode = .disable
         } else {
-            self.sslMode = socketDirectory == nil ? .prefer : .disable
+            // Over a network, a password and the ledger's rows go to a server whose certificate
+            // is checked (since issue 31; before, `prefer` took any certificate, or none).
+            self.sslMode = Self.isLoopback(self.host) ? .prefer : .verifyFull
         }
+    }
+
+    /// Whether `host` is this machine: localhost, 127.0.0.0/8 or ::1.
+    package static func isLoopback(_ host: String) -> Bool {
+        let host = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        let isIPv4 = octets.count == 4 && octets.allSatisfy { UInt8($0) != nil }
+        return host == "localhost" || host == "::1" || (isIPv4 && octets[0] == "127")
     }
 
     /// The same URL pointing at another database on the same server.

@@ -73,6 +73,77 @@ struct ChangesCommandTests {
     }
 }
 
+extension ChangesCommandTests {
+    /// One change: a subscription row of its own, written through the tool's write path.
+    static func writeChange(_ store: LedgerStore, _ index: Int) async throws {
+        var batch = LedgerBatch(cause: .webhook)
+        var row = SubscriptionRecord(
+            originalTransactionId: "91000000000\(10_000 + index)", productId: "com.example.followed", status: 1, expiresDate: nil, autoRenewStatus: 1,
+            autoRenewProductId: nil, isInBillingRetry: false, gracePeriodExpiresDate: nil, lastSignedDate: Date()
+        )
+        row.environment = "Sandbox"
+        batch.subscriptions = [row]
+        _ = try await store.apply(batch, runId: nil)
+    }
+
+    /// Ends the follower's database connection from the server's side, as a restart or a
+    /// failover would; how many were ended.
+    static func terminateFollower(_ client: PostgresClient) async throws -> Int {
+        var ended = 0
+        for try await value in try await client.query(
+            """
+            SELECT count(pg_terminate_backend(pid))::int FROM pg_stat_activity
+            WHERE pid <> pg_backend_pid() AND datname = current_database()
+              AND (query LIKE 'LISTEN%app_store_changes%' OR query LIKE '%FROM app_store.changes WHERE id >%')
+            """
+        ).decode(Int.self) {
+            ended = value
+        }
+        return ended
+    }
+
+    /// `changes --follow` whose backend is terminated twice (once while changes keep coming)
+    /// connects again and goes on after the last id it printed: every change of the feed is
+    /// printed exactly once, in id order, and SIGTERM still ends it with exit 0.
+    @Test func followSurvivesItsBackendBeingTerminatedAndPrintsEveryChangeExactlyOnce() async throws {
+        let harness = try RecoveryHarness(customers: 3, seed: 40)
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, client, scratch in
+            let output = scratch.appendingPathComponent("follow.jsonl").path
+            let descriptor = open(output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            try #require(descriptor >= 0)
+            let follower = try ChildProcess.spawn(
+                BuiltBinary.path, ["changes", "--after", "0", "--follow"], environment: BuiltBinary.environment(environment),
+                standardOutput: descriptor
+            )
+            close(descriptor)
+            let follow = FollowerOutput(path: output)
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            try await Self.writeChange(store, 0)
+            #expect(await follow.waitFor(1, seconds: 20) != nil, "the follower printed the first change")
+
+            #expect(try await Self.terminateFollower(client) == 1, "the follower's connection was found and ended")
+            for index in 1...4 { try await Self.writeChange(store, index) }
+            #expect(await follow.waitFor(5, seconds: 30) != nil, "the follower came back and printed what was committed meanwhile")
+            // Again, with changes committed while it reconnects.
+            #expect(try await Self.terminateFollower(client) == 1)
+            for index in 5...8 {
+                try await Self.writeChange(store, index)
+                try await Task.sleep(for: .milliseconds(150))
+            }
+            _ = await follow.waitFor(9, seconds: 30)
+            try await Task.sleep(for: .seconds(1))
+
+            var all: [Int] = []
+            for try await id in try await client.query("SELECT id::int FROM app_store.changes ORDER BY id").decode(Int.self) { all.append(id) }
+            let printed = try follow.lines.map { try #require(try Self.object($0)["id"] as? Int) }
+            #expect(all.count == 9)
+            #expect(printed == all, "every change exactly once, in order: printed \(printed.count) of \(all.count)")
+            follower.send(SIGTERM)
+            #expect(await follower.waitAsync() == 0)
+        }
+    }
+}
+
 /// The latency of `changes --follow`, timed alone: `./scripts/test` runs it after the rest of the
 /// suite (APPSTORE_TIMING_TESTS=1), because with 60 suites in parallel on two cores every process
 /// waits its turn for the CPU (measured: 1.4 to 2.3 s for what takes 6 to 20 ms alone).

@@ -261,7 +261,7 @@ struct ServeCommandTests {
         )
     }
 
-    /// `--forward-to` a handler that refuses half its requests (500, 503, 404 in turn): every
+    /// `--forward-to` a handler that refuses each notification once (500, 503, 404 in turn): every
     /// notification answered 200 reaches the handler with Apple's body byte for byte, exactly one
     /// 2xx each, nothing sent again after its 2xx, every attempt recorded, and Apple never sees
     /// the handler's failures (each POST is answered 200 as soon as it is committed).
@@ -275,7 +275,10 @@ struct ServeCommandTests {
         let bodies = try harness.scenario.notifications.prefix(60).map { ($0.uuid.lowercased(), "{\"signedPayload\":\"\(try harness.api.signNotification($0))\"}") }
         let sent = Dictionary(uniqueKeysWithValues: bodies)
 
-        let handler = WebhookReceiver { index in index % 2 == 0 ? 200 : (index % 6 == 1 ? 500 : (index % 6 == 3 ? 503 : 404)) }
+        // Each notification's first POST is refused (500, 503, 404 in turn), its second accepted:
+        // half the requests fail, and each notification waits one pause (a refusal's pause doubles
+        // per notification, so refusing by request index could leave one waiting minutes).
+        let handler = WebhookReceiver { index, earlier in earlier > 0 ? 200 : [500, 503, 404][index % 3] }
         try await handler.withRunning { handlerURL in
             let (server, serve, log) = try await Self.startServe(harness, url, scratch: scratch, arguments: ["--forward-to", handlerURL])
             let endpoint = server + "/apple/notifications"

@@ -22,6 +22,19 @@ struct DatabaseURLTests {
         #expect(url.clientConfiguration.unixSocketPath == "/tmp/pg/.s.PGSQL.5432")
     }
 
+    /// Without sslmode, a server over the network is reached only with its certificate checked
+    /// (name included); this machine keeps `prefer`, a Unix socket no TLS.
+    @Test func withoutSSLModeARemoteHostIsVerifyFullAndOnlyThisMachineIsPrefer() throws {
+        #expect(try DatabaseURL("postgresql://u@db.internal/ledger").sslMode == .verifyFull)
+        #expect(try DatabaseURL("postgresql://u@10.0.0.5:5432/ledger").sslMode == .verifyFull)
+        #expect(try DatabaseURL("postgresql://u@db.internal/ledger?sslmode=disable").sslMode == .disable)
+        for local in ["localhost", "127.0.0.1", "127.0.0.2", "[::1]"] {
+            #expect(try DatabaseURL("postgresql://u@\(local):5432/ledger").sslMode == .prefer, "\(local)")
+        }
+        #expect(try DatabaseURL("postgresql://u@localhost/ledger?host=/run/postgresql").sslMode == .disable)
+        #expect(try DatabaseURL("postgresql://u@127.0.0.1.example.com/ledger").sslMode == .verifyFull, "a name that starts like an address is a name")
+    }
+
     @Test func otherSchemesAndUnknownSSLModesAreRejected() {
         #expect(throws: DatabaseURLError.self) { try DatabaseURL("mysql://x@y/z") }
         #expect(throws: DatabaseURLError.self) { try DatabaseURL("not a url") }

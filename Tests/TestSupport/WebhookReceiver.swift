@@ -38,10 +38,19 @@ package final class WebhookReceiver: Sendable {
 
     private let log = Mutex<[Received]>([])
     let answer: @Sendable (Int) -> Int
+    let byAttempt: (@Sendable (_ index: Int, _ earlierOfTheSameNotification: Int) -> Int)?
     let latency: Duration
 
     package init(latency: Duration = .zero, answer: @escaping @Sendable (Int) -> Int = { _ in 200 }) {
         self.answer = answer
+        self.byAttempt = nil
+        self.latency = latency
+    }
+
+    /// A handler whose answer depends on how often it was sent the same notification before.
+    package init(latency: Duration = .zero, byAttempt: @escaping @Sendable (_ index: Int, _ earlierOfTheSameNotification: Int) -> Int) {
+        self.answer = { _ in 200 }
+        self.byAttempt = byAttempt
         self.latency = latency
     }
 
@@ -58,7 +67,11 @@ package final class WebhookReceiver: Sendable {
             // Recorded on arrival, answered after the latency.
             let status = log.withLock { entries in
                 let index = entries.count
-                let status = answer(index)
+                var status = answer(index)
+                if let byAttempt {
+                    let uuid = Received(index: 0, method: "", path: "", body: String(buffer: bytes), status: 0, at: Date()).notificationUUID
+                    status = byAttempt(index, uuid.map { uuid in entries.filter { $0.notificationUUID == uuid }.count } ?? 0)
+                }
                 entries.append(
                     Received(
                         index: index, method: request.method.rawValue, path: request.uri.path, contentType: request.headers[.contentType],

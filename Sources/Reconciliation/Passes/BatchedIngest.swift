@@ -198,14 +198,14 @@ package final class BatchedIngest: Service, Sendable {
 
     /// The batch's outcomes, in its order; nil when no answer came in time. Nothing commits
     /// after that: each statement is ended by the server's statement_timeout, and a transaction
-    /// whose statements end later than `limits.write` less half a second is rolled back before
-    /// its COMMIT. That leaves the COMMIT a second and a half before this gives up, and at least
-    /// one before any of the batch's requests is answered 503 (each was taken by its `due`, which
-    /// is its deadline less `limits.write` and half a second).
+    /// whose statements end later than `limits.write` after it was taken is rolled back before
+    /// its COMMIT. That leaves the COMMIT a second before this gives up, and at least half a
+    /// second before any of the batch's requests is answered 503 (each was taken by its `due`,
+    /// which is its deadline less `limits.write` and half a second).
     private func record(_ batch: [Waiting]) async throws -> [NotificationIngest.Outcome]? {
         let ingest = self.ingest
         let inputs = batch.map(\.input)
-        let commitBy = ContinuousClock.now + limits.write - .milliseconds(500)
+        let commitBy = ContinuousClock.now + limits.write
         return try await NotificationReceiver.within(limits.write + .seconds(1)) { try await ingest.ingest(verified: inputs, commitBy: commitBy) }
     }
 }
