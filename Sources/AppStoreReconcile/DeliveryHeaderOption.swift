@@ -4,7 +4,8 @@ import Reconciliation
 
 /// The headers a delivery option names (`--forward-header`, `--deliver-header`, `deliver
 /// --header`), read from the environment and files now: a reference that cannot be read is a
-/// configuration error (exit 78) naming the option and the variable or file, never a value.
+/// usage error (exit 64, checked before anything runs, as a bad --deliver-to URL is) naming the
+/// option and the variable or file, never a value.
 enum DeliveryHeaderOption {
     static let help = """
         A header sent with every POST to your handler, as 'Name: value'; in the value $NAME or ${NAME} is the \

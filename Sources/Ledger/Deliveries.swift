@@ -44,16 +44,15 @@ package struct DeliveryCounts: Sendable, Hashable {
 extension LedgerStore {
     /// The deliveries to `target` still to send (not delivered, not parked), fewest attempts
     /// first, then in `signedDate` order: a notification that keeps failing waits behind the
-    /// others. With `dueOnly`, only those whose pause after their last attempt is over (1 s
-    /// doubling with each attempt, at most an hour): `serve`'s forwarder goes by that.
+    /// others. With `dueOnly`, only those whose pause after their last attempt is over
+    /// (`deliveryDueAt`): `serve`'s forwarder goes by that.
     package func deliveryQueue(to target: String, dueOnly: Bool, limit: Int = 10_000) async throws -> [UUID] {
         let rows = try await client.query(
             """
             SELECT d.notification_uuid
             FROM app_store.deliveries d JOIN app_store.notifications n USING (notification_uuid)
             WHERE d.target = \(target) AND d.delivered_at IS NULL AND d.failed_at IS NULL
-              AND (NOT \(dueOnly) OR d.last_attempt_at IS NULL
-                   OR d.last_attempt_at + least(interval '1 second' * power(2, least(d.attempts, 20)), interval '1 hour') <= now())
+              AND (NOT \(dueOnly) OR d.last_attempt_at IS NULL OR \(unescaped: Self.deliveryDueAt) <= now())
             ORDER BY d.attempts, n.signed_date, d.notification_uuid LIMIT \(limit)
             """,
             logger: logger
@@ -63,13 +62,18 @@ extension LedgerStore {
         return found
     }
 
+    /// When a delivery (`d`) that was refused is due again: 1 s after its first attempt, doubling
+    /// with each (2 s, 4 s …), at most an hour. NULL when it was never tried.
+    static let deliveryDueAt =
+        "d.last_attempt_at + least(interval '1 second' * power(2, least(greatest(d.attempts - 1, 0), 20)), interval '1 hour')"
+
     /// How long until the next delivery to `target` is due (zero: one is due now); nil when
     /// nothing is left to send.
     package func nextDeliveryDue(to target: String) async throws -> Duration? {
         let rows = try await client.query(
             """
-            SELECT greatest(0, extract(epoch FROM min(coalesce(last_attempt_at + least(interval '1 second' * power(2, least(attempts, 20)), interval '1 hour'), now())) - now()))::float8
-            FROM app_store.deliveries WHERE target = \(target) AND delivered_at IS NULL AND failed_at IS NULL
+            SELECT greatest(0, extract(epoch FROM min(coalesce(\(unescaped: Self.deliveryDueAt), now())) - now()))::float8
+            FROM app_store.deliveries d WHERE target = \(target) AND delivered_at IS NULL AND failed_at IS NULL
             """,
             logger: logger
         )

@@ -57,8 +57,10 @@ package struct NotificationRedelivery: Sendable {
     /// One POST's outcome, as its task reports it.
     private struct Attempt: Sendable {
         var uuid: UUID
-        /// Nil: not sent (delivered or parked meanwhile).
-        var status: Int??
+        /// False: not sent (delivered or parked meanwhile).
+        var sent = true
+        /// Nil: no answer came.
+        var status: Int?
         var delivered = false
         var parked = false
     }
@@ -88,7 +90,7 @@ package struct NotificationRedelivery: Sendable {
                 while underWay < policy.concurrency, startOne() {}
                 while let attempt = try await group.next() {
                     underWay -= 1
-                    if case .some(let status) = attempt.status {
+                    if attempt.sent {
                         summary.attempts += 1
                         if attempt.delivered {
                             summary.delivered += 1
@@ -98,7 +100,7 @@ package struct NotificationRedelivery: Sendable {
                             refusedThisRound.insert(attempt.uuid)
                             if attempt.parked { summary.parked += 1 }
                         }
-                        unansweredInARow = status == nil ? unansweredInARow + 1 : 0
+                        unansweredInARow = attempt.status == nil ? unansweredInARow + 1 : 0
                         if !cut, unansweredInARow >= policy.unansweredInARowEndingARound {
                             cut = true
                             logger.warning("re-delivery: \(unansweredInARow) POSTs in a row got no answer; the rest of this round waits")
@@ -120,7 +122,7 @@ package struct NotificationRedelivery: Sendable {
 
     /// One notification: read again, POSTed, its answer recorded.
     private func attempt(_ uuid: UUID, with httpClient: HTTPClient) async throws -> Attempt {
-        guard let pending = try await store.pendingDelivery(uuid, to: target.key) else { return Attempt(uuid: uuid, status: nil) }
+        guard let pending = try await store.pendingDelivery(uuid, to: target.key) else { return Attempt(uuid: uuid, sent: false) }
         let answer = await post(pending.signedPayload, with: httpClient)
         let delivered = answer.status.map(DeliveryPolicy.delivers) ?? false
         let parked = try await store.recordDeliveryAttempt(
@@ -130,7 +132,7 @@ package struct NotificationRedelivery: Sendable {
             logger.warning("re-delivery: a notification was refused \(policy.maximumAttempts) times and is parked as failed (deliver --list, deliver --retry-failed)",
                 metadata: ["notificationUUID": "\(uuid.uuidString.lowercased())"])
         }
-        return Attempt(uuid: uuid, status: .some(answer.status), delivered: delivered, parked: parked)
+        return Attempt(uuid: uuid, status: answer.status, delivered: delivered, parked: parked)
     }
 
     /// Waits `delay`, a slice at a time so that a stop request ends it; false when stopped.
