@@ -3,7 +3,7 @@
 //   ./scripts/bench                      # builds in release mode and runs all of it
 //   reconcile-benchmark [--seconds N] [--sizes 10000,100000] [--million] [--skip-apple] [--skip-end-to-end]
 //                       [--skip-serve] [--serve-seconds N] [--serve-connections 32,256] [--serve-latencies DIR]
-//                       [--compare-with OTHER-BINARY]
+//                       [--compare-with OTHER-BINARY] [--compare-serve-with OTHER-BINARY [--serve-rounds 2]]
 //
 // 1. Verification against its ceiling: swift-crypto P-256 verifications per CPU-second beside
 //    full notification verifications (three signatures each). Target: full ≥ 60% of ceiling ÷ 3.
@@ -27,6 +27,12 @@
 //    p99 < 50 ms at 500/s. `--serve-latencies DIR` keeps each open-loop phase's latencies,
 //    request by request, to see when a slow stretch came. wrk's list of notifications is written
 //    to /dev/shm (memory) when it has room for it, not to the disk the database writes to.
+// 8. With --compare-serve-with OTHER-BINARY: that build's `serve` and this one's, alternately, twice
+//    each, each round in a fresh database its own `migrate` made: closed-loop rate and CPU-ms per
+//    notification, p50/p99 at 500/s, and peak memory under a flood of 10,000 garbage POSTs from
+//    1,000 clients that give up after 1 s while the ledger is locked for 30 s. Targets: rate ≥ 95%
+//    of the other build's; flood peak < 400 MiB. Only the serve parts:
+//      reconcile-benchmark --skip-apple --skip-end-to-end --skip-serve --compare-serve-with OTHER
 
 import AppStoreSimulator
 import Foundation
@@ -246,6 +252,65 @@ if !arguments.contains("--skip-serve") {
             )
         }
         rows.append(Row(section: "serve", figure: "rows committed: serve's ledger / the receiver's table", value: "\(result.committed.serve) / \(result.committed.receiver)"))
+    }
+}
+
+// serve before/after: another build's `serve` (say, before its limits) and this one's, alternately,
+// twice each, each round in a fresh database: closed loops, p50/p99 at 500/s, and a flood's peak
+// memory.
+if let other = option("--compare-serve-with") {
+    guard FileManager.default.isExecutableFile(atPath: other), FileManager.default.isExecutableFile(atPath: binary) else {
+        say("error: --compare-serve-with \(other) or \(binary) is not an executable")
+        exit(1)
+    }
+    say("8. serve before/after: \(other) and this build, alternately…")
+    await attempt("serve before/after") {
+        let connections = option("--serve-connections").map { $0.split(separator: ",").compactMap { Int($0) } } ?? [32, 256]
+        var comparison = ServeBeforeAfter(
+            builds: [.init(name: "compared", binary: other), .init(name: "this build", binary: binary)], root: root,
+            seconds: option("--serve-seconds").flatMap(Double.init) ?? 8, connections: connections, fixedRate: 500, logger: logger)
+        comparison.rounds = option("--serve-rounds").flatMap(Int.init).map { max(1, $0) } ?? 2
+        let rounds = try await comparison.run()
+        func mib(_ bytes: Int) -> String { number(Double(bytes) / 1_048_576, 1) }
+        for round in rounds {
+            for (index, count) in connections.enumerated() {
+                let loop = round.loops[index]
+                rows.append(
+                    Row(
+                        section: "serve before/after", figure: "\(round.build), \(count) connections: notifications/s answered 200, serve / PostgreSQL CPU-ms per notification (not 200)",
+                        value: "\(number(loop.perSecond)), \(number(loop.cost.receiver, 3)) / \(number(loop.cost.database, 3)) (\(loop.refused))"))
+            }
+            rows.append(
+                Row(
+                    section: "serve before/after", figure: "\(round.build), at \(number(round.fixed.rate))/s: p50 / p99 (not 200), peak RSS",
+                    value: "\(number(round.fixed.p50 * 1000, 1)) / \(number(round.fixed.p99 * 1000, 1)) ms (\(round.fixed.refused)), \(mib(round.peakResidentBytes)) MiB"))
+            let flood = round.flood
+            rows.append(
+                Row(
+                    section: "serve before/after",
+                    figure: "\(round.build), flood of \(comparison.floodRequests) garbage POSTs during a \(number(comparison.lockSeconds)) s lock: peak RSS; 400 / 503 / given up / other",
+                    value: "\(mib(flood.peakResidentBytes)) MiB; \(flood.answered400) / \(flood.answered503) / \(flood.unanswered) / \(flood.other)"))
+        }
+        // This build against the compared one: the mean of each build's rounds.
+        func mean(_ build: String, _ figure: (ServeBeforeAfter.Round) -> Double) -> Double {
+            let values = rounds.filter { $0.build == build }.map(figure)
+            return values.reduce(0, +) / Double(max(1, values.count))
+        }
+        for (index, count) in connections.enumerated() {
+            let rate = mean("this build") { $0.loops[index].perSecond } / mean("compared") { $0.loops[index].perSecond }
+            let cpu = mean("this build") { $0.loops[index].cost.receiver } / mean("compared") { $0.loops[index].cost.receiver }
+            rows.append(
+                Row(
+                    section: "serve before/after", figure: "\(count) connections, this build ÷ compared: notifications/s, serve's CPU-ms per notification",
+                    value: "\(number(rate, 3)), \(number(cpu, 3))", target: "rate ≥ 0.95", met: rate >= 0.95))
+        }
+        let p99 = mean("this build") { $0.fixed.p99 } / mean("compared") { $0.fixed.p99 }
+        rows.append(Row(section: "serve before/after", figure: "p99 at 500/s, this build ÷ compared", value: number(p99, 3)))
+        let peak = rounds.filter { $0.build == "this build" }.map(\.flood.peakResidentBytes).max() ?? 0
+        rows.append(
+            Row(
+                section: "serve before/after", figure: "flood: this build's highest peak RSS", value: "\(mib(peak)) MiB", target: "< 400 MiB",
+                met: peak > 0 && peak < 400 * 1_048_576))
     }
 }
 

@@ -322,6 +322,9 @@ package struct LedgerStore: Sendable {
                     \(SubscriptionRecord.updateList(table: "app_store.subscriptions")),
                     updated_at = CASE WHEN \(subscriptionChanges) THEN now() ELSE app_store.subscriptions.updated_at END
                 WHERE app_store.subscriptions.last_signed_date < EXCLUDED.last_signed_date
+                    OR (app_store.subscriptions.last_signed_date = EXCLUDED.last_signed_date
+                        AND coalesce(app_store.subscriptions.renewal_signed_date, app_store.subscriptions.last_signed_date)
+                            < EXCLUDED.renewal_signed_date)
                 RETURNING original_transaction_id, updated_at = now() AS content_changed
             ), changed_subscriptions AS (
                 SELECT original_transaction_id FROM written_subscriptions WHERE content_changed

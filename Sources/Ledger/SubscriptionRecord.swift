@@ -33,6 +33,10 @@ package struct SubscriptionRecord: Hashable, Sendable, Codable, LedgerRow {
     /// Apple's 1 introductory, 2 promotional, 3 offer code, 4 win-back.
     package var offerType: Int? = nil
     package var offerIdentifier: String? = nil
+    /// When Apple signed the renewal info the row's renewal fields came from (migration 0019;
+    /// nil before it, and where no renewal info was ever seen). A notification older than the row
+    /// may still carry renewal info newer than this: the row's latest notification had none.
+    package var renewalSignedDate: Date? = nil
 
     package init(
         originalTransactionId: String, productId: String?, status: Int?, expiresDate: Date?, autoRenewStatus: Int?,
@@ -77,6 +81,7 @@ extension SubscriptionRecord {
         .text("currency", \.currency, compared: true),
         .integer("offer_type", .smallint, \.offerType, compared: true),
         .text("offer_identifier", \.offerIdentifier, compared: true),
+        .time("renewal_signed_date", \.renewalSignedDate),
     ]
 
     package static let blank = SubscriptionRecord(

@@ -53,10 +53,11 @@ struct ConcurrentWritersTests {
 
     /// The same two notifications delivered the other way round, one after the other: B
     /// (t+2 s, no renewal info) first, then A (t+1 s, auto-renew off). A is older than the row,
-    /// so the whole row's ordering guard keeps it from being applied, and its renewal info (newer
-    /// than the row's) is lost. Not fixed yet: renewal info needs an ordering guard of its own
-    /// (a `renewal_signed_date`); see issue 31's note.
-    @Test func renewalInfoDeliveredAfterANewerNotificationWithoutItIsAKnownLoss() async throws {
+    /// but its renewal info is newer than the row's (B had none): the row takes A's renewal
+    /// fields and nothing else (`renewal_signed_date`, migration 0019). Then the base notification
+    /// again, as a replay with a new UUID would be: its renewal info is older than A's, so it
+    /// changes nothing.
+    @Test func renewalInfoDeliveredAfterANewerNotificationWithoutItStillApplies() async throws {
         let harness = try RecoveryHarness(customers: 20, seed: 318)
         let (base, a, b) = try Self.renewalPair(harness)
         let signed = (try harness.api.signNotification(base), try harness.api.signNotification(a), try harness.api.signNotification(b))
@@ -65,11 +66,14 @@ struct ConcurrentWritersTests {
             let ingest = NotificationIngest(verifier: try harness.verifier(), store: LedgerStore(client: client, logger: logger))
             _ = try await ingest.ingest(signedPayload: signed.0)
             _ = try await ingest.ingest(signedPayload: signed.2)
-            _ = try await ingest.ingest(signedPayload: signed.1)
-            let status = try await Self.autoRenewStatus(client, base.originalTransactionId)
-            withKnownIssue("renewal info older than the row's last notification but newer than its renewal info is not applied") {
-                #expect(status == 0)
-            }
+            let lastSignedBefore = try await Self.lastSignedDate(client, base.originalTransactionId)
+            #expect(try await ingest.ingest(signedPayload: signed.1) == .recorded(stale: false))
+            #expect(try await Self.autoRenewStatus(client, base.originalTransactionId) == 0)
+            #expect(try await Self.lastSignedDate(client, base.originalTransactionId) == lastSignedBefore, "the row stays as of B")
+            var replay = base
+            replay.uuid = UUID().uuidString.lowercased()
+            _ = try await ingest.ingest(signedPayload: try harness.api.signNotification(replay))
+            #expect(try await Self.autoRenewStatus(client, base.originalTransactionId) == 0, "older renewal info does not undo A's")
         }
     }
 
@@ -173,6 +177,15 @@ struct ConcurrentWritersTests {
         for try await value in try await client.query(
             "SELECT auto_renew_status FROM app_store.subscriptions WHERE original_transaction_id = \(customer)", logger: TestDatabase.logger
         ).decode(Int?.self) {
+            return value
+        }
+        return nil
+    }
+
+    static func lastSignedDate(_ client: PostgresClient, _ customer: String) async throws -> Date? {
+        for try await value in try await client.query(
+            "SELECT last_signed_date FROM app_store.subscriptions WHERE original_transaction_id = \(customer)", logger: TestDatabase.logger
+        ).decode(Date?.self) {
             return value
         }
         return nil

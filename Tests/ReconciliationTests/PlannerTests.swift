@@ -83,6 +83,68 @@ struct PlannerTests {
         #expect(plan.batch.subscriptions.isEmpty, "state unchanged")
     }
 
+    /// A late notification older than the row, whose renewal info is newer than the row's (the
+    /// row's latest notification had none): the row takes that renewal info and nothing else.
+    @Test func anOlderNotificationWithNewerRenewalInfoUpdatesOnlyTheRenewalFields() {
+        var ledger = RecoveryPlanner.LedgerSnapshot()
+        var stored = SubscriptionRecord(
+            originalTransactionId: "1000", productId: "yearly", status: 1, expiresDate: Date(timeIntervalSince1970: 50), autoRenewStatus: 1,
+            autoRenewProductId: "yearly", isInBillingRetry: false, gracePeriodExpiresDate: nil, lastSignedDate: Date(timeIntervalSince1970: 9)
+        )
+        stored.renewalSignedDate = Date(timeIntervalSince1970: 3)
+        ledger.subscriptions["1000"] = stored
+        var memory = RecoveryPlanner.RunMemory()
+        // Signed at 5 s, auto-renew off (an expired status gives autoRenewStatus 0 here).
+        let plan = RecoveryPlanner.plan([Self.notification(Self.uuidA, signedDate: 5_000, status: .expired)], ledger: ledger, memory: &memory)
+        #expect(plan.decisions.map(\.action) == [.applied])
+        let row = plan.batch.subscriptions.first
+        #expect(row?.autoRenewStatus == 0, "the newer renewal info")
+        #expect(row?.renewalSignedDate?.unixMilliseconds == 5_000)
+        #expect(row?.status == 1 && row?.productId == "yearly" && row?.expiresDate == stored.expiresDate, "the rest as the row had it")
+        #expect(row?.lastSignedDate.unixMilliseconds == 9_000, "the row stays as of its latest notification")
+    }
+
+    /// The same notification when the row's renewal info is as new as the row (or has no
+    /// renewal signing time, written before migration 0019): stale, nothing written.
+    @Test(arguments: [9.0, nil])
+    func anOlderNotificationWhoseRenewalInfoIsNotNewerIsStale(renewalSeconds: Double?) {
+        var ledger = RecoveryPlanner.LedgerSnapshot()
+        var stored = SubscriptionRecord(
+            originalTransactionId: "1000", productId: "yearly", status: 1, expiresDate: nil, autoRenewStatus: 1,
+            autoRenewProductId: "yearly", isInBillingRetry: false, gracePeriodExpiresDate: nil, lastSignedDate: Date(timeIntervalSince1970: 9)
+        )
+        stored.renewalSignedDate = renewalSeconds.map { Date(timeIntervalSince1970: $0) }
+        ledger.subscriptions["1000"] = stored
+        var memory = RecoveryPlanner.RunMemory()
+        let plan = RecoveryPlanner.plan([Self.notification(Self.uuidA, signedDate: 5_000, status: .expired)], ledger: ledger, memory: &memory)
+        #expect(plan.decisions.map(\.action) == [.stale])
+        #expect(plan.batch.subscriptions.isEmpty)
+    }
+
+    /// A newer notification whose renewal info was signed before the row's: the row moves on,
+    /// but keeps its renewal fields.
+    @Test func aNewerNotificationWithOlderRenewalInfoKeepsTheRowsRenewalFields() {
+        var ledger = RecoveryPlanner.LedgerSnapshot()
+        var stored = SubscriptionRecord(
+            originalTransactionId: "1000", productId: "monthly", status: 1, expiresDate: nil, autoRenewStatus: 0,
+            autoRenewProductId: "monthly", isInBillingRetry: false, gracePeriodExpiresDate: nil, lastSignedDate: Date(timeIntervalSince1970: 4)
+        )
+        stored.renewalSignedDate = Date(timeIntervalSince1970: 4)
+        ledger.subscriptions["1000"] = stored
+        var memory = RecoveryPlanner.RunMemory()
+        var input = Self.notification(Self.uuidA, signedDate: 5_000, status: .active)
+        if case .verified(var notification) = input.outcome {
+            notification.renewalInfo?.signedDate = 3_000
+            input.outcome = .verified(notification)
+        }
+        let plan = RecoveryPlanner.plan([input], ledger: ledger, memory: &memory)
+        #expect(plan.decisions.map(\.action) == [.applied])
+        let row = plan.batch.subscriptions.first
+        #expect(row?.lastSignedDate.unixMilliseconds == 5_000)
+        #expect(row?.autoRenewStatus == 0, "renewal info signed at 3 s does not replace the row's from 4 s")
+        #expect(row?.renewalSignedDate?.unixMilliseconds == 4_000)
+    }
+
     @Test func withinAPageTheNewerNotificationWinsWhateverTheOrder() {
         var memory = RecoveryPlanner.RunMemory()
         let newer = Self.notification(Self.uuidB, signedDate: 9_000, status: .expired)

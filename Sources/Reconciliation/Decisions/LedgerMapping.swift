@@ -101,11 +101,14 @@ enum LedgerMapping {
     /// notification does not carry keep their current value.
     static func subscriptionRecord(_ notification: VerifiedNotification, current: SubscriptionRecord?) -> SubscriptionRecord? {
         let transaction = notification.transaction
-        let renewal = notification.renewalInfo
-        let isSubscription = renewal != nil || transaction?.type == .autoRenewable
-        guard isSubscription, let original = transaction?.originalTransactionId ?? renewal?.originalTransactionId,
+        let isSubscription = notification.renewalInfo != nil || transaction?.type == .autoRenewable
+        guard isSubscription, let original = transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId,
             let signedDate = date(notification.payload.signedDate)
         else { return nil }
+        // Renewal info signed before the row's is no news: the row keeps the later one.
+        let renewal = notification.renewalInfo.flatMap { info in
+            isNewer(info, notification, than: current?.renewalSignedDate) ? info : nil
+        }
         // A refund-flow notification (REFUND, REFUND_REVERSED, REFUND_DECLINED,
         // CONSUMPTION_REQUEST) carries the transaction the request is about, not the latest: an
         // earlier period, or a plan the customer upgraded from (`isUpgraded`: an annual plan
@@ -134,6 +137,38 @@ enum LedgerMapping {
             lastSignedDate: signedDate, environment: environmentOf(notification.payload)?.rawValue ?? current?.environment
         )
         describe(&record, transaction: transaction, renewal: renewal, current: current)
+        record.renewalSignedDate = renewal != nil ? renewalSignedDate(notification) : current?.renewalSignedDate
         return record
+    }
+
+    /// The row a notification signed before `current` makes when it carries renewal info signed
+    /// after the row's (the row's latest notification had none): `current` with that renewal
+    /// info's fields, its signing time unchanged. Nil when the notification has nothing newer; a
+    /// row without a renewal signing time (written before migration 0019) counts as having
+    /// renewal info as of its own signing time.
+    static func renewalMerged(_ notification: VerifiedNotification, into current: SubscriptionRecord) -> SubscriptionRecord? {
+        guard let renewal = notification.renewalInfo, renewal.originalTransactionId == nil || renewal.originalTransactionId == current.originalTransactionId,
+            isNewer(renewal, notification, than: current.renewalSignedDate ?? current.lastSignedDate)
+        else { return nil }
+        var merged = current
+        merged.autoRenewStatus = renewal.autoRenewStatus ?? current.autoRenewStatus
+        merged.autoRenewProductId = renewal.autoRenewProductId ?? current.autoRenewProductId
+        merged.isInBillingRetry = renewal.isInBillingRetryPeriod ?? false
+        merged.gracePeriodExpiresDate = date(renewal.gracePeriodExpiresDate)
+        describe(&merged, transaction: nil, renewal: renewal, current: current)
+        merged.renewalSignedDate = renewalSignedDate(notification)
+        return merged
+    }
+
+    /// When the notification's renewal info was signed: its own `signedDate`, else the
+    /// notification's.
+    static func renewalSignedDate(_ notification: VerifiedNotification) -> Date? {
+        date(notification.renewalInfo?.signedDate ?? notification.payload.signedDate)
+    }
+
+    static func isNewer(_ renewal: RenewalInfoPayload, _ notification: VerifiedNotification, than known: Date?) -> Bool {
+        guard let known else { return true }
+        guard let signed = date(renewal.signedDate ?? notification.payload.signedDate) else { return false }
+        return signed.unixMilliseconds > known.unixMilliseconds
     }
 }

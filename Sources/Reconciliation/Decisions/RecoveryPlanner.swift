@@ -33,7 +33,9 @@ package struct RecoveryPlanner: Sendable {
     package enum Action: String, Sendable, Hashable, Codable {
         /// Already in the ledger (by notificationUUID): skipped.
         case alreadyRecorded = "already-recorded"
-        /// Missed, and applied: recorded, its transaction and subscription updated.
+        /// Missed, and applied: recorded, its transaction and subscription updated (or, signed
+        /// before the subscription's row, only the row's renewal fields, from renewal info newer
+        /// than the row's).
         case applied
         /// Missed, and recorded, but signed before the state the ledger holds: changes nothing.
         case stale
@@ -190,8 +192,12 @@ package struct RecoveryPlanner: Sendable {
         let key = notification.transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId
         guard let key else { return .applied }
         let current = newer(ledger.subscriptions[key], memory.subscriptions[key])
-        guard let candidate = LedgerMapping.subscriptionRecord(notification, current: current) else { return .applied }
-        if let current, current.lastSignedDate.unixMilliseconds >= candidate.lastSignedDate.unixMilliseconds { return .stale }
+        guard var candidate = LedgerMapping.subscriptionRecord(notification, current: current) else { return .applied }
+        if let current, current.lastSignedDate.unixMilliseconds >= candidate.lastSignedDate.unixMilliseconds {
+            // Older than the row, but its renewal info may be newer than the row's.
+            guard let merged = LedgerMapping.renewalMerged(notification, into: current) else { return .stale }
+            candidate = merged
+        }
         if memory.subscriptionsBefore[key] == nil { memory.subscriptionsBefore[key] = .some(ledger.subscriptions[key]) }
         memory.subscriptions[key] = candidate
         batch.subscriptions.removeAll { $0.originalTransactionId == key }

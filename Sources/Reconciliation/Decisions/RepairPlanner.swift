@@ -100,6 +100,7 @@ package enum RepairPlanner {
             environment: (transaction.environment ?? renewal?.environment)?.rawValue
         )
         LedgerMapping.describe(&record, transaction: transaction, renewal: renewal, current: nil)
+        record.renewalSignedDate = LedgerMapping.date(renewal?.signedDate)
         return record
     }
 }

@@ -85,7 +85,7 @@ package struct NotificationReceiver: Sendable {
         }
         // No JWS holds one, and PostgreSQL cannot store it in text: refused here, not by the
         // database (where it would fail a batch and read as an outage).
-        guard !jws.utf8.contains(0) else { return .badBody("the signedPayload holds a NUL character") }
+        guard !Self.holdsNUL(jws) else { return .badBody("the signedPayload holds a NUL character") }
         do {
             let ingest = self.ingest
             let batched = self.batched
@@ -147,5 +147,14 @@ package struct NotificationReceiver: Sendable {
         } onCancel: {
             work.withLock { $0 }?.cancel()
         }
+    }
+}
+
+extension NotificationReceiver {
+    /// Whether `text` holds a NUL character, searched as bytes (memchr): `utf8.contains` walks
+    /// the view an index at a time, 4.6% of serve's CPU under load (perf, 256 connections).
+    static func holdsNUL(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in bytes.baseAddress.map { memchr($0, 0, bytes.count) != nil } ?? false }
     }
 }
