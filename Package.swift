@@ -11,12 +11,13 @@ let strictSettings: [SwiftSetting] = [
 let package = Package(
     name: "appstore-reconcile",
     platforms: [.macOS(.v15)],
-    // What a user would build or embed: the tool, and the verifier and the API client, each
-    // useful alone. The ledger, the passes, the simulator and the throwaway Postgres are
-    // targets of this package only (`package` access): for the tool, its tests, the demo and
-    // `simulate`.
+    // What a user would build or embed: the tool, its companion for trying it
+    // (appstore-reconcile-dev: demo, simulate, throwaway-postgres), and the verifier and the API
+    // client, each useful alone. The ledger, the passes, the CLI, the simulator and the throwaway
+    // Postgres are targets of this package only (`package` access).
     products: [
         .executable(name: "appstore-reconcile", targets: ["AppStoreReconcile"]),
+        .executable(name: "appstore-reconcile-dev", targets: ["AppStoreReconcileDev"]),
         .library(name: "SignedData", targets: ["SignedData"]),
         .library(name: "AppStoreServerAPI", targets: ["AppStoreServerAPI"]),
         .executable(name: "reconcile-benchmark", targets: ["ReconcileBenchmark"]),
@@ -110,12 +111,12 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // The thin command-line interface.
-        .executableTarget(
-            name: "AppStoreReconcile",
+        // The thin command-line interface: the deployed tool's commands, and what the
+        // companion's commands share with them (the exit statuses, logging).
+        .target(
+            name: "ReconcileCLI",
             dependencies: [
                 "SignedData", "AppStoreServerAPI", "Ledger", "Reconciliation",
-                "AppStoreSimulator", "ThrowawayPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 // Only to run the ledger's PostgresClient as a service of the ServiceGroup.
@@ -126,6 +127,24 @@ let package = Package(
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // `appstore-reconcile`, the binary teams deploy: no simulator, no test PKI, no throwaway
+        // PostgreSQL (CommandLineTests.theDeployedBinaryCarriesNoSimulatorNorThrowawayPostgres).
+        .executableTarget(
+            name: "AppStoreReconcile",
+            dependencies: ["ReconcileCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strictSettings
+        ),
+        // `appstore-reconcile-dev`: demo, simulate, throwaway-postgres.
+        .executableTarget(
+            name: "AppStoreReconcileDev",
+            dependencies: [
+                "ReconcileCLI", "SignedData", "AppStoreServerAPI", "Ledger", "Reconciliation", "AppStoreSimulator", "ThrowawayPostgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSettings
         ),

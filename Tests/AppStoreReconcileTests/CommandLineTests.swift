@@ -55,18 +55,39 @@ struct CommandLineTests {
         #expect(result.exitCode == 0)
         // Help is wrapped to the terminal's width: compare with whitespace folded.
         let text = result.standardOutput.split(whereSeparator: \.isWhitespace).joined(separator: " ")
-        for word in ["run", "ingest", "migrate", "verify", "demo", "throwaway-postgres", "simulate", "APPSTORE_ROOT_CERTIFICATES", "78 configuration error"] {
+        for word in ["run", "ingest", "migrate", "verify", "appstore-reconcile-dev demo", "APPSTORE_ROOT_CERTIFICATES", "78 configuration error"] {
             #expect(text.contains(word), "--help mentions \(word)")
         }
-        for subcommand in [
-            "run", "nightly", "consumption-requests", "repair", "ingest", "serve", "check", "status", "changes", "deliver", "detect-outage", "migrate", "verify", "demo", "throwaway-postgres",
-            "simulate",
-        ] {
-            let help = try await BuiltBinary.run([subcommand, "--help"])
-            #expect(help.exitCode == 0, "\(subcommand) --help")
-            #expect(help.standardOutput.contains("USAGE: appstore-reconcile \(subcommand)"))
-            // The discussion reads as prose: no stray line-continuation backslash, no unexpanded interpolation.
-            #expect(!help.standardOutput.contains("\\\n") && !help.standardOutput.contains("\\("), "\(subcommand) --help: \(help.standardOutput)")
+        let commands = [
+            ("appstore-reconcile", BuiltBinary.path,
+             ["run", "nightly", "consumption-requests", "repair", "ingest", "serve", "check", "status", "changes", "deliver", "detect-outage", "migrate", "verify"]),
+            ("appstore-reconcile-dev", BuiltBinary.devPath, ["demo", "throwaway-postgres", "simulate"]),
+        ]
+        for (name, binary, subcommands) in commands {
+            for subcommand in subcommands {
+                let help = try await BuiltBinary.run([subcommand, "--help"], binary: binary)
+                #expect(help.exitCode == 0, "\(name) \(subcommand) --help")
+                #expect(help.standardOutput.contains("USAGE: \(name) \(subcommand)"))
+                // The discussion reads as prose: no stray line-continuation backslash, no unexpanded interpolation.
+                #expect(!help.standardOutput.contains("\\\n") && !help.standardOutput.contains("\\("), "\(subcommand) --help: \(help.standardOutput)")
+            }
+        }
+    }
+
+    /// The binary teams deploy carries neither the App Store simulator (and its test PKI) nor
+    /// the throwaway PostgreSQL: their commands are unknown to it, and no symbol of those
+    /// modules is in it (Swift mangles a module's name as its length and the name). The
+    /// companion binary has both, which shows the search finds them where they are.
+    @Test func theDeployedBinaryCarriesNoSimulatorNorThrowawayPostgres() async throws {
+        for command in ["demo", "simulate", "throwaway-postgres"] {
+            #expect(try await BuiltBinary.run([command]).exitCode == 64, "appstore-reconcile \(command) is not a command")
+        }
+        let deployed = try Data(contentsOf: URL(fileURLWithPath: BuiltBinary.path))
+        let companion = try Data(contentsOf: URL(fileURLWithPath: BuiltBinary.devPath))
+        for module in ["AppStoreSimulator", "ThrowawayPostgres"] {
+            let mangled = Data("\(module.count)\(module)".utf8)
+            #expect(deployed.firstRange(of: mangled) == nil, "appstore-reconcile holds \(module)")
+            #expect(companion.firstRange(of: mangled) != nil, "appstore-reconcile-dev holds \(module)")
         }
     }
 
@@ -193,7 +214,7 @@ struct CommandLineTests {
 
     @Test func demoRecoversTheSimulatedOutageAndASecondRunAppliesNothing() async throws {
         let scratch = try Scratch()
-        let result = try await BuiltBinary.run(["demo", "--customers", "120", "--report-dir", scratch.url.path])
+        let result = try await BuiltBinary.run(["demo", "--customers", "120", "--report-dir", scratch.url.path], binary: BuiltBinary.devPath)
         #expect(result.exitCode == 0, "\(result.combined)")
         let output = result.standardOutput
         #expect(output.contains("Created the ledger schema"))
@@ -211,13 +232,13 @@ struct CommandLineTests {
     }
 }
 
-@Suite("appstore-reconcile simulate")
+@Suite("appstore-reconcile-dev simulate")
 struct SimulateCommandTests {
     @Test func simulateStartsPrintsHowToUseItAndCurlGetsAPage() async throws {
         var descriptors: [Int32] = [0, 0]
         #expect(pipe(&descriptors) == 0)
         let child = try ChildProcess.spawn(
-            BuiltBinary.path, ["simulate", "--customers", "30", "--seed", "3"], environment: BuiltBinary.environment([:]),
+            BuiltBinary.devPath, ["simulate", "--customers", "30", "--seed", "3"], environment: BuiltBinary.environment([:]),
             standardOutput: descriptors[1]
         )
         close(descriptors[1])

@@ -1,21 +1,27 @@
 import Foundation
 import ThrowawayPostgres
 
-/// Runs the built `appstore-reconcile` executable, as a user would, and captures what it says.
+/// Runs the built `appstore-reconcile` executable (or `appstore-reconcile-dev`: `demo`,
+/// `simulate`, `throwaway-postgres`), as a user would, and captures what it says.
 package enum BuiltBinary {
     package typealias Result = ChildProcess.Completion
 
-    /// The executable beside the test bundle in the build directory.
-    package static var path: String {
+    /// The deployed executable, beside the test bundle in the build directory.
+    package static var path: String { executable("appstore-reconcile") }
+
+    /// The companion with the simulator and the throwaway PostgreSQL.
+    package static var devPath: String { executable("appstore-reconcile-dev") }
+
+    static func executable(_ name: String) -> String {
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
         var directory = URL(fileURLWithPath: executable).deletingLastPathComponent()
         while directory.path != "/" {
-            let candidate = directory.appendingPathComponent("appstore-reconcile").path
+            let candidate = directory.appendingPathComponent(name).path
             if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
             directory = directory.deletingLastPathComponent()
         }
-        return "appstore-reconcile"
+        return name
     }
 
     /// The environment the binary runs with: this process's, without any configuration
@@ -31,28 +37,29 @@ package enum BuiltBinary {
     /// Runs the binary to its end, waiting on a thread of its own: a test that serves the
     /// simulator in-process must not block the concurrency pool the simulator answers from.
     /// - Parameter user: when running as root, run as this user instead (through runuser).
+    /// - Parameter binary: `path` (the default) or `devPath`.
     package static func run(
         _ arguments: [String], environment overrides: [String: String] = [:], standardInput: String? = nil,
-        user: String? = nil
+        user: String? = nil, binary: String = path
     ) async throws -> Result {
         try await withCheckedThrowingContinuation { continuation in
             let thread = Thread {
-                continuation.resume(with: Swift.Result { try runBlocking(arguments, environment: overrides, standardInput: standardInput, user: user) })
+                continuation.resume(with: Swift.Result { try runBlocking(arguments, environment: overrides, standardInput: standardInput, user: user, binary: binary) })
             }
             thread.start()
         }
     }
 
     static func runBlocking(
-        _ arguments: [String], environment overrides: [String: String], standardInput: String?, user: String?
+        _ arguments: [String], environment overrides: [String: String], standardInput: String?, user: String?, binary: String
     ) throws -> Result {
         if let user {
             return try ChildProcess.run(
-                "/usr/sbin/runuser", ["-u", user, "--", path] + arguments, environment: environment(overrides),
+                "/usr/sbin/runuser", ["-u", user, "--", binary] + arguments, environment: environment(overrides),
                 directory: "/tmp", input: standardInput
             )
         }
-        return try ChildProcess.run(path, arguments, environment: environment(overrides), input: standardInput)
+        return try ChildProcess.run(binary, arguments, environment: environment(overrides), input: standardInput)
     }
 }
 

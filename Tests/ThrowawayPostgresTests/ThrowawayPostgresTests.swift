@@ -65,7 +65,7 @@ struct ThrowawayPostgresTests {
     func asANonRootUserTheDemoStartsItsOwnClusterAndLeavesNothingBehind() async throws {
         let reports = "/tmp/appstore-reconcile-demo-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: reports) }
-        let result = try await BuiltBinary.run(["demo", "--customers", "30", "--report-dir", reports], user: "nobody")
+        let result = try await BuiltBinary.run(["demo", "--customers", "30", "--report-dir", reports], user: "nobody", binary: BuiltBinary.devPath)
         #expect(result.exitCode == 0, "demo as nobody: \(result.combined)")
         #expect(result.standardOutput.contains("Created the ledger schema"))
         let line = try #require(result.standardOutput.split(separator: "\n").first { $0.contains("running in ") })
@@ -79,7 +79,7 @@ struct ThrowawayPostgresTests {
         var descriptors: [Int32] = [0, 0]
         #expect(pipe(&descriptors) == 0)
         let child = try ChildProcess.spawn(
-            BuiltBinary.path, ["throwaway-postgres"], environment: BuiltBinary.environment([:]), standardOutput: descriptors[1]
+            BuiltBinary.devPath, ["throwaway-postgres"], environment: BuiltBinary.environment([:]), standardOutput: descriptors[1]
         )
         close(descriptors[1])
         // Read until the directory line has arrived.

@@ -3,6 +3,7 @@ import AppStoreSimulator
 import ArgumentParser
 import Foundation
 import Logging
+import ReconcileCLI
 import SignedData
 
 struct SimulateCommand: AsyncParsableCommand {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import ReconcileCLI
 import UnixSignals
 import ThrowawayPostgres
 

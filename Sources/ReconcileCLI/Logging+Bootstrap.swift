@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 /// How log lines look: `text` for people, `json` (one object per line) for log shippers.
-enum LogFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
+package enum LogFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
     case text
     case json
 

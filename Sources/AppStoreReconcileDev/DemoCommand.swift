@@ -4,6 +4,7 @@ import ArgumentParser
 import Foundation
 import Ledger
 import Logging
+import ReconcileCLI
 import Reconciliation
 import SignedData
 import ThrowawayPostgres

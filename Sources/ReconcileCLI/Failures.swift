@@ -3,7 +3,6 @@ import ArgumentParser
 import Foundation
 import Ledger
 import Reconciliation
-import ThrowawayPostgres
 
 /// Writes a message for the operator to standard error: the line itself with text logs, or a
 /// JSON object (level from its prefix) with JSON logs, so that a log shipper reads every line.
@@ -19,7 +18,7 @@ func printError(_ line: String) {
 /// Runs a command's body and turns the failures every command shares into a clear one-line
 /// message and the documented exit code. Messages never include secrets: configuration errors
 /// name the setting, database errors the server's message, not the URL's password.
-func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () async throws -> Void) async throws {
+package func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () async throws -> Void) async throws {
     LoggingSetup.bootstrap(logFormat, job: job)
     disableCoreDumps()
     do {
@@ -65,9 +64,6 @@ func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () a
     } catch let error as AppStoreTransportError {
         printError("error: \(error)")
         throw ExitCode(error.isRetryable ? ExitStatus.temporaryFailure : ExitStatus.failure)
-    } catch let error as ThrowawayPostgresError {
-        printError("error: \(error)")
-        throw ExitCode(ExitStatus.failure)
     } catch is CancellationError {
         printError("interrupted")
         throw ExitCode(ExitStatus.temporaryFailure)
