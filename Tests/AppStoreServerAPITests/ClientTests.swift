@@ -121,7 +121,9 @@ struct ClientTests {
             _ = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil)
             let waited = ContinuousClock.now - started
             #expect(waited >= .milliseconds(1_300), "waited \(waited), asked for about 1.5 s")
-            #expect(waited < .seconds(10), "waited \(waited), asked for about 1.5 s (generous bound for a loaded machine)")
+            // Generous for a loaded machine: under the whole suite on two cores it once took 10.2 s.
+            // (Wall-clock; issue 32, point 8 is to drive it by an injected clock.)
+            #expect(waited < .seconds(20), "waited \(waited), asked for about 1.5 s (generous bound for a loaded machine)")
             #expect(client.counts.rateLimited == 1)
         }
     }
@@ -263,7 +265,10 @@ extension ClientTests {
     /// that pause. 5 repetitions: no request reaches the endpoint between a 429's answer and its
     /// `Retry-After`, but for requests already on the wire, and every caller gets its answer.
     ///
-    /// "On the wire" is 5 s here, not 100 ms. The simulator runs in the test's process and can
+    /// "On the wire" is 7 s here, not 100 ms (5 s until a fresh-clone CI run saw two arrivals
+    /// 5.03 and 5.07 s after the 429: the suite's flood tests share the two cores; the limiter's
+    /// old behaviour should still fail, its callers leaving at their slots through the last 3 s:
+    /// reasoned, not yet run with 7 s). The simulator runs in the test's process and can
     /// only time arrivals: under the whole suite on two cores, the client's event loop once
     /// learned of a 429 about 2.5 s after it was answered, sending on its schedule meanwhile, as
     /// it must when it does not know (measured: a 3 s pause with a 1.5 s allowance and a 6 s pause
@@ -275,7 +280,7 @@ extension ClientTests {
     @Test func noRequestLeavesBeforeARetryAfterWhateverTheConcurrency() async throws {
         var options = SimulatorOptions()
         options.requestsPerSecond = 4
-        options.retryAfterGrace = 5
+        options.retryAfterGrace = 7
         let harness = try SimulatorHarness(customers: 64, options: options)
         let customers = harness.scenario.customers
         var rateLimited = 0
