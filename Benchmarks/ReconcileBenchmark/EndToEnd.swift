@@ -192,12 +192,21 @@ final class PeakMemory: Sendable {
     func watch() {
         let path = "/proc/\(pid)/status"
         while let text = try? String(contentsOfFile: path, encoding: .utf8), !text.contains("State:\tZ") {
-            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-                let kilobytes = Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" })[1])
-            {
-                peak.withLock { $0 = max($0, kilobytes * 1024) }
-            }
+            if let bytes = Self.highWaterMark(in: text) { peak.withLock { $0 = max($0, bytes) } }
             usleep(20_000)
         }
+    }
+
+    /// A running process's high-water mark now (0 when it cannot be read).
+    static func read(_ pid: pid_t) -> Int {
+        (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)).flatMap(highWaterMark(in:)) ?? 0
+    }
+
+    /// VmHWM in bytes, from a /proc/PID/status text.
+    static func highWaterMark(in status: String) -> Int? {
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kilobytes = Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" })[1])
+        else { return nil }
+        return kilobytes * 1024
     }
 }

@@ -64,10 +64,7 @@ struct ServeBeforeAfter {
         let scratch = NSTemporaryDirectory() + "serve-before-after-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: scratch) }
-        var serializer = DER.Serializer()
-        try serializer.serialize(figures.pki.root)
-        let rootPath = scratch + "/root.der"
-        try Data(serializer.serializedBytes).write(to: URL(fileURLWithPath: rootPath))
+        let rootPath = try ServeComparison.writeRoot(of: figures, in: scratch)
 
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(256, floodClients)
@@ -92,13 +89,7 @@ struct ServeBeforeAfter {
             let cluster = try ThrowawayPostgres.start()
             defer { cluster.stop() }
             let postmaster = try CPUSample.postmaster(of: cluster.dataDirectory)
-            var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("APPSTORE_") }
-            environment["DATABASE_URL"] = cluster.url()
-            environment["APPSTORE_BUNDLE_ID"] = VerificationFigures.bundleId
-            environment["APPSTORE_APP_APPLE_ID"] = String(VerificationFigures.appAppleId)
-            environment["APPSTORE_ENVIRONMENT"] = "Production"
-            environment["APPSTORE_ROOT_CERTIFICATES"] = rootPath
-            environment["APPSTORE_LOG_LEVEL"] = "warning"
+            let environment = ServeComparison.serveEnvironment(database: cluster.url(), rootPath: rootPath)
             let migrated = try ChildProcess.run(build.binary, ["migrate"], environment: environment)
             guard migrated.status == 0 else { throw BenchmarkError("\(build.name): migrate exited \(migrated.status): \(migrated.standardError.suffix(500))") }
 
@@ -137,7 +128,7 @@ struct ServeBeforeAfter {
             }
             let fixed = try await ServeComparison.openLoop(client, url, take(Int(seconds * fixedRate)), rate: fixedRate, record: nil)
             say("    at \(fixed)")
-            let peak = Self.peakResidentBytes(serve.process.pid)
+            let peak = PeakMemory.read(serve.process.pid)
             serve.process.send(SIGTERM)
             _ = serve.process.wait()
 
@@ -146,7 +137,7 @@ struct ServeBeforeAfter {
             let flooded = try ServeComparison.start(build.binary, ["serve", "--listen", "127.0.0.1:0", "--log-format", "text"], environment: environment, log: floodLog)
             let floodURL = try await ServeComparison.port(in: floodLog, pattern: #"listening on 127\.0\.0\.1:([0-9]+)"#).map { "http://127.0.0.1:\($0)/apple/notifications" }!
             var flood = try await self.flood(client, floodURL, cluster: cluster)
-            flood.peakResidentBytes = Self.peakResidentBytes(flooded.process.pid)
+            flood.peakResidentBytes = PeakMemory.read(flooded.process.pid)
             say("    flood: peak RSS \(number(Double(flood.peakResidentBytes) / 1_048_576, 1)) MiB; \(flood.answered400) answered 400, \(flood.answered503) 503, \(flood.unanswered) given up, \(flood.other) other, in \(number(flood.seconds, 1)) s")
             // Killed: a build without limits may take long to work through what it queued.
             flooded.process.send(SIGKILL)
@@ -210,13 +201,5 @@ struct ServeBeforeAfter {
             }
         }
         return flood
-    }
-
-    static func peakResidentBytes(_ pid: pid_t) -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-            let kilobytes = Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" })[1])
-        else { return 0 }
-        return kilobytes * 1024
     }
 }

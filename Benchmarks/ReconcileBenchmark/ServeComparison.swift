@@ -103,10 +103,7 @@ struct ServeComparison {
         let scratch = NSTemporaryDirectory() + "serve-benchmark-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: scratch) }
-        var serializer = DER.Serializer()
-        try serializer.serialize(figures.pki.root)
-        let rootPath = scratch + "/root.der"
-        try Data(serializer.serializedBytes).write(to: URL(fileURLWithPath: rootPath))
+        let rootPath = try Self.writeRoot(of: figures, in: scratch)
 
         let cluster = try ThrowawayPostgres.start()
         defer { cluster.stop() }
@@ -142,13 +139,7 @@ struct ServeComparison {
 
         // serve.
         say("  serve (release build, \(binary))…")
-        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("APPSTORE_") }
-        environment["DATABASE_URL"] = cluster.url()
-        environment["APPSTORE_BUNDLE_ID"] = VerificationFigures.bundleId
-        environment["APPSTORE_APP_APPLE_ID"] = String(VerificationFigures.appAppleId)
-        environment["APPSTORE_ENVIRONMENT"] = "Production"
-        environment["APPSTORE_ROOT_CERTIFICATES"] = rootPath
-        environment["APPSTORE_LOG_LEVEL"] = "warning"
+        let environment = Self.serveEnvironment(database: cluster.url(), rootPath: rootPath)
         let serveLog = scratch + "/serve.log"
         let serve = try Self.start(binary, ["serve", "--listen", "127.0.0.1:0", "--log-format", "text"], environment: environment, log: serveLog)
         defer { serve.process.send(SIGKILL) }
@@ -226,6 +217,28 @@ struct ServeComparison {
             serve: serveLoops, serveAtHalf: serveHalf, serveAtFixed: serveFixed, receiver: receiverLoops, receiverAtHalf: receiverHalf,
             committed: committed, generator: generator
         )
+    }
+
+    /// The signed notifications' root certificate, as DER in `scratch`: its path.
+    static func writeRoot(of figures: VerificationFigures, in scratch: String) throws -> String {
+        var serializer = DER.Serializer()
+        try serializer.serialize(figures.pki.root)
+        let path = scratch + "/root.der"
+        try Data(serializer.serializedBytes).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// `serve`'s environment: this process's without any APPSTORE_ setting, then the
+    /// benchmark's app, Production, the test root and `database`.
+    static func serveEnvironment(database: String, rootPath: String) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("APPSTORE_") }
+        environment["DATABASE_URL"] = database
+        environment["APPSTORE_BUNDLE_ID"] = VerificationFigures.bundleId
+        environment["APPSTORE_APP_APPLE_ID"] = String(VerificationFigures.appAppleId)
+        environment["APPSTORE_ENVIRONMENT"] = "Production"
+        environment["APPSTORE_ROOT_CERTIFICATES"] = rootPath
+        environment["APPSTORE_LOG_LEVEL"] = "warning"
+        return environment
     }
 
     /// How long a closed loop may run, for its count of notifications: wrk runs whole seconds,

@@ -130,15 +130,24 @@ enum LedgerMapping {
             productId: aboutAnotherTransaction ? current?.productId ?? transaction?.productId : transaction?.productId,
             status: notification.payload.data?.status?.rawValue ?? current?.status,
             expiresDate: aboutAnotherTransaction ? current?.expiresDate ?? expires : expires,
-            autoRenewStatus: renewal?.autoRenewStatus ?? current?.autoRenewStatus,
-            autoRenewProductId: renewal?.autoRenewProductId ?? current?.autoRenewProductId,
-            isInBillingRetry: renewal?.isInBillingRetryPeriod ?? (renewal == nil ? current?.isInBillingRetry : false),
-            gracePeriodExpiresDate: renewal == nil ? current?.gracePeriodExpiresDate : date(renewal?.gracePeriodExpiresDate),
+            autoRenewStatus: nil, autoRenewProductId: nil, isInBillingRetry: nil, gracePeriodExpiresDate: nil,
             lastSignedDate: signedDate, environment: environmentOf(notification.payload)?.rawValue ?? current?.environment
         )
+        takeRenewal(&record, from: renewal, of: notification, current: current)
         describe(&record, transaction: transaction, renewal: renewal, current: current)
-        record.renewalSignedDate = renewal != nil ? renewalSignedDate(notification) : current?.renewalSignedDate
         return record
+    }
+
+    /// The renewal state on `record`: `renewal`'s, or without it `current`'s (a notification
+    /// without renewal info says nothing about the next renewal).
+    static func takeRenewal(
+        _ record: inout SubscriptionRecord, from renewal: RenewalInfoPayload?, of notification: VerifiedNotification, current: SubscriptionRecord?
+    ) {
+        record.autoRenewStatus = renewal?.autoRenewStatus ?? current?.autoRenewStatus
+        record.autoRenewProductId = renewal?.autoRenewProductId ?? current?.autoRenewProductId
+        record.isInBillingRetry = renewal.map { $0.isInBillingRetryPeriod ?? false } ?? current?.isInBillingRetry
+        record.gracePeriodExpiresDate = renewal.map { date($0.gracePeriodExpiresDate) } ?? current?.gracePeriodExpiresDate
+        record.renewalSignedDate = renewal != nil ? renewalSignedDate(notification) : current?.renewalSignedDate
     }
 
     /// The row a notification signed before `current` makes when it carries renewal info signed
@@ -151,12 +160,8 @@ enum LedgerMapping {
             isNewer(renewal, notification, than: current.renewalSignedDate ?? current.lastSignedDate)
         else { return nil }
         var merged = current
-        merged.autoRenewStatus = renewal.autoRenewStatus ?? current.autoRenewStatus
-        merged.autoRenewProductId = renewal.autoRenewProductId ?? current.autoRenewProductId
-        merged.isInBillingRetry = renewal.isInBillingRetryPeriod ?? false
-        merged.gracePeriodExpiresDate = date(renewal.gracePeriodExpiresDate)
+        takeRenewal(&merged, from: renewal, of: notification, current: current)
         describe(&merged, transaction: nil, renewal: renewal, current: current)
-        merged.renewalSignedDate = renewalSignedDate(notification)
         return merged
     }
 
