@@ -183,7 +183,7 @@ let package = Package(
         .testTarget(
             name: "AppStoreReconcileTests",
             dependencies: [
-                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Reconciliation",
+                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Reconciliation", "ReconcileCLI",
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"), .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

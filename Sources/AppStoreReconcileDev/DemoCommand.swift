@@ -108,7 +108,7 @@ struct DemoCommand: AsyncParsableCommand {
                     let window = ReconciliationRun.WindowChoice.fixed(start: now.addingTimeInterval(-7 * 86_400 - 3600), end: Date())
                     for (step, mode, name) in [(1, RunMode.dryRun, "dry-run"), (2, .apply, "run"), (3, .apply, "second-run")] {
                         let title = ["", "Dry run (writes nothing)", "The real run", "A second run, which must apply nothing"][step]
-                        let report = try await run.execute(.init(kind: .run, window: window, mode: mode))
+                        let report = RecoveryReport(try await run.execute(.init(kind: .run, window: window, mode: mode)))
                         print("\n\(title), window \(report.run.window?.start ?? "") to \(report.run.window?.end ?? ""):")
                         let directory = try ReportFiles.write(report, to: "\(reportDir)/\(name)")
                         print("  \(report.summaryLine)")

@@ -51,6 +51,8 @@ public struct APIRequestCounts: Hashable, Sendable, Codable {
     public var rateLimitedByEndpoint: [Endpoint: Int] = [:]
     /// Retries by endpoint.
     public var retriesByEndpoint: [Endpoint: Int] = [:]
+
+    public init() {}
 }
 
 /// The App Store Server API client: JWT bearer authentication, a rate limiter per endpoint shared

@@ -25,7 +25,7 @@ package enum RunLock {
 
     /// The kinds of run that take the same lock as `kind`.
     package static func kinds(sharing kind: RunKind) -> [RunKind] {
-        kind == .consumptionRequests ? [.consumptionRequests] : [.run, .nightly]
+        kind == .consumptionRequests ? [.consumptionRequests] : [.run, .nightly, .repair]
     }
 
     /// Shards up to this many have locks of their own.
@@ -214,12 +214,13 @@ extension LedgerStore {
     }
 
     /// The newest run that succeeded (with or without rejections), of one kind, or of any kind
-    /// but the hourly refund-request check (which says nothing of the ledger's other notifications).
+    /// that recovers a window but the hourly refund-request check (which says nothing of the
+    /// ledger's other notifications): a `repair` run recovers no window.
     package func lastSuccessfulRun(kind: RunKind? = nil) async throws -> RunSummary? {
         let rows = try await client.query(
             """
             SELECT run_id FROM app_store.runs WHERE outcome IN ('succeeded', 'succeeded_with_rejections')
-              AND (CASE WHEN \(kind?.rawValue)::text IS NULL THEN kind <> \(RunKind.consumptionRequests.rawValue) ELSE kind = \(kind?.rawValue) END)
+              AND (CASE WHEN \(kind?.rawValue)::text IS NULL THEN kind NOT IN (\(RunKind.consumptionRequests.rawValue), \(RunKind.repair.rawValue)) ELSE kind = \(kind?.rawValue) END)
             ORDER BY finished_at DESC LIMIT 1
             """,
             logger: logger

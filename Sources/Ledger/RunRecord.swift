@@ -8,6 +8,9 @@ package enum RunKind: String, Sendable, CaseIterable, Codable {
     /// `consumption-requests`: the hourly check for refund requests (CONSUMPTION_REQUEST) a down
     /// receiver missed, since the last successful check; it holds a lock of its own.
     case consumptionRequests = "consumption-requests"
+    /// `repair`: accounts repaired from Apple's present state, without a window (no window in
+    /// its row); it shares `run`'s lock.
+    case repair
 }
 
 /// How a run ended, as `app_store.runs.outcome` records it; the raw values are the column's

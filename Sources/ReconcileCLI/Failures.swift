@@ -38,6 +38,7 @@ package func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ bo
         printError("error: \(error)")
         throw ExitCode(ExitStatus.failure)
     } catch let error as RunStopped {
+        // `deliver` and `ingest`, which return no run result (`conclude` words a run's stop).
         printError("interrupted: \(error). Run the same command again to finish: nothing committed is lost or written twice.")
         throw ExitCode(ExitStatus.interrupted)
     } catch let error as RunLockLost {

@@ -55,16 +55,11 @@ struct RepairCommand: AsyncParsableCommand {
         try await withExitStatus {
             let choice: ReconciliationRun.AccountChoice = transactionIds.isEmpty ? .ledgerScan : .named(transactionIds: transactionIds)
             let mode: RunMode = dryRun ? .dryRun : .apply
-            let report = try await withReconciliationRun(options.settings, label: "repair", progress: !noProgress) { [concurrency] run in
+            let result = try await withReconciliationRun(options.settings, label: "repair", progress: !noProgress) { [concurrency] run in
                 try await run.repairAccounts(choice, mode: mode, concurrency: concurrency)
             }
-            let directory = try ReportFiles.write(report, to: reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-repair", dryRun: dryRun))
-            print((dryRun ? "Dry run: " : "Done: ") + report.repairSummaryLine)
-            if report.counts.customersFailed > 0 {
-                printError("Apple could not answer for \(report.counts.customersFailed) account(s): see the report")
-            }
-            print("Report: \(directory)/report.html (also report.md and report.json)")
-            if report.hasProblems { throw ExitCode(ExitStatus.doneWithRejections) }
+            let directory = reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-repair", dryRun: dryRun)
+            try conclude(result, reportDirectory: directory, summary: \.repairSummaryLine)
         }
     }
 }

@@ -168,7 +168,7 @@ extension RecoveryRunOptions {
     /// SIGINT stopping it gracefully; writes the report, prints the summary, and maps the
     /// outcome to the exit code.
     func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions) async throws {
-        let report = try await withReconciliationRun(
+        let result = try await withReconciliationRun(
             configuration.settings, label: request.kind.rawValue, progress: !noProgress,
             adjust: {
                 $0.forRun(shard: request.shard, rateFactor: rateFactor, retryAttempts: retryAttempts, rateLimitWait: .seconds(rateLimitWaitMinutes * 60))
@@ -176,17 +176,7 @@ extension RecoveryRunOptions {
         ) { run in
             try await run.execute(request)
         }
-        let directory = try ReportFiles.write(report, to: reportDir)
-        print((request.dryRun ? "Dry run: " : "Done: ") + report.summaryLine)
-        print("Report: \(directory)/report.html (also report.md and report.json)")
-        if report.hasProblems {
-            let undelivered = report.undelivered > 0 ? ", \(report.undelivered) notification(s) not delivered to your handler (pending)" : ""
-            printError(
-                "finished with problems: \(report.counts.rejected) payload(s) rejected, \(report.counts.retryLater) left for retry, "
-                    + "\(report.counts.customersFailed) account(s) Apple could not answer for\(undelivered): see the report"
-            )
-            throw ExitCode(ExitStatus.doneWithRejections)
-        }
+        try conclude(result, reportDirectory: reportDir, summary: \.summaryLine)
     }
 }
 

@@ -196,6 +196,14 @@ struct RepairCommandTests {
             )
             #expect(second.exitCode == 0)
             #expect(second.standardOutput.contains("1 accounts checked, 0 changed, 1 statuses and 1 transaction history requests"), "\(second.standardOutput)")
+            // Each repair is recorded like any run: its row, outcome and counts, no window.
+            var rows: [String] = []
+            let query: PostgresQuery = """
+                SELECT kind || '|' || outcome || '|' || (window_start IS NULL)::text || '|' || (counts->>'customersRepaired')
+                FROM app_store.runs ORDER BY started_at
+                """
+            for try await row in try await client.query(query).decode(String.self) { rows.append(row) }
+            #expect(rows == ["repair|succeeded|true|1", "repair|succeeded|true|0"])
         }
     }
 }

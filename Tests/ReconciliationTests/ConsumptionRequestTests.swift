@@ -93,10 +93,12 @@ struct ConsumptionRequestTests {
                     let run = ReconciliationRun(
                         client: apiClient, verifier: try harness.verifier(), store: store, databaseURL: url, logger: harness.logger, now: { present }
                     )
-                    return try await run.execute(
-                        .init(
-                            kind: .consumptionRequests, window: .nightly(firstStart: firstStart, overlap: 3600, settle: 60), mode: .apply, repair: false,
-                            onlyTypes: [.consumptionRequest]
+                    return RecoveryReport(
+                        try await run.execute(
+                            .init(
+                                kind: .consumptionRequests, window: .nightly(firstStart: firstStart, overlap: 3600, settle: 60), mode: .apply, repair: false,
+                                onlyTypes: [.consumptionRequest]
+                            )
                         )
                     )
                 }

@@ -25,7 +25,9 @@ struct RepairTests {
     /// Pass 1 and pass 2 of a run, as `run` does them.
     static func bothPasses(_ harness: RecoveryHarness, _ store: LedgerStore, _ url: DatabaseURL, _ apiClient: AppStoreServerAPIClient) async throws -> RecoveryReport {
         let window = try harness.window()
-        return try await harness.reconciliation(store, url, client: apiClient).execute(.init(kind: .run, window: .fixed(start: window.start, end: window.end), mode: .apply))
+        return RecoveryReport(
+            try await harness.reconciliation(store, url, client: apiClient).execute(.init(kind: .run, window: .fixed(start: window.start, end: window.end), mode: .apply))
+        )
     }
 
     @Test func afterBothPassesEveryRowOfEveryAccountEqualsApplesTruthAndAccountsWithoutAGapCostNoRequest() async throws {
@@ -41,7 +43,6 @@ struct RepairTests {
                 // The passes one at a time, as ReconciliationRun composes them, to look between them.
                 let runId = try await store.startRun(kind: .run, environment: harness.scenario.configuration.environment.rawValue, windowStart: window.start, windowEnd: window.end)
                 let passOne = try await NotificationRecovery(client: apiClient, verifier: try harness.verifier(), store: store, logger: harness.logger).run(.init(window: window, runId: runId))
-                var report = passOne.report
                 let before = try await harness.mismatches(store)
                 #expect(!before.isEmpty, "pass 1 alone cannot set these customers right")
                 // The rules see the expiry never notified.
@@ -50,7 +51,16 @@ struct RepairTests {
                     if target.customer == expiry { expiryReasons = target.reasons }
                 }
                 #expect(expiryReasons.contains(.activeButExpired), "\(expiryReasons)")
-                report.add(repairs: try await harness.repair(baseURL, store, client: apiClient).afterRecovery(passOne.handoff, window: window, dryRun: false))
+                let passTwo = PassTwoResult(
+                    repairs: try await harness.repair(baseURL, store, client: apiClient).afterRecovery(passOne, window: window, dryRun: false),
+                    startedAt: Date(), finishedAt: Date()
+                )
+                let report = RecoveryReport(
+                    RunResult(
+                        kind: .run, id: runId, mode: .apply, environment: harness.scenario.configuration.environment, startedAt: passOne.startedAt,
+                        finishedAt: Date(), passOne: passOne, passTwo: passTwo
+                    )
+                )
 
                 let problems = try await harness.mismatches(store)
                 #expect(problems.isEmpty, "\(problems.prefix(10))")
@@ -388,7 +398,7 @@ struct RepairTests {
                 let apiClient = try harness.client(baseURL)
                 let before = try await RecoveryHarness.dump(client)
                 let dry = try await NotificationRecovery(client: apiClient, verifier: try harness.verifier(), store: store, logger: harness.logger).run(.init(window: window, dryRun: true))
-                let repairs = try await harness.repair(baseURL, store, client: apiClient).afterRecovery(dry.handoff, window: window, dryRun: true)
+                let repairs = try await harness.repair(baseURL, store, client: apiClient).afterRecovery(dry, window: window, dryRun: true)
                 #expect(try await RecoveryHarness.dump(client) == before, "no row anywhere, no revision")
                 #expect(!harness.api.subscriptionStatusesRequests.isEmpty, "it did ask")
                 #expect(repairs.contains { $0.originalTransactionId == refund && !$0.refundsFound.isEmpty })

@@ -59,7 +59,8 @@ struct ReportListTests {
         var repair = RecoveryReport.Repair(originalTransactionId: "7", reasons: ["payload-rejected"])
         repair.outcome = .repaired
         repair.changes = [.init(field: "status", before: "1", after: "5")]
-        report.add(repairs: [repair])
+        report.repairs = ReportList([repair])
+        report.counts = PassTwoResult(repairs: report.repairs, startedAt: Date(), finishedAt: Date()).counts
         var timeline = ReportTimeline(start: Date(timeIntervalSince1970: 1_790_000_000), end: Date(timeIntervalSince1970: 1_790_086_400))
         timeline.countFirstAttempt(at: Date(timeIntervalSince1970: 1_790_000_100), result: "NO_RESPONSE")
         timeline.countMissed(at: Date(timeIntervalSince1970: 1_790_000_100), type: "DID_RENEW")

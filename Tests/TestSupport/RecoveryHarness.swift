@@ -135,10 +135,12 @@ package struct RecoveryHarness: Sendable {
         package let reconciliation: ReconciliationRun
 
         package func run(_ options: NotificationRecovery.Options) async throws -> RecoveryReport {
-            try await reconciliation.execute(
-                .init(
-                    kind: .run, window: .fixed(start: options.window.start, end: options.window.end), mode: options.dryRun ? .dryRun : .apply,
-                    onlyFailures: options.onlyFailures, repair: false
+            RecoveryReport(
+                try await reconciliation.execute(
+                    .init(
+                        kind: .run, window: .fixed(start: options.window.start, end: options.window.end), mode: options.dryRun ? .dryRun : .apply,
+                        onlyFailures: options.onlyFailures, repair: false
+                    )
                 )
             )
         }

@@ -488,7 +488,7 @@ extension CustomerRepair {
     /// outside it (rejections; in a dry run, the missed notifications it did not write) are
     /// held in memory.
     package func afterRecovery(
-        _ passOne: PassOneHandoff, window: OutageWindow, dryRun: Bool, shard: Shard = .whole, now: Date = Date()
+        _ passOne: PassOneResult, window: OutageWindow, dryRun: Bool, shard: Shard = .whole, now: Date = Date()
     ) async throws -> ReportList<RecoveryReport.Repair> {
         var named: [String: (reasons: Set<GapReason>, needsHistory: Bool)] = [:]
         // A rejected payload's IDs are unverified: Apple is asked only about those that verified

@@ -102,17 +102,21 @@ package struct NotificationRecovery: Sendable {
         /// name its type cannot be skipped by the unfiltered pass as a priority query's: it is
         /// read twice, and handled (reported, kept) once.
         var rejectedPayloads: Set<SHA256Digest> = []
-    }
+        /// Customers named by rejected payloads (unverified), for pass 2.
+        var rejectedCustomers: Set<String> = []
+        /// A dry run's recoveries: customer → whether one calls for the transaction history.
+        var recoveredInDryRun: [String: Bool] = [:]
 
-    /// What pass 1 found and did: the report, and what pass 2 needs from it.
-    package struct Result: Sendable {
-        package var report: RecoveryReport
-        package var handoff: PassOneHandoff
+        mutating func reject(_ entry: RecoveryReport.Rejected) {
+            rejected.append(entry)
+            if let customer = entry.originalTransactionId { rejectedCustomers.insert(customer) }
+        }
     }
 
     /// Pass 1 over `options.window`. The caller owns the run: its row, its lock, its outcome
-    /// (`ReconciliationRun`).
-    package func run(_ options: Options) async throws -> Result {
+    /// (`ReconciliationRun`). Stopped on request, it returns what it did until then
+    /// (`PassOneResult.stopped`); it throws only what made it fail.
+    package func run(_ options: Options) async throws -> PassOneResult {
         precondition(options.dryRun || options.runId != nil, "a pass 1 that writes belongs to a recorded run")
         let startedAt = Date()
         let environment = verifier.configuration.environment
@@ -122,10 +126,12 @@ package struct NotificationRecovery: Sendable {
         let checkpointing = !options.dryRun && options.checkpoints
         var tally = Tally(missed: try ReportList(), rejected: try ReportList(), timeline: ReportTimeline(start: plan.window.start, end: plan.window.end))
         let requestsBefore = client.counts.requests[.notificationHistory] ?? 0
+        var resumed: [UUID]?
+        var passOneDone = false
         do {
             let saved = checkpointing ? try await store.resumableCheckpoints(in: scope) : [:]
-            let resumed = try await takeOver(saved, tally: &tally)
-            let passOneDone = saved[QueryCheckpoint.passOneKey]?.completed == true
+            resumed = try await takeOver(saved, tally: &tally)
+            passOneDone = saved[QueryCheckpoint.passOneKey]?.completed == true
             if !passOneDone {
                 let place = checkpointing ? scope : nil
                 // Checkpoints of per-type remainder queries (an earlier release's) are not
@@ -141,22 +147,20 @@ package struct NotificationRecovery: Sendable {
                     )
                 }
             }
-            progress.finish()
-            tally.counts.apiRequests = (client.counts.requests[.notificationHistory] ?? 0) - requestsBefore
-            var report = try await makeReport(
-                runId: runId, options: options, plan: plan, startedAt: startedAt, tally: tally
+            return try await result(
+                runId: runId, options: options, plan: plan, startedAt: startedAt, tally: tally, requestsBefore: requestsBefore, resumed: resumed,
+                passOneDone: passOneDone
             )
-            if let resumed {
-                report.run.resumed = .init(
-                    fromRuns: resumed.map { $0.uuidString.lowercased() }, notificationsHandledBefore: tally.handledBefore,
-                    queriesFinishedBefore: tally.queriesFinishedBefore, passOneDoneBefore: passOneDone
-                )
-            }
-            return Result(report: report, handoff: try PassOneHandoff(report, dryRun: options.dryRun))
+        } catch is RunStopped {
+            var result = try await result(
+                runId: runId, options: options, plan: plan, startedAt: startedAt, tally: tally, requestsBefore: requestsBefore, resumed: resumed,
+                passOneDone: passOneDone
+            )
+            result.stopped = true
+            return result
         } catch {
             progress.finish()
-            tally.counts.apiRequests = (client.counts.requests[.notificationHistory] ?? 0) - requestsBefore
-            throw error is RunStopped ? RunStopped(counts: tally.counts) : error
+            throw error
         }
     }
 
@@ -173,7 +177,7 @@ package struct NotificationRecovery: Sendable {
             tally.counts.rejected += 1
             // A row from before migration 0016 names its customer only in its payload.
             let customer = earlier.unverifiedOriginalTransactionId ?? earlier.payloadToRead.flatMap { UnverifiedPayload.names(ofNotification: $0).originalTransactionId }
-            tally.rejected.append(.init(notificationUUID: earlier.notificationUUID, originalTransactionId: customer, reason: earlier.reason, detail: earlier.detail))
+            tally.reject(.init(notificationUUID: earlier.notificationUUID, originalTransactionId: customer, reason: earlier.reason, detail: earlier.detail))
         }
         logger.notice(
             "resuming an unfinished run of this window",
@@ -388,7 +392,7 @@ package struct NotificationRecovery: Sendable {
             case .rejected:
                 tally.counts.fetched += 1
                 tally.counts.rejected += 1
-                tally.rejected.append(
+                tally.reject(
                     .init(
                         notificationUUID: decision.notificationUUID, originalTransactionId: decision.unverifiedCustomer,
                         reason: decision.rejection?.reason.rawValue ?? "", detail: decision.rejection?.detail ?? ""
@@ -418,6 +422,10 @@ package struct NotificationRecovery: Sendable {
                         ? decision.signedDate.map { Self.iso(ConsumptionDeadline.deadline(firstAttempt: decision.firstAttemptDate, signedDate: $0)) } : nil
                 )
             )
+            if options.dryRun, let customer = decision.originalTransactionId {
+                let needsHistory = LedgerStore.typesNeedingTransactionHistory.contains(decision.notificationType ?? "")
+                tally.recoveredInDryRun[customer] = (tally.recoveredInDryRun[customer] ?? false) || needsHistory
+            }
             if options.dryRun, options.deliverTo != nil, let uuid = decision.notificationUUID, let signed = decision.signedDate {
                 tally.wouldRecord.append((uuid, signed))
             }
@@ -437,9 +445,12 @@ package struct NotificationRecovery: Sendable {
         tally.counts.retryLater = tally.retryLater.count
     }
 
-    private func makeReport(
-        runId: UUID, options: Options, plan: QueryPlan, startedAt: Date, tally: Tally
-    ) async throws -> RecoveryReport {
+    /// What the pass did, as a value: its counts and lists, and what pass 2 needs from it.
+    private func result(
+        runId: UUID, options: Options, plan: QueryPlan, startedAt: Date, tally: Tally, requestsBefore: Int, resumed: [UUID]? = nil,
+        passOneDone: Bool = false
+    ) async throws -> PassOneResult {
+        progress.finish()
         let changes = try ReportList<RecoveryReport.CustomerChange>()
         if options.dryRun {
             for (customer, before) in tally.memory.subscriptionsBefore.sorted(by: { $0.key < $1.key }) {
@@ -456,27 +467,27 @@ package struct NotificationRecovery: Sendable {
                 for change in chunk { changes.append(.init(originalTransactionId: change.customer, before: change.before, after: change.after)) }
             }
         }
-        var report = RecoveryReport(
-            run: .init(
-                id: runId.uuidString.lowercased(), mode: options.dryRun ? .dryRun : .apply,
-                environment: verifier.configuration.environment.rawValue,
-                window: .init(start: Self.iso(options.window.start), end: Self.iso(options.window.end)),
-                startedAt: Self.iso(startedAt), finishedAt: Self.iso(Date()),
-                plan: .init(
-                    priorityQueries: plan.priorityQueries.map(\.description), remainder: plan.onlyTypes == nil ? "unfiltered" : "none",
-                    remainderQueries: plan.queries.count - plan.priorityQueries.count, onlyFailures: options.onlyFailures
-                ),
-                shard: options.shard.isWhole ? nil : options.shard.description,
-                passOneSeconds: (Date().timeIntervalSince(startedAt) * 1000).rounded() / 1000
-            ),
-            counts: tally.counts, missed: tally.missed, rejected: tally.rejected, customers: changes,
-            deliveryFailures: .init(byFirstAttemptResult: tally.byResult, byHourOfFirstAttempt: tally.byHour),
-            timeline: tally.timeline
+        var result = PassOneResult(
+            runId: options.dryRun ? nil : runId, dryRun: options.dryRun, window: options.window, plan: plan, shard: options.shard,
+            startedAt: startedAt, finishedAt: Date(), missed: tally.missed, rejected: tally.rejected, customers: changes, timeline: tally.timeline
         )
-        report.pass1.subscriptions = tally.memory.subscriptions
-        report.pass1.transactions = tally.memory.transactions
-        report.pass1.wouldRecord = tally.wouldRecord
-        return report
+        result.counts = tally.counts
+        result.counts.apiRequests = (client.counts.requests[.notificationHistory] ?? 0) - requestsBefore
+        result.deliveryFailures = .init(byFirstAttemptResult: tally.byResult, byHourOfFirstAttempt: tally.byHour)
+        result.rejectedCustomers = tally.rejectedCustomers
+        if options.dryRun {
+            result.recoveredInDryRun = tally.recoveredInDryRun
+            result.overlay.subscriptions = tally.memory.subscriptions
+            result.overlay.transactions = tally.memory.transactions
+            result.overlay.wouldRecord = tally.wouldRecord
+        }
+        if let resumed {
+            result.resumed = .init(
+                fromRuns: resumed.map { $0.uuidString.lowercased() }, notificationsHandledBefore: tally.handledBefore,
+                queriesFinishedBefore: tally.queriesFinishedBefore, passOneDoneBefore: passOneDone
+            )
+        }
+        return result
     }
 
     static func iso(_ date: Date) -> String { date.formatted(.iso8601) }

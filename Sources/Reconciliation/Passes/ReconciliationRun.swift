@@ -50,34 +50,34 @@ package struct ReconciliationRun: Sendable {
 
     // MARK: A window
 
-    /// Runs the request: returns the report of a finished run (its outcome in `report.outcome`),
-    /// throws why it did not finish (`RunStopped` when stopped on request: nothing committed is
-    /// lost, and running it again finishes it).
-    package func execute(_ request: Request) async throws -> RecoveryReport {
+    /// Runs the request and returns its result: a finished run's, or a stopped one's (stopped on
+    /// request: nothing committed is lost, and running it again finishes it). Throws why a run
+    /// failed.
+    package func execute(_ request: Request) async throws -> RunResult {
         let startedAt = now()
         let figures = LedgerFigures()
         do {
             // A server that cannot be reached (or refuses the credentials) fails the run here,
             // where the metrics still say so, and before the pool is asked for anything.
             try await LedgerDatabase.checkReachable(databaseURL, logger: logger)
-            let report: RecoveryReport
+            let result: RunResult
             do {
-                report = try await lockedRun(request)
+                result = try await lockedRun(request)
             } catch {
                 if request.metricsFile != nil { await figures.read(from: store, kind: request.kind) }
                 throw error
             }
             if request.metricsFile != nil { await figures.read(from: store, kind: request.kind) }
-            writeMetrics(request, outcome: report.outcome, startedAt: startedAt, counts: report.counts, figures: figures, redelivery: report.redelivery)
-            return report
+            writeMetrics(request, outcome: result.outcome, startedAt: startedAt, counts: result.counts, figures: figures, redelivery: result.redelivery)
+            return result
         } catch {
-            writeMetrics(request, outcome: RunOutcome(endingWith: error), startedAt: startedAt, counts: (error as? RunStopped)?.counts, figures: figures)
+            writeMetrics(request, outcome: RunOutcome(endingWith: error), startedAt: startedAt, counts: nil, figures: figures)
             throw error
         }
     }
 
     /// Chooses the window and recovers it: under the run lock unless dry.
-    func lockedRun(_ request: Request) async throws -> RecoveryReport {
+    func lockedRun(_ request: Request) async throws -> RunResult {
         let window = try await choose(request)
         let shard = request.shard
         events(.recovering(window: window, environment: environment, passOne: shard.isWhole ? nil : shard.subWindow(of: window), shard: shard, dryRun: request.dryRun))
@@ -116,72 +116,94 @@ package struct ReconciliationRun: Sendable {
         }
     }
 
-    /// Both passes under one row of `app_store.runs` (none in a dry run), finished with the
-    /// run's outcome however the passes end.
-    func recordedRun(_ request: Request, window: OutageWindow) async throws -> RecoveryReport {
+    /// Both passes under one row of `app_store.runs` (none in a dry run), then the re-delivery.
+    func recordedRun(_ request: Request, window: OutageWindow) async throws -> RunResult {
         let shard = request.shard
-        let runId = request.dryRun
-            ? nil
-            : try await store.startRun(
-                kind: request.kind, environment: environment.rawValue, windowStart: window.start, windowEnd: window.end,
-                shard: shard.isWhole ? nil : shard.description
+        return try await recorded(request.kind, mode: request.mode, window: window, shard: shard) { result in
+            let options = NotificationRecovery.Options(
+                window: window, dryRun: request.dryRun, onlyFailures: request.onlyFailures, runId: result.runId, shard: shard,
+                deliverTo: request.deliverTo?.key, onlyTypes: request.onlyTypes
             )
-        let options = NotificationRecovery.Options(
-            window: window, dryRun: request.dryRun, onlyFailures: request.onlyFailures, runId: runId, shard: shard,
-            deliverTo: request.deliverTo?.key, onlyTypes: request.onlyTypes
-        )
-        do {
             if request.fresh, !request.dryRun {
                 try await store.clearCheckpoints(in: options.checkpointScope(environment), keepingPassOne: false)
             }
             let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress, stop: stop)
             let passOne = try await recovery.run(options)
-            var report = passOne.report
-            if let resumed = report.run.resumed { events(.resumed(resumed)) }
+            result.passOne = passOne
+            if let resumed = passOne.resumed { events(.resumed(resumed)) }
+            guard !passOne.stopped else {
+                result.ending = .stopped
+                return
+            }
             if request.repair {
-                let repair = CustomerRepair(
-                    client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: request.repairConcurrency,
-                    stop: stop
-                )
-                let passTwoStarted: Date
-                let repairs: ReportList<RecoveryReport.Repair>
-                do {
-                    if !shard.isWhole, !request.dryRun { try await waitForOtherShards(request, window: window) }
-                    passTwoStarted = now()
-                    repairs = try await repair.afterRecovery(passOne.handoff, window: window, dryRun: request.dryRun, shard: shard, now: passTwoStarted)
-                } catch let stopped as RunStopped where stopped.counts == nil {
-                    // Stopped waiting for the other shards or in pass 2: the run's record and metrics keep what pass 1 counted.
-                    throw RunStopped(counts: report.counts)
+                guard let passTwo = try await passTwo(request, window: window, after: passOne) else {
+                    result.ending = .stopped
+                    return
                 }
-                report.add(repairs: repairs, seconds: now().timeIntervalSince(passTwoStarted), finishedAt: now().formatted(.iso8601))
-                progress.finish()
+                result.passTwo = passTwo
             }
-            report.noteRateLimits(client.counts)
             if let target = request.deliverTo {
-                report.redelivery = try await redeliver(to: target, request: request, report: report)
-                // Stopped while delivering: recorded as interrupted, what is left pending for the rerun.
-                if report.redelivery?.stopped == true { throw RunStopped(counts: report.counts) }
+                let redelivery = try await redeliver(to: target, request: request, wouldRecord: passOne.overlay.wouldRecord)
+                result.redelivery = redelivery
+                // Stopped while delivering: what is left stays pending for the rerun.
+                if redelivery.stopped {
+                    result.ending = .stopped
+                    return
+                }
             }
-            if let runId {
-                try await store.finishRun(runId, outcome: report.outcome, countsJSON: report.countsJSON)
-                try await store.clearCheckpoints(in: options.checkpointScope(environment), keepingPassOne: true)
-            }
-            return report
+            // Finished: the next run of this window starts afresh (pass 1's mark stays for the
+            // other shards). A stopped run keeps its checkpoints for the rerun.
+            if !request.dryRun { try await store.clearCheckpoints(in: options.checkpointScope(environment), keepingPassOne: true) }
+        }
+    }
+
+    /// Pass 2, after the other shards' pass 1; nil when stopped on request.
+    func passTwo(_ request: Request, window: OutageWindow, after passOne: PassOneResult) async throws -> PassTwoResult? {
+        let repair = CustomerRepair(
+            client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: request.repairConcurrency, stop: stop
+        )
+        defer { progress.finish() }
+        do {
+            if !request.shard.isWhole, !request.dryRun { try await waitForOtherShards(request, window: window) }
+            let startedAt = now()
+            let repairs = try await repair.afterRecovery(passOne, window: window, dryRun: request.dryRun, shard: request.shard, now: startedAt)
+            return PassTwoResult(repairs: repairs, startedAt: startedAt, finishedAt: now())
+        } catch is RunStopped {
+            return nil
+        }
+    }
+
+    /// Runs `body` under a row of `app_store.runs` (none in a dry run), and records how it
+    /// ended: the result's outcome and counts, or why it failed. `body` fills in the result.
+    func recorded(
+        _ kind: RunKind, mode: RunMode, window: OutageWindow?, shard: Shard, _ body: (inout RunResult) async throws -> Void
+    ) async throws -> RunResult {
+        let startedAt = now()
+        let runId = mode == .dryRun
+            ? nil
+            : try await store.startRun(
+                kind: kind, environment: environment.rawValue, windowStart: window?.start, windowEnd: window?.end,
+                shard: shard.isWhole ? nil : shard.description
+            )
+        var result = RunResult(kind: kind, id: runId ?? UUID(), mode: mode, environment: environment, shard: shard, startedAt: startedAt, finishedAt: startedAt)
+        do {
+            try await body(&result)
+            result.api = client.counts
+            result.finishedAt = now()
+            if let runId { try await store.finishRun(runId, outcome: result.outcome, countsJSON: RecoveryReport.countsJSON(result.counts)) }
+            return result
         } catch {
             progress.finish()
-            if let runId {
-                let counts = (error as? RunStopped)?.counts.map(RecoveryReport.countsJSON) ?? "{}"
-                try? await store.finishRun(runId, outcome: RunOutcome(endingWith: error), countsJSON: counts)
-            }
+            if let runId { try? await store.finishRun(runId, outcome: RunOutcome(endingWith: error), countsJSON: "{}") }
             throw error
         }
     }
 
     /// Re-delivers what is pending for the target, what this run recorded included; a dry run
     /// lists what it would deliver and sends nothing.
-    func redeliver(to target: DeliveryTarget, request: ReconciliationRun.Request, report: RecoveryReport) async throws -> RedeliverySummary {
+    func redeliver(to target: DeliveryTarget, request: ReconciliationRun.Request, wouldRecord: [(uuid: String, signedDate: Date)]) async throws -> RedeliverySummary {
         let redelivery = NotificationRedelivery(store: store, target: target, policy: request.deliveryPolicy, logger: logger, stop: stop)
-        if request.dryRun { return try await redelivery.wouldDeliver(adding: report.pass1.wouldRecord) }
+        if request.dryRun { return try await redelivery.wouldDeliver(adding: wouldRecord) }
         events(.redelivering(target: target.description, pending: try await store.pendingDeliveryCount(to: target.key)))
         do {
             return try await redelivery.deliverPending()
@@ -250,16 +272,15 @@ package struct ReconciliationRun: Sendable {
     }
 
     /// Repairs accounts from Apple's present state, without recovering a window first: under the
-    /// run lock unless dry. Returns the report (no window, only repairs).
-    package func repairAccounts(_ choice: AccountChoice, mode: RunMode, concurrency: Int) async throws -> RecoveryReport {
-        let startedAt = now()
+    /// run lock and a row of `app_store.runs` (kind `repair`) unless dry. Its result has no pass 1.
+    package func repairAccounts(_ choice: AccountChoice, mode: RunMode, concurrency: Int) async throws -> RunResult {
         try await LedgerDatabase.checkReachable(databaseURL, logger: logger)
         let dryRun = mode == .dryRun
         let repair = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: concurrency, stop: stop)
         var targets: [CustomerRepair.Target] = []
         switch choice {
         case .ledgerScan:
-            try await repair.scanLedger(now: startedAt) { targets.append($0) }
+            try await repair.scanLedger(now: now()) { targets.append($0) }
         case .named(let transactionIds):
             for id in transactionIds {
                 guard CustomerRepair.isWellFormedTransactionId(id) else { throw NotATransactionId(text: id) }
@@ -268,14 +289,24 @@ package struct ReconciliationRun: Sendable {
             }
         }
         let chosen = targets
-        let repairs = dryRun
-            ? try await repair.repair(chosen, dryRun: true)
-            : try await RunLock.withLock(databaseURL, store: store, logger: logger) { try await repair.repair(chosen, dryRun: false) }
-        progress.finish()
-        var report = RecoveryReport.repairOnly(environment: environment.rawValue, dryRun: dryRun, startedAt: startedAt, repairs: repairs)
-        report.counts.apiRequests = 0
-        report.noteRateLimits(client.counts)
-        return report
+        let repairAll = { @Sendable () async throws -> RunResult in
+            try await recorded(.repair, mode: mode, window: nil, shard: .whole) { result in
+                defer { progress.finish() }
+                do {
+                    let startedAt = now()
+                    let repairs = try await repair.repair(chosen, dryRun: dryRun)
+                    result.passTwo = PassTwoResult(repairs: repairs, startedAt: startedAt, finishedAt: now())
+                } catch is RunStopped {
+                    result.ending = .stopped
+                }
+            }
+        }
+        if dryRun { return try await repairAll() }
+        return try await RunLock.withLock(databaseURL, store: store, logger: logger, kind: .repair) {
+            let abandoned = try await store.abandonDeadRuns(kinds: RunLock.kinds(sharing: .repair), shard: nil)
+            if abandoned > 0 { events(.abandonedDeadRuns(abandoned)) }
+            return try await repairAll()
+        }
     }
 }
 

@@ -18,11 +18,11 @@ package final class StopRequest: Sendable {
     }
 }
 
-/// The run stopped because it was asked to; everything committed before stays, and running the
-/// same window again finishes the work (what is already recorded is skipped).
+/// Thrown at a safe point when a stop was asked for: everything committed before stays, and
+/// running the same window again finishes the work (what is already recorded is skipped). The
+/// passes catch it and return what they did (`RunResult.Ending.stopped`); the commands that
+/// have no result (`deliver`, `ingest`) let it reach the CLI.
 package struct RunStopped: Error, CustomStringConvertible, Sendable {
-    /// What the run had counted when it stopped, once a pass has added them.
-    package var counts: RecoveryReport.Counts?
-    package init(counts: RecoveryReport.Counts? = nil) { self.counts = counts }
+    package init() {}
     package var description: String { "stopped on request after committing the batch in hand" }
 }

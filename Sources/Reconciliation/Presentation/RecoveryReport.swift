@@ -206,11 +206,12 @@ package struct RecoveryReport: Sendable, Codable {
     package var repairs = ReportList<Repair>([])
     /// Re-delivery to the team's webhook handler (`--deliver-to`); nil when not asked for.
     package var redelivery: RedeliverySummary?
-    /// What pass 1 wrote, or in a dry run would have written: pass 2 compares Apple's truth with
-    /// the ledger as pass 1 left it, so that a dry run reports what the real run would change.
-    /// Not part of the JSON.
-    package var pass1: LedgerOverlay = LedgerOverlay()
+    /// How the run ended (`app_store.runs.outcome`), and what in it needs a person: the run's
+    /// result decides both (`RunResult.outcome`, `RunResult.problems`). Not part of the JSON.
+    package var outcome = RunOutcome.succeeded
+    package var problems = RunResult.Problems()
 
+    /// What pass 1 wrote, or in a dry run would have written (`PassOneResult.overlay`).
     package struct LedgerOverlay: Sendable {
         package var subscriptions: [String: SubscriptionRecord] = [:]
         package var transactions: [String: TransactionRecord] = [:]
@@ -223,52 +224,13 @@ package struct RecoveryReport: Sendable, Codable {
         case run, counts, missed, rejected, customers, deliveryFailures, repairs, redelivery, timeline
     }
 
-    /// Adds pass 2's results.
-    package mutating func add(repairs: ReportList<Repair>, seconds: Double? = nil, finishedAt: String? = nil) {
-        self.repairs = repairs
-        if let seconds { run.passTwoSeconds = (seconds * 1000).rounded() / 1000 }
-        if let finishedAt { run.finishedAt = finishedAt }
-        counts.customersChecked = 0
-        counts.customersRepaired = 0
-        counts.customersFailed = 0
-        counts.transactionHistoryRequests = 0
-        counts.subscriptionStatusesRequests = 0
-        for repair in repairs {
-            counts.customersChecked += 1
-            if repair.outcome == .repaired { counts.customersRepaired += 1 }
-            if repair.outcome == .failed { counts.customersFailed += 1 }
-            counts.transactionHistoryRequests += repair.transactionHistoryRequests
-            counts.subscriptionStatusesRequests += repair.subscriptionStatusesRequests
-            counts.rejected += repair.rejected
-        }
-    }
-
-    package mutating func add(repairs: [Repair], seconds: Double? = nil, finishedAt: String? = nil) {
-        add(repairs: ReportList(repairs), seconds: seconds, finishedAt: finishedAt)
-    }
-
     package var isDryRun: Bool { run.mode == .dryRun }
 
-    /// Takes the client's 429 counts (the whole run's: call it when the run's requests are done).
-    package mutating func noteRateLimits(_ api: APIRequestCounts) {
-        counts.rateLimited = api.rateLimited
-        counts.rateLimitedByEndpoint = Dictionary(uniqueKeysWithValues: api.rateLimitedByEndpoint.map { ($0.key.rawValue, $0.value) })
-    }
-
-    /// How the run ended, as `app_store.runs.outcome` records it: `succeeded_with_rejections`
-    /// when it finished with problems (payloads rejected or left for retry, accounts Apple could
-    /// not answer for).
-    package var outcome: RunOutcome { hasProblems ? .succeededWithRejections : .succeeded }
-
     /// Finished, but something needs a person: exit code 3.
-    package var hasProblems: Bool { counts.rejected + counts.retryLater + counts.customersFailed + undelivered > 0 }
+    package var hasProblems: Bool { problems.any }
 
-    /// Notifications the run was to re-deliver and did not (pending for the handler when it
-    /// ended; 0 in a dry run, or when another process was delivering to the handler).
-    package var undelivered: Int {
-        guard let redelivery, !isDryRun, !redelivery.leftToAnotherDeliverer else { return 0 }
-        return redelivery.pending
-    }
+    /// Notifications the run was to re-deliver and did not (`RunResult.undelivered`).
+    package var undelivered: Int { problems.undelivered }
 
     /// The counts as the JSON object `app_store.runs.counts` holds.
     package var countsJSON: String { Self.countsJSON(counts) }
@@ -278,20 +240,6 @@ package struct RecoveryReport: Sendable, Codable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return (try? String(decoding: encoder.encode(counts), as: UTF8.self)) ?? "{}"
-    }
-
-    /// The report of a `repair` run: no window, no recovery, only repairs.
-    package static func repairOnly(environment: String, dryRun: Bool, startedAt: Date, repairs: ReportList<Repair>) -> RecoveryReport {
-        var report = RecoveryReport(
-            run: Run(
-                id: UUID().uuidString.lowercased(), mode: dryRun ? .dryRun : .apply, environment: environment, window: nil,
-                startedAt: startedAt.formatted(.iso8601), finishedAt: Date().formatted(.iso8601), plan: nil
-            ),
-            counts: Counts(), missed: ReportList([]), rejected: ReportList([]), customers: ReportList([]),
-            deliveryFailures: .init(byFirstAttemptResult: [:], byHourOfFirstAttempt: [:])
-        )
-        report.add(repairs: repairs)
-        return report
     }
 
     /// The one line printed at the end of a `repair` run.
