@@ -49,7 +49,6 @@ struct DeadlineTests {
             }
             return try await group.reduce(into: [Int: Int?]()) { $0[$1.0] = $1.1 }
         }
-        #expect(answers.count == 2_000)
         #expect(answers.filter { $0.key % 10 == 0 }.allSatisfy { $0.value == nil })
         #expect(answers.filter { $0.key % 10 != 0 }.allSatisfy { $0.value == $0.key })
         #expect(sweeper.waiting == 0)
