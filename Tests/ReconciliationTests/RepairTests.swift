@@ -64,10 +64,15 @@ struct RepairTests {
 
                 let problems = try await harness.mismatches(store)
                 #expect(problems.isEmpty, "\(problems.prefix(10))")
-                let repairs = Dictionary(report.repairs.map { ($0.originalTransactionId, $0) }, uniquingKeysWith: { first, _ in first })
-                #expect(repairs[refund]?.refundsFound.isEmpty == false, "the refund is found, and highlighted")
-                #expect(repairs[renewal]?.reasons.contains("transaction-chain-gap") == true)
-                #expect(repairs[renewal]?.transactionsAdded.count == 1)
+                // An account is repaired under whichever of its originalTransactionIds pass 2 reached
+                // first (seen once under the whole suite: the entry keyed by the renewal's added nothing).
+                func account(of customer: String) -> [RecoveryReport.Repair] {
+                    report.repairs.filter { $0.originalTransactionId == customer || $0.members.contains(customer) }
+                }
+                #expect(account(of: refund).contains { !$0.refundsFound.isEmpty }, "the refund is found, and highlighted")
+                let renewalAccount = account(of: renewal)
+                #expect(renewalAccount.map(\.transactionsAdded.count).reduce(0, +) == 1, "the missed renewal's transaction, added once")
+                #expect(renewalAccount.contains { $0.reasons.contains("transaction-chain-gap") })
                 // The account is repaired under whichever of its originalTransactionIds pass 2 reached
                 // first (before its first check, several of one account may each be asked once).
                 #expect(report.repairs.contains { entry in
