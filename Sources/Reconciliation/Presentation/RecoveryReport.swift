@@ -135,6 +135,7 @@ package struct RecoveryReport: Sendable, Codable {
     }
 
     package struct Counts: Sendable, Codable, Hashable {
+        package init() {}
         package var fetched = 0
         package var alreadyRecorded = 0
         package var missed = 0

@@ -45,60 +45,58 @@ package struct RunMetrics: Sendable {
     /// Every outcome, in the order the series are written.
     package static let outcomes: [RunOutcome] = [.succeeded, .succeededWithRejections, .interrupted, .failed, .abandoned, .running]
 
-    /// The exposition text.
+    /// The exposition text (swift-prometheus's, every family set once).
     package func text() -> String {
-        var out = Exposition()
+        let out = MetricFamilies()
         let common = [("kind", kind.rawValue)] + (shard.map { [("shard", $0)] } ?? [])
-        out.family("appstore_reconcile_run_outcome", .gauge, "How this run ended: 1 on its outcome, 0 on the others.")
         for candidate in Self.outcomes where candidate != .running && candidate != .abandoned {
-            out.sample("appstore_reconcile_run_outcome", common + [("outcome", candidate.rawValue)], candidate == outcome ? 1 : 0)
+            out.set("appstore_reconcile_run_outcome", common + [("outcome", candidate.rawValue)], candidate == outcome ? 1 : 0, help: "How this run ended: 1 on its outcome, 0 on the others.")
         }
-        out.family("appstore_reconcile_run_dry", .gauge, "1 when this run was a dry run (it wrote nothing).")
-        out.sample("appstore_reconcile_run_dry", common, dryRun ? 1 : 0)
-        out.family("appstore_reconcile_run_start_timestamp_seconds", .gauge, "When this run started, UNIX seconds.")
-        out.sample("appstore_reconcile_run_start_timestamp_seconds", common, startedAt.timeIntervalSince1970)
-        out.family("appstore_reconcile_run_duration_seconds", .gauge, "How long this run took.")
-        out.sample("appstore_reconcile_run_duration_seconds", common, finishedAt.timeIntervalSince(startedAt))
+        out.set("appstore_reconcile_run_dry", common, dryRun ? 1 : 0, help: "1 when this run was a dry run (it wrote nothing).")
+        out.set("appstore_reconcile_run_start_timestamp_seconds", common, startedAt.timeIntervalSince1970, help: "When this run started, UNIX seconds.")
+        out.set("appstore_reconcile_run_duration_seconds", common, finishedAt.timeIntervalSince(startedAt), help: "How long this run took.")
         if let lastSuccess {
-            out.family("appstore_reconcile_last_success_timestamp_seconds", .gauge, "When the newest successful run of this kind finished, UNIX seconds. Alert on its age.")
-            out.sample("appstore_reconcile_last_success_timestamp_seconds", [("kind", kind.rawValue)], lastSuccess.timeIntervalSince1970)
+            out.set(
+                "appstore_reconcile_last_success_timestamp_seconds", [("kind", kind.rawValue)], lastSuccess.timeIntervalSince1970,
+                help: "When the newest successful run of this kind finished, UNIX seconds. Alert on its age."
+            )
         }
         if let runsByOutcome {
-            out.family("appstore_reconcile_runs", .gauge, "Runs recorded in the ledger, by outcome.")
             for candidate in Self.outcomes {
-                out.sample("appstore_reconcile_runs", [("outcome", candidate.rawValue)], Double(runsByOutcome[candidate.rawValue] ?? 0))
+                out.set("appstore_reconcile_runs", [("outcome", candidate.rawValue)], Double(runsByOutcome[candidate.rawValue] ?? 0), help: "Runs recorded in the ledger, by outcome.")
             }
         }
         if let counts {
-            out.family("appstore_reconcile_notifications", .gauge, "Notifications of this run's pass 1, by result. Alert on rejected.")
             let results: [(String, Int)] = [
                 ("fetched", counts.fetched), ("already_recorded", counts.alreadyRecorded), ("missed", counts.missed),
                 ("applied", counts.applied), ("stale", counts.stale), ("rejected", counts.rejected), ("retry_later", counts.retryLater),
             ]
             for (result, value) in results {
-                out.sample("appstore_reconcile_notifications", common + [("result", result)], Double(value))
+                out.set("appstore_reconcile_notifications", common + [("result", result)], Double(value), help: "Notifications of this run's pass 1, by result. Alert on rejected.")
             }
-            out.family("appstore_reconcile_customers", .gauge, "Customers of this run's pass 2: checked with Get Transaction History, and repaired (rows changed).")
-            out.sample("appstore_reconcile_customers", common + [("result", "checked")], Double(counts.customersChecked))
-            out.sample("appstore_reconcile_customers", common + [("result", "repaired")], Double(counts.customersRepaired))
+            let customers = "Customers of this run's pass 2: checked with Get Transaction History, and repaired (rows changed)."
+            out.set("appstore_reconcile_customers", common + [("result", "checked")], Double(counts.customersChecked), help: customers)
+            out.set("appstore_reconcile_customers", common + [("result", "repaired")], Double(counts.customersRepaired), help: customers)
         }
         if let redelivery {
-            out.family("appstore_reconcile_redeliveries", .gauge, "Recovered notifications re-delivered to your webhook handler: delivered (2xx) and failed in this run, pending after it (in a dry run: would deliver). Alert on failed.")
             for (result, value) in [("delivered", redelivery.delivered), ("failed", redelivery.failed), ("pending", redelivery.pending)] {
-                out.sample("appstore_reconcile_redeliveries", common + [("result", result)], Double(value))
+                out.set(
+                    "appstore_reconcile_redeliveries", common + [("result", result)], Double(value),
+                    help: "Recovered notifications re-delivered to your webhook handler: delivered (2xx) and failed in this run, pending after it (in a dry run: would deliver). Alert on failed."
+                )
             }
         }
-        out.family("appstore_reconcile_api_requests", .gauge, "Requests this run sent to Apple, by endpoint and HTTP status (transport_error: no complete answer).")
         for endpoint in Endpoint.allCases {
             for (status, value) in (api.answers[endpoint] ?? [:]).sorted(by: { $0.key < $1.key }) {
-                out.sample("appstore_reconcile_api_requests", common + [("endpoint", endpoint.rawValue), ("status", status)], Double(value))
+                out.set(
+                    "appstore_reconcile_api_requests", common + [("endpoint", endpoint.rawValue), ("status", status)], Double(value),
+                    help: "Requests this run sent to Apple, by endpoint and HTTP status (transport_error: no complete answer)."
+                )
             }
         }
-        out.family("appstore_reconcile_api_rate_limited", .gauge, "429 answers this run got from Apple, by endpoint.")
-        out.family("appstore_reconcile_api_retries", .gauge, "Requests this run tried again, by endpoint.")
         for endpoint in Endpoint.allCases {
-            out.sample("appstore_reconcile_api_rate_limited", common + [("endpoint", endpoint.rawValue)], Double(api.rateLimitedByEndpoint[endpoint] ?? 0))
-            out.sample("appstore_reconcile_api_retries", common + [("endpoint", endpoint.rawValue)], Double(api.retriesByEndpoint[endpoint] ?? 0))
+            out.set("appstore_reconcile_api_rate_limited", common + [("endpoint", endpoint.rawValue)], Double(api.rateLimitedByEndpoint[endpoint] ?? 0), help: "429 answers this run got from Apple, by endpoint.")
+            out.set("appstore_reconcile_api_retries", common + [("endpoint", endpoint.rawValue)], Double(api.retriesByEndpoint[endpoint] ?? 0), help: "Requests this run tried again, by endpoint.")
         }
         return out.text
     }
@@ -114,39 +112,5 @@ package struct RunMetrics: Sendable {
             try? FileManager.default.removeItem(at: temporary)
             throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "cannot move the metrics into \(path): \(reason)"])
         }
-    }
-}
-
-/// Builds exposition text: HELP and TYPE lines grouped with their samples, families in order.
-struct Exposition {
-    enum Kind: String { case gauge, counter, histogram }
-    private var order: [String] = []
-    private var headers: [String: [String]] = [:]
-    private var samples: [String: [String]] = [:]
-
-    mutating func family(_ name: String, _ kind: Kind, _ help: String) {
-        guard headers[name] == nil else { return }
-        order.append(name)
-        headers[name] = ["# HELP \(name) \(help.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\n", with: "\\n"))", "# TYPE \(name) \(kind.rawValue)"]
-    }
-
-    /// A sample of `name`, listed under `family` (a histogram's `_bucket`, `_sum` and `_count`
-    /// samples belong to the histogram's family).
-    mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Double, family: String? = nil) {
-        let rendered = labels.isEmpty ? "" : "{" + labels.map { "\($0.0)=\"\(Self.escape($0.1))\"" }.joined(separator: ",") + "}"
-        samples[family ?? name, default: []].append("\(name)\(rendered) \(Self.format(value))")
-    }
-
-    var text: String {
-        order.flatMap { (headers[$0] ?? []) + (samples[$0] ?? []) }.joined(separator: "\n") + "\n"
-    }
-
-    static func escape(_ value: String) -> String {
-        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
-    }
-
-    static func format(_ value: Double) -> String {
-        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
-        return String(format: "%.3f", value)
     }
 }

@@ -1,0 +1,69 @@
+import AppStoreServerAPI
+import Foundation
+import Ledger
+import Reconciliation
+import SignedData
+import Testing
+
+/// The metrics are swift-prometheus's exposition of what swift-metrics recorded; the names the
+/// README documents are the names scrapers and alerts use, so each must still be there.
+@Suite struct MetricsTests {
+    static func runText() -> String {
+        var counts = RecoveryReport.Counts()
+        counts.fetched = 12
+        counts.rejected = 1
+        var api = APIRequestCounts()
+        api.answers = [.notificationHistory: ["200": 8, "429": 1]]
+        api.rateLimitedByEndpoint = [.notificationHistory: 1]
+        var redelivery = RedeliverySummary(target: "https://handler.example")
+        redelivery.delivered = 3
+        return RunMetrics(
+            kind: .run, outcome: .succeededWithRejections, dryRun: false, shard: "0/4", startedAt: Date(timeIntervalSince1970: 1_790_000_000),
+            finishedAt: Date(timeIntervalSince1970: 1_790_000_003), counts: counts, api: api, runsByOutcome: ["succeeded": 2],
+            lastSuccess: Date(timeIntervalSince1970: 1_789_990_000), redelivery: redelivery
+        ).text()
+    }
+
+    static func serveText() -> String {
+        let metrics = ServeMetrics()
+        metrics.record(.rejected(.badSignature), seconds: 0.003)
+        metrics.record(other: "health")
+        var forwards = DeliveryCounts()
+        forwards.pending = 2
+        return metrics.text(forwards: forwards)
+    }
+
+    @Test func everyMetricNameTheReadmeDocumentsIsExposed() throws {
+        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../README.md"), encoding: .utf8)
+        let documented = Set(readme.matches(of: /appstore_reconcile_[a-z_]+/).map { String($0.output) })
+        #expect(documented.count >= 12, "the README names the families")
+        let exposed = Self.runText() + Self.serveText()
+        for name in documented.sorted() {
+            #expect(exposed.contains("\n\(name){") || exposed.contains("\n\(name) ") || exposed.hasPrefix(name), "\(name) is documented and not exposed")
+        }
+    }
+
+    @Test func everyFamilyIsTypedAndSamplesCarryTheirValues() {
+        let run = Self.runText()
+        for family in ["run_outcome", "run_dry", "run_start_timestamp_seconds", "run_duration_seconds", "last_success_timestamp_seconds", "runs", "notifications", "customers", "redeliveries", "api_requests", "api_rate_limited", "api_retries"] {
+            #expect(run.contains("# TYPE appstore_reconcile_\(family) gauge\n"), "\(family)")
+            #expect(run.contains("# HELP appstore_reconcile_\(family) "), "\(family)")
+        }
+        #expect(run.contains("appstore_reconcile_run_outcome{kind=\"run\",shard=\"0/4\",outcome=\"succeeded_with_rejections\"} 1.0\n"))
+        #expect(run.contains("appstore_reconcile_run_outcome{kind=\"run\",shard=\"0/4\",outcome=\"succeeded\"} 0.0\n"))
+        #expect(run.contains("appstore_reconcile_notifications{kind=\"run\",shard=\"0/4\",result=\"fetched\"} 12.0\n"))
+        #expect(run.contains("appstore_reconcile_api_requests{kind=\"run\",shard=\"0/4\",endpoint=\"notificationHistory\",status=\"429\"} 1.0\n"))
+        #expect(run.contains("appstore_reconcile_run_duration_seconds{kind=\"run\",shard=\"0/4\"} 3.0\n"))
+
+        let serve = Self.serveText()
+        #expect(serve.contains("# TYPE appstore_reconcile_serve_requests_total counter\n"))
+        #expect(serve.contains("appstore_reconcile_serve_requests_total{outcome=\"rejected\"} 1\n"))
+        #expect(serve.contains("appstore_reconcile_serve_requests_total{outcome=\"recorded\"} 0\n"), "every series from the start")
+        #expect(serve.contains("appstore_reconcile_serve_rejections_total{reason=\"bad_signature\"} 1\n"))
+        #expect(serve.contains("# TYPE appstore_reconcile_serve_request_duration_seconds histogram\n"))
+        #expect(serve.contains("appstore_reconcile_serve_request_duration_seconds_bucket{le=\"0.005\"} 1\n"))
+        #expect(serve.contains("appstore_reconcile_serve_request_duration_seconds_bucket{le=\"+Inf\"} 1\n"))
+        #expect(serve.contains("appstore_reconcile_serve_request_duration_seconds_count 1\n"))
+        #expect(serve.contains("appstore_reconcile_serve_pending_forwards 2.0\n"))
+    }
+}
