@@ -66,4 +66,13 @@ import Testing
         #expect(serve.contains("appstore_reconcile_serve_request_duration_seconds_count 1\n"))
         #expect(serve.contains("appstore_reconcile_serve_pending_forwards 2.0\n"))
     }
+
+    @Test func theForwardGaugesAreLeftOutWhenTheLedgerDidNotAnswerNotShownAtTheirLastValues() {
+        let metrics = ServeMetrics()
+        #expect(metrics.text(forwards: DeliveryCounts(pending: 4, failed: 1)).contains("appstore_reconcile_serve_failed_forwards 1.0\n"))
+        let unanswered = metrics.text(forwards: nil)
+        #expect(!unanswered.contains("appstore_reconcile_serve_pending_forwards") && !unanswered.contains("appstore_reconcile_serve_failed_forwards"))
+        #expect(unanswered.contains("appstore_reconcile_serve_requests_total{outcome=\"recorded\"} 0\n"))
+        #expect(metrics.text(forwards: DeliveryCounts(pending: 0, failed: 0)).contains("appstore_reconcile_serve_pending_forwards 0.0\n"))
+    }
 }

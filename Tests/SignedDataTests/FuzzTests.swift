@@ -92,7 +92,6 @@ struct FuzzTests {
             }
         }
         #expect(misjudged.isEmpty, "verified without the original's signed content, or refused with it: \(misjudged)")
-        #expect((outcomes["verified"] ?? 0) > 0, "some mutations leave the content as it was (a part swapped with itself, a no-op cut)")
         #expect((outcomes["bad_signature"] ?? 0) + (outcomes["malformed"] ?? 0) > 3000, "\(outcomes)")
     }
 

@@ -152,12 +152,12 @@ package struct NotificationRecovery: Sendable {
                 passOneDone: passOneDone
             )
         } catch is RunStopped {
-            var result = try await result(
+            // No read of the ledger on the way out: the database going away is often why a run
+            // is stopped, and a stopped run's report (its customers list) is not written.
+            return try await result(
                 runId: runId, options: options, plan: plan, startedAt: startedAt, tally: tally, requestsBefore: requestsBefore, resumed: resumed,
-                passOneDone: passOneDone
+                passOneDone: passOneDone, stopped: true
             )
-            result.stopped = true
-            return result
         } catch {
             progress.finish()
             throw error
@@ -448,11 +448,13 @@ package struct NotificationRecovery: Sendable {
     /// What the pass did, as a value: its counts and lists, and what pass 2 needs from it.
     private func result(
         runId: UUID, options: Options, plan: QueryPlan, startedAt: Date, tally: Tally, requestsBefore: Int, resumed: [UUID]? = nil,
-        passOneDone: Bool = false
+        passOneDone: Bool = false, stopped: Bool = false
     ) async throws -> PassOneResult {
         progress.finish()
         let changes = try ReportList<RecoveryReport.CustomerChange>()
-        if options.dryRun {
+        if stopped {
+            // Left empty (see the caller).
+        } else if options.dryRun {
             for (customer, before) in tally.memory.subscriptionsBefore.sorted(by: { $0.key < $1.key }) {
                 guard let after = tally.memory.subscriptions[customer] else { continue }
                 changes.append(.init(originalTransactionId: customer, before: before, after: after))
@@ -471,6 +473,7 @@ package struct NotificationRecovery: Sendable {
             runId: options.dryRun ? nil : runId, dryRun: options.dryRun, window: options.window, plan: plan, shard: options.shard,
             startedAt: startedAt, finishedAt: Date(), missed: tally.missed, rejected: tally.rejected, customers: changes, timeline: tally.timeline
         )
+        result.stopped = stopped
         result.counts = tally.counts
         result.counts.apiRequests = (client.counts.requests[.notificationHistory] ?? 0) - requestsBefore
         result.deliveryFailures = .init(byFirstAttemptResult: tally.byResult, byHourOfFirstAttempt: tally.byHour)

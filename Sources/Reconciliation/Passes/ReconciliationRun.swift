@@ -119,14 +119,13 @@ package struct ReconciliationRun: Sendable {
     /// Both passes under one row of `app_store.runs` (none in a dry run), then the re-delivery.
     func recordedRun(_ request: Request, window: OutageWindow) async throws -> RunResult {
         let shard = request.shard
-        return try await recorded(request.kind, mode: request.mode, window: window, shard: shard) { result in
+        let scope = NotificationRecovery.Options(window: window, onlyFailures: request.onlyFailures, shard: shard).checkpointScope(environment)
+        let result = try await recorded(request.kind, mode: request.mode, window: window, shard: shard) { result in
             let options = NotificationRecovery.Options(
                 window: window, dryRun: request.dryRun, onlyFailures: request.onlyFailures, runId: result.runId, shard: shard,
                 deliverTo: request.deliverTo?.key, onlyTypes: request.onlyTypes
             )
-            if request.fresh, !request.dryRun {
-                try await store.clearCheckpoints(in: options.checkpointScope(environment), keepingPassOne: false)
-            }
+            if request.fresh, !request.dryRun { try await store.clearCheckpoints(in: scope, keepingPassOne: false) }
             let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress, stop: stop)
             let passOne = try await recovery.run(options)
             result.passOne = passOne
@@ -151,10 +150,11 @@ package struct ReconciliationRun: Sendable {
                     return
                 }
             }
-            // Finished: the next run of this window starts afresh (pass 1's mark stays for the
-            // other shards). A stopped run keeps its checkpoints for the rerun.
-            if !request.dryRun { try await store.clearCheckpoints(in: options.checkpointScope(environment), keepingPassOne: true) }
         }
+        // Finished and recorded so: the next run of this window starts afresh (pass 1's mark
+        // stays for the other shards). A stopped run keeps its checkpoints for the rerun.
+        if result.ending == .finished, !request.dryRun { try await store.clearCheckpoints(in: scope, keepingPassOne: true) }
+        return result
     }
 
     /// Pass 2, after the other shards' pass 1; nil when stopped on request.

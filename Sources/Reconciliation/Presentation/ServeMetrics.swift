@@ -62,17 +62,23 @@ package final class ServeMetrics: Sendable {
     }
 
     /// The exposition text; `forwards` when `--forward-to` is set and the ledger answered.
+    /// Without `forwards` the two forward gauges are left out, not shown at their last values
+    /// (an `absent()` alert must see the ledger not answering).
     package func text(forwards: DeliveryCounts? = nil) -> String {
-        if let forwards {
-            families.set(
-                "appstore_reconcile_serve_pending_forwards", [], Double(forwards.pending),
-                help: "Recorded notifications not yet accepted by the --forward-to handler, still being sent."
-            )
-            families.set(
-                "appstore_reconcile_serve_failed_forwards", [], Double(forwards.failed),
-                help: "Notifications the --forward-to handler refused --forward-max-attempts times: parked, sent again by deliver --retry-failed."
-            )
+        let pending = families.gauge(
+            "appstore_reconcile_serve_pending_forwards", [], help: "Recorded notifications not yet accepted by the --forward-to handler, still being sent."
+        )
+        let failed = families.gauge(
+            "appstore_reconcile_serve_failed_forwards", [],
+            help: "Notifications the --forward-to handler refused --forward-max-attempts times: parked, sent again by deliver --retry-failed."
+        )
+        guard let forwards else {
+            pending.destroy()
+            failed.destroy()
+            return families.text
         }
+        pending.set(Double(forwards.pending))
+        failed.set(Double(forwards.failed))
         return families.text
     }
 }
