@@ -451,24 +451,8 @@ package struct NotificationRecovery: Sendable {
         passOneDone: Bool = false, stopped: Bool = false
     ) async throws -> PassOneResult {
         progress.finish()
-        let changes = try ReportList<RecoveryReport.CustomerChange>()
-        if stopped {
-            // Left empty (see the caller).
-        } else if options.dryRun {
-            for (customer, before) in tally.memory.subscriptionsBefore.sorted(by: { $0.key < $1.key }) {
-                guard let after = tally.memory.subscriptions[customer] else { continue }
-                changes.append(.init(originalTransactionId: customer, before: before, after: after))
-            }
-        } else {
-            // What this run changed, recorded with each page, read back a chunk at a time.
-            var cursor: String?
-            while true {
-                let chunk = try await store.subscriptionChanges(ofRun: runId, after: cursor, limit: 1000)
-                guard let last = chunk.last else { break }
-                cursor = last.customer
-                for change in chunk { changes.append(.init(originalTransactionId: change.customer, before: change.before, after: change.after)) }
-            }
-        }
+        // A stopped pass reads nothing more (see the caller): its report is not written.
+        let changes = stopped ? ReportList([]) : try await changedSubscriptions(runId: runId, options: options, tally: tally)
         var result = PassOneResult(
             runId: options.dryRun ? nil : runId, dryRun: options.dryRun, window: options.window, plan: plan, shard: options.shard,
             startedAt: startedAt, finishedAt: Date(), missed: tally.missed, rejected: tally.rejected, customers: changes, timeline: tally.timeline
@@ -491,6 +475,27 @@ package struct NotificationRecovery: Sendable {
             )
         }
         return result
+    }
+
+    /// The subscription rows the pass changed (a dry run: would have), before and after.
+    private func changedSubscriptions(runId: UUID, options: Options, tally: Tally) async throws -> ReportList<RecoveryReport.CustomerChange> {
+        let changes = try ReportList<RecoveryReport.CustomerChange>()
+        if options.dryRun {
+            for (customer, before) in tally.memory.subscriptionsBefore.sorted(by: { $0.key < $1.key }) {
+                guard let after = tally.memory.subscriptions[customer] else { continue }
+                changes.append(.init(originalTransactionId: customer, before: before, after: after))
+            }
+            return changes
+        }
+        // What this run changed, recorded with each page, read back a chunk at a time.
+        var cursor: String?
+        while true {
+            let chunk = try await store.subscriptionChanges(ofRun: runId, after: cursor, limit: 1000)
+            guard let last = chunk.last else { break }
+            cursor = last.customer
+            for change in chunk { changes.append(.init(originalTransactionId: change.customer, before: change.before, after: change.after)) }
+        }
+        return changes
     }
 
     static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
