@@ -77,15 +77,17 @@ struct BackpressureTests {
                 #expect(stored == answered200, "written: \(stored.count), answered 200: \(answered200.count)")
                 #expect(batched.queued.notifications == 0 && batched.queued.bytes == 0)
 
-                // With the lock gone, Apple's retries record them (a few tries each: on a loaded
-                // machine a 1 s statement limit may still be missed).
+                // With the lock gone, Apple's retries record them (several tries each: on a loaded
+                // machine a 1 s statement limit may still be missed; a fresh-clone CI run under the
+                // whole suite once saw one notification refused 10 times in a row).
                 var recorded = 0
+                var refused: [String] = []
                 for jws in signed {
-                    var status = 0
-                    for _ in 0..<10 where status != 200 { status = await receiver.answer(body: Self.body(jws)).status }
-                    if status == 200 { recorded += 1 }
+                    var statuses: [Int] = []
+                    while statuses.last != 200, statuses.count < 30 { statuses.append(await receiver.answer(body: Self.body(jws)).status) }
+                    if statuses.last == 200 { recorded += 1 } else { refused.append("\(Set(statuses).sorted())") }
                 }
-                #expect(recorded == signed.count)
+                #expect(recorded == signed.count, "never recorded, with the statuses answered: \(refused.prefix(3))")
                 group.cancelAll()
             }
         }
