@@ -51,11 +51,18 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // What the App Store Server API's requests and answers hold, as values: no HTTP client
+        // (re-exported by AppStoreServerAPI).
+        .target(
+            name: "AppStoreServerModel",
+            dependencies: ["SignedData"],
+            swiftSettings: strictSettings
+        ),
         // The App Store Server API client: JWT auth, paging, rate limits, retries.
         .target(
             name: "AppStoreServerAPI",
             dependencies: [
-                "SignedData",
+                "SignedData", "AppStoreServerModel",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -64,10 +71,17 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The ledger's records and their columns, as values: no database (re-exported by Ledger).
+        .target(
+            name: "LedgerModel",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strictSettings
+        ),
         // The Postgres ledger: migrations, reads and the apply path.
         .target(
             name: "Ledger",
             dependencies: [
+                "LedgerModel",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
@@ -76,11 +90,22 @@ let package = Package(
             swiftSettings: strictSettings,
             plugins: ["EmbedMigrations"]
         ),
+        // The decisions, pure: what to ask Apple, what to apply, which accounts to repair, which
+        // window a nightly run covers, what to re-deliver. Values in, values out: no database, no
+        // network (TargetBoundaryTests.aPureTargetImportsNoIO keeps it so).
+        .target(
+            name: "Decisions",
+            dependencies: [
+                "SignedData", "AppStoreServerModel", "LedgerModel",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // Both passes, the plan, the report, and the configuration contract.
         .target(
             name: "Reconciliation",
             dependencies: [
-                "SignedData", "AppStoreServerAPI", "Ledger",
+                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -120,7 +145,7 @@ let package = Package(
         .target(
             name: "ReconcileCLI",
             dependencies: [
-                "SignedData", "AppStoreServerAPI", "Ledger", "Reconciliation",
+                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "Reconciliation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 // Only to run the ledger's PostgresClient as a service of the ServiceGroup.
@@ -178,16 +203,16 @@ let package = Package(
             name: "SignedDataTests", dependencies: ["SignedData", "AppStoreSimulator", "AppStoreServerAPI"],
             exclude: ["ApplePayloads"], swiftSettings: strictSettings
         ),
-        .testTarget(name: "LedgerTests", dependencies: ["Ledger", "ThrowawayPostgres", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
+        .testTarget(name: "LedgerTests", dependencies: ["Ledger", "Decisions", "ThrowawayPostgres", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
         .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreServerAPITests", dependencies: ["AppStoreServerAPI", "AppStoreSimulator", "SignedData", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
-        .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
+        .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         // The built binary end to end: run, nightly, repair, ingest, detect-outage, reliability, jobs/.
         .testTarget(
             name: "AppStoreReconcileTests",
             dependencies: [
-                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Reconciliation", "ReconcileCLI",
+                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Decisions", "Reconciliation", "ReconcileCLI",
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"), .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -199,7 +224,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "Ledger", "ThrowawayPostgres", "Reconciliation", "AppStoreSimulator", "AppStoreServerAPI", "SignedData",
+                "Ledger", "ThrowawayPostgres", "Decisions", "Reconciliation", "AppStoreSimulator", "AppStoreServerAPI", "SignedData",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),

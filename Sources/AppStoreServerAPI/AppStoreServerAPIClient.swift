@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+@_exported import AppStoreServerModel
 import Foundation
 import Logging
 import NIOCore

@@ -627,10 +627,8 @@ package struct LedgerStore: Sendable {
     // account was last verified: what a run (or an earlier run of the window that died before its
     // pass 2, or whose pass 2 could not check the account) recovered and pass 2 has not checked.
 
-    /// The refund flow: notifications about the transaction a refund request concerns, not the
-    /// account's latest. Recorded live (`serve`, `ingest`) as well as recovered, they select the
-    /// account for its transaction history: pass 2 asks Apple what the refund changed.
-    package static let refundFlowTypes = ["REFUND", "REFUND_REVERSED", "REFUND_DECLINED", "CONSUMPTION_REQUEST"]
+    /// The refund flow's types (`NotificationRecord.refundFlowTypes`), which the SQL below selects.
+    package static let refundFlowTypes = NotificationRecord.refundFlowTypes
 
     /// Notification types whose recovery calls for the account's transaction history, not only
     /// its subscription statuses: refunds and their flow, Family Sharing revocations, one-time purchases.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Decisions
 import Foundation
 import Ledger
 import Logging

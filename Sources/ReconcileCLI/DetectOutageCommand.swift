@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import ArgumentParser
+import Decisions
 import Foundation
 import Logging
 import Reconciliation

@@ -1,4 +1,5 @@
 import AppStoreSimulator
+@testable import Decisions
 import Foundation
 import Ledger
 import Reconciliation

@@ -1,4 +1,5 @@
 import Crypto
+@testable import Decisions
 import Foundation
 import Ledger
 import Logging

@@ -1,3 +1,4 @@
+@testable import Decisions
 import Foundation
 import Testing
 

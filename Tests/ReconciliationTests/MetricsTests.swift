@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+@testable import Decisions
 import Foundation
 import Ledger
 import Reconciliation

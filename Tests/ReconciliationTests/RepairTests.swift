@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import AppStoreSimulator
+@testable import Decisions
 import Foundation
 import Ledger
 import PostgresNIO
@@ -473,6 +474,41 @@ struct GapRuleTests {
         )
     }
 
+    /// A view each rule alone selects.
+    func fixture(for reason: GapReason) -> CustomerLedgerView? {
+        let past = now.timeIntervalSince1970 - 7200
+        let future = now.timeIntervalSince1970 + 86_400
+        switch reason {
+        case .activeButExpired: return view(expires: past)
+        case .gracePeriodEnded: return view(status: 4, expires: past)
+        case .billingRetryEnded: return view(status: 3, expires: now.timeIntervalSince1970 - 61 * 86_400)
+        case .rowOlderThanTransactions: return view(expires: future, signed: 1_000, transactions: [(900, future, 2_000)])
+        case .transactionChainGap: return view(expires: future, signed: 5_000, transactions: [(1_000, 2_000, 1_000), (5_000, future, 5_000)])
+        case .skippedStep: return view(status: 2, expires: future, notifications: [("DID_RENEW", nil, 1_000), ("EXPIRED", "VOLUNTARY", 2_000)])
+        case .refundFlow: return view(expires: future, notifications: [("DID_RENEW", nil, 1_000), ("REFUND", nil, 2_000)])
+        case .recoveredInWindow, .payloadRejected, .named: return nil
+        }
+    }
+
+    @Test func eachRuleSelectsItsOwnContradictionAndNoOtherRuleDoes() {
+        #expect(Set(GapRules.all.map(\.reason)).count == GapRules.all.count, "one rule per reason")
+        for rule in GapRules.all {
+            guard let own = fixture(for: rule.reason) else {
+                Issue.record("no fixture for \(rule.reason)")
+                continue
+            }
+            #expect(rule.selects(own, now: now), "\(rule.reason) selects its own contradiction")
+            #expect(GapRules.evaluate(own, now: now) == [rule.reason], "only \(rule.reason) selects it")
+        }
+        let healthy = view(expires: now.timeIntervalSince1970 + 86_400, notifications: [("DID_RENEW", nil, 1_000)])
+        #expect(GapRules.evaluate(healthy, now: now).isEmpty)
+    }
+
+    @Test func theReasonsARuleCannotFindAreTheOnesTheRunGives() {
+        let ruled = Set(GapRules.all.map(\.reason))
+        #expect(Set(GapReason.allCases).subtracting(ruled) == [.recoveredInWindow, .payloadRejected, .named])
+    }
+
     @Test func anActiveSubscriptionPastItsExpiryIsAGapButOneJustExpiredIsNotYet() {
         #expect(GapRules.evaluate(view(expires: now.timeIntervalSince1970 - 7200), now: now) == [.activeButExpired])
         #expect(GapRules.evaluate(view(expires: now.timeIntervalSince1970 - 600), now: now).isEmpty, "a renewal may still be on its way")
@@ -548,7 +584,7 @@ struct GapRuleTests {
             var refund = view(expires: future, notifications: [("DID_RENEW", nil, 1_000), (type, nil, 2_000)])
             refund.notifications[1].recordedAt = Date(timeIntervalSince1970: 2_000)
             #expect(GapRules.evaluate(refund, now: now) == [.refundFlow], "\(type), live or recovered, never checked")
-            #expect(GapRules.needsTransactionHistory(.refundFlow))
+            #expect(GapReason.refundFlow.needsTransactionHistory)
             refund.transactionsVerifiedAt = Date(timeIntervalSince1970: 3_000)
             #expect(GapRules.evaluate(refund, now: now).isEmpty, "\(type): the history was checked after it")
         }

@@ -1,3 +1,4 @@
+@testable import Decisions
 import Foundation
 import Ledger
 @testable import Reconciliation

@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import AppStoreSimulator
+@testable import Decisions
 import Foundation
 import Ledger
 import Logging

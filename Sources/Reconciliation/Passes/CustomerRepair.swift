@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+import Decisions
 import Foundation
 import Ledger
 import Logging
@@ -33,7 +34,7 @@ package struct CustomerRepair: Sendable {
             self.customer = customer
             self.transactionId = transactionId ?? customer
             self.reasons = reasons
-            self.needsTransactionHistory = needsTransactionHistory ?? reasons.contains(where: GapRules.needsTransactionHistory)
+            self.needsTransactionHistory = needsTransactionHistory ?? reasons.contains(where: \.needsTransactionHistory)
         }
     }
 
@@ -89,7 +90,7 @@ package struct CustomerRepair: Sendable {
                 let added = extra[view.originalTransactionId]
                 let reasons = ruled.union(added?.reasons ?? [])
                 guard !reasons.isEmpty else { continue }
-                let needsHistory = ruled.contains(where: GapRules.needsTransactionHistory) || (added?.needsHistory ?? false)
+                let needsHistory = ruled.contains(where: \.needsTransactionHistory) || (added?.needsHistory ?? false)
                 try await found(Target(customer: view.originalTransactionId, reasons: Self.ordered(reasons), needsTransactionHistory: needsHistory))
             }
         }

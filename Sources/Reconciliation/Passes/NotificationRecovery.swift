@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import Crypto
+import Decisions
 import Foundation
 import Ledger
 import Logging

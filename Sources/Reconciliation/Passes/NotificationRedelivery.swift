@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Decisions
 import Foundation
 import Ledger
 import Logging

@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+import Decisions
 import Foundation
 import Ledger
 import SignedData

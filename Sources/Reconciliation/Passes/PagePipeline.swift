@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+import Decisions
 import SignedData
 
 /// A query's pages, fetched and verified ahead of the page being applied.

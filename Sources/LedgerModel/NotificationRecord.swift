@@ -54,3 +54,10 @@ extension NotificationRecord {
         originalTransactionId: nil, transactionId: nil, signedPayload: "", source: .webhook
     )
 }
+
+extension NotificationRecord {
+    /// The refund flow: notifications about the transaction a refund request concerns, not the
+    /// account's latest. Recorded live (`serve`, `ingest`) as well as recovered, they select the
+    /// account for its transaction history: pass 2 asks Apple what the refund changed.
+    package static let refundFlowTypes = ["REFUND", "REFUND_REVERSED", "REFUND_DECLINED", "CONSUMPTION_REQUEST"]
+}

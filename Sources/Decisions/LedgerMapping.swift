@@ -1,6 +1,6 @@
-import AppStoreServerAPI
+import AppStoreServerModel
 import Foundation
-import Ledger
+import LedgerModel
 import SignedData
 
 /// How verified payloads become ledger rows.
@@ -34,8 +34,8 @@ enum LedgerMapping {
     }
 
     /// Notifications about a refund request: their transaction is the one refunded, not the latest.
-    /// The ledger's list (`LedgerStore.refundFlowTypes`), which the pass 2 selections read too.
-    static let refundFlow = Set(LedgerStore.refundFlowTypes.map(NotificationType.init(rawValue:)))
+    /// The ledger's list (`NotificationRecord.refundFlowTypes`), which the pass 2 selections read too.
+    static let refundFlow = Set(NotificationRecord.refundFlowTypes.map(NotificationType.init(rawValue:)))
 
     static func environmentOf(_ payload: NotificationPayload) -> AppStoreEnvironment? {
         payload.data?.environment ?? payload.summary?.environment ?? payload.appData?.environment
@@ -99,7 +99,7 @@ enum LedgerMapping {
 
     /// The subscription's state a notification reports, as of its `signedDate`; fields the
     /// notification does not carry keep their current value.
-    static func subscriptionRecord(_ notification: VerifiedNotification, current: SubscriptionRecord?) -> SubscriptionRecord? {
+    package static func subscriptionRecord(_ notification: VerifiedNotification, current: SubscriptionRecord?) -> SubscriptionRecord? {
         let transaction = notification.transaction
         let isSubscription = notification.renewalInfo != nil || transaction?.type == .autoRenewable
         guard isSubscription, let original = transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId,
@@ -115,7 +115,7 @@ enum LedgerMapping {
         // upgraded to a monthly one expires later than the current plan). Its product and expiry
         // move the row only forward, and never from an upgraded-from transaction; its status and
         // renewal info apply, and pass 2 asks Apple for the current transaction
-        // (`GapRules.hasUncheckedRefundFlow`). Taking its product and expiry never at all would make
+        // (`UncheckedRefundFlow`). Taking its product and expiry never at all would make
         // the row depend on the order notifications arrive in (a refund applied over a row that
         // is still older than the transaction it carries would pin the older expiry, and the
         // renewal arriving after it is stale): the order-independence property forbids that.

@@ -1,4 +1,4 @@
-import AppStoreServerAPI
+import AppStoreServerModel
 import Foundation
 
 /// Finds when a server was not receiving notifications, from the first delivery attempts Apple

@@ -1,4 +1,4 @@
-import AppStoreServerAPI
+import AppStoreServerModel
 import Crypto
 import Foundation
 

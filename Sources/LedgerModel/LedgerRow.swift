@@ -1,5 +1,4 @@
 import Foundation
-import PostgresNIO
 
 /// A record that is a row of a ledger table, with the table's columns listed once.
 package protocol LedgerRow: Sendable {
@@ -12,22 +11,22 @@ package protocol LedgerRow: Sendable {
 
 extension LedgerRow {
     /// `name, name, …`, for INSERT and SELECT lists; with `prefix`, each as `prefix.name`.
-    static func selectList(prefix: String? = nil) -> String {
+    package static func selectList(prefix: String? = nil) -> String {
         columns.map { column in prefix.map { "\($0).\(column.name)" } ?? column.name }.joined(separator: ", ")
     }
 
     /// `key type, …`: the JSON record's shape, for `jsonb_to_recordset(…) AS r(…)`.
-    static var recordsetTypes: String {
+    package static var recordsetTypes: String {
         columns.map { "\($0.jsonKey) \($0.jsonSQLType)" }.joined(separator: ", ")
     }
 
     /// The columns' values from the JSON record `source`, in column order.
-    static func values(from source: String) -> String {
+    package static func values(from source: String) -> String {
         columns.map { $0.value(from: source) }.joined(separator: ", ")
     }
 
     /// The `SET` list of an upsert into `table`: every column but the key's.
-    static func updateList(table: String) -> String {
+    package static func updateList(table: String) -> String {
         columns.compactMap { column in
             switch column.update {
             case .key: nil
@@ -41,7 +40,7 @@ extension LedgerRow {
     /// column (every column Apple's payloads set, not the signing time) would take another value.
     /// The new values are the ones `updateList` writes, so a column kept when absent compares the
     /// value it keeps.
-    static func contentChanges(table: String) -> String {
+    package static func contentChanges(table: String) -> String {
         let compared = columns.filter { $0.compared && $0.update != .key }
         let old = compared.map { "\(table).\($0.name)" }
         let new = compared.map { column in
@@ -53,22 +52,8 @@ extension LedgerRow {
 
     /// `NULL, …`, one per column after the first: a UNION branch that puts another key in the
     /// first column and has no such row.
-    static var nullsAfterKey: String {
+    package static var nullsAfterKey: String {
         Array(repeating: "NULL", count: columns.count - 1).joined(separator: ", ")
-    }
-
-    /// The record in `cells`, which hold the columns in order from `offset` on.
-    static func read(_ cells: [PostgresCell], from offset: Int = 0) throws -> Self {
-        var record = blank
-        for (index, column) in columns.enumerated() {
-            try column.read(cells[offset + index], into: &record)
-        }
-        return record
-    }
-
-    /// The record in a row selected with `selectList()`.
-    static func read(_ row: PostgresRow) throws -> Self {
-        try read(Array(row))
     }
 
     /// Field by field, where `after` differs from `before` (nil: no row) in the compared

@@ -1,5 +1,4 @@
 import Foundation
-import PostgresNIO
 
 /// A value of a ledger column, as the ledger's SQL, JSON and comparisons see it.
 package enum LedgerValue: Hashable, Sendable {
@@ -73,7 +72,7 @@ package struct LedgerColumn<Record>: Sendable {
     /// Apple's payloads, not the signing time (a newer signature is not a change) nor bookkeeping.
     package let compared: Bool
     package let get: @Sendable (Record) -> LedgerValue?
-    let set: @Sendable (inout Record, LedgerValue?) throws -> Void
+    package let set: @Sendable (inout Record, LedgerValue?) throws -> Void
 
     /// The key of the column's value in the batch JSON and in before/after records.
     package let jsonKey: String
@@ -85,7 +84,7 @@ package struct LedgerColumn<Record>: Sendable {
     }
 
     /// The SQL type of the column.
-    var sqlType: String {
+    package var sqlType: String {
         switch kind {
         case .text: "text"
         case .smallint: "smallint"
@@ -98,27 +97,14 @@ package struct LedgerColumn<Record>: Sendable {
     }
 
     /// The type of the column's value in the batch JSON, for `jsonb_to_recordset`.
-    var jsonSQLType: String { kind == .time ? "bigint" : sqlType }
+    package var jsonSQLType: String { kind == .time ? "bigint" : sqlType }
 
     /// The SQL that turns the JSON record `source`'s value into the column's value.
-    func value(from source: String) -> String {
+    package func value(from source: String) -> String {
         kind == .time ? "timestamptz 'epoch' + \(source).\(jsonKey) * interval '1 millisecond'" : "\(source).\(jsonKey)"
     }
 
-    /// Reads the column's cell into the record.
-    func read(_ cell: PostgresCell, into record: inout Record) throws {
-        let value: LedgerValue? =
-            switch kind {
-            case .text: try cell.decode(String?.self).map(LedgerValue.text)
-            case .smallint, .integer, .bigint: try cell.decode(Int64?.self).map(LedgerValue.integer)
-            case .boolean: try cell.decode(Bool?.self).map(LedgerValue.boolean)
-            case .uuid: try cell.decode(UUID?.self).map(LedgerValue.uuid)
-            case .time: try cell.decode(Date?.self).map(LedgerValue.time)
-            }
-        try set(&record, value)
-    }
-
-    init(
+    package init(
         _ name: String, _ kind: Kind, update: Update, compared: Bool, get: @escaping @Sendable (Record) -> LedgerValue?,
         set: @escaping @Sendable (inout Record, LedgerValue?) throws -> Void
     ) {
@@ -136,16 +122,17 @@ package struct LedgerColumn<Record>: Sendable {
 package struct LedgerColumnMismatch: Error, CustomStringConvertible {
     package var column: String
     package var description: String { "the ledger column \(column) holds no value of the kind its record expects" }
+    package init(column: String) { self.column = column }
 }
 
 // MARK: Columns from a record's fields
 
 extension LedgerValue {
-    var text: String? { if case .text(let value) = self { value } else { nil } }
-    var integer: Int64? { if case .integer(let value) = self { value } else { nil } }
-    var boolean: Bool? { if case .boolean(let value) = self { value } else { nil } }
-    var time: Date? { if case .time(let value) = self { value } else { nil } }
-    var uuid: UUID? { if case .uuid(let value) = self { value } else { nil } }
+    package var text: String? { if case .text(let value) = self { value } else { nil } }
+    package var integer: Int64? { if case .integer(let value) = self { value } else { nil } }
+    package var boolean: Bool? { if case .boolean(let value) = self { value } else { nil } }
+    package var time: Date? { if case .time(let value) = self { value } else { nil } }
+    package var uuid: UUID? { if case .uuid(let value) = self { value } else { nil } }
 }
 
 extension LedgerColumn {

@@ -1,5 +1,5 @@
 import Foundation
-import Ledger
+import LedgerModel
 import SignedData
 
 /// Decides what repairing one Apple account changes, from Apple's truth (verified transactions
@@ -88,7 +88,7 @@ package enum RepairPlanner {
     }
 
     /// The subscription row Apple's status answer describes.
-    static func subscriptionRecord(status: SubscriptionStatus?, transaction: TransactionPayload, renewal: RenewalInfoPayload?) -> SubscriptionRecord? {
+    package static func subscriptionRecord(status: SubscriptionStatus?, transaction: TransactionPayload, renewal: RenewalInfoPayload?) -> SubscriptionRecord? {
         guard let customer = transaction.originalTransactionId ?? renewal?.originalTransactionId else { return nil }
         let signed = [transaction.signedDate, renewal?.signedDate].compactMap { $0 }.max()
         guard let signedDate = LedgerMapping.date(signed) else { return nil }

@@ -1,6 +1,6 @@
-import AppStoreServerAPI
+import AppStoreServerModel
 import Foundation
-import Ledger
+import LedgerModel
 import SignedData
 
 /// Decides, for one page of notification history, what happens to each notification: a pure
@@ -206,7 +206,7 @@ package struct RecoveryPlanner: Sendable {
         return .applied
     }
 
-    static func newer(_ lhs: SubscriptionRecord?, _ rhs: SubscriptionRecord?) -> SubscriptionRecord? {
+    package static func newer(_ lhs: SubscriptionRecord?, _ rhs: SubscriptionRecord?) -> SubscriptionRecord? {
         guard let lhs else { return rhs }
         guard let rhs else { return lhs }
         return rhs.lastSignedDate.unixMilliseconds > lhs.lastSignedDate.unixMilliseconds ? rhs : lhs

@@ -1,4 +1,4 @@
-import AppStoreServerAPI
+import AppStoreServerModel
 import SignedData
 
 /// The Get Notification History queries that recover a window, in order.

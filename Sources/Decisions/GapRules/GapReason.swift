@@ -1,0 +1,46 @@
+import Foundation
+
+/// Why a customer is repaired through Get Transaction History. The raw values are stable: they
+/// appear in reports.
+package enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
+    /// A notification of this customer was recovered from history (or found stale) by this run,
+    /// in its window: history holds point-in-time snapshots, so ask Apple for the present.
+    case recoveredInWindow = "recovered-in-window"
+    /// A payload of this customer was rejected or left for retry in the window.
+    case payloadRejected = "payload-rejected"
+    /// The subscription is recorded active, but its expiry (and grace period) have passed with
+    /// no renewal or expiry recorded since.
+    case activeButExpired = "active-but-expired"
+    /// The subscription is recorded in its billing grace period (status 4), but the grace
+    /// period ended with no renewal, expiry or grace-period expiry recorded since.
+    case gracePeriodEnded = "grace-period-ended"
+    /// The subscription is recorded in billing retry (status 3), but Apple's billing retry (up to
+    /// 60 days after the expiry) is over with no renewal or expiry recorded since.
+    case billingRetryEnded = "billing-retry-ended"
+    /// The subscription row is older than the customer's newest transaction.
+    case rowOlderThanTransactions = "row-older-than-transactions"
+    /// A renewal was purchased after the previous period had expired, with no billing failure
+    /// or expiry recorded in between: a period's notifications are missing.
+    case transactionChainGap = "transaction-chain-gap"
+    /// The notifications skip a step: expired voluntarily without auto-renew turned off, or
+    /// for billing without a billing failure.
+    case skippedStep = "skipped-step"
+    /// A refund-flow notification (REFUND, REFUND_REVERSED, REFUND_DECLINED, CONSUMPTION_REQUEST)
+    /// was recorded after the account's transaction history was last checked: it is about the
+    /// transaction refunded (perhaps a plan the customer upgraded from), so the row keeps its
+    /// product and expiry, and Apple is asked for the current transaction.
+    case refundFlow = "refund-flow"
+    /// Named by the operator (`repair --transaction-id`).
+    case named
+}
+
+extension GapReason {
+    /// Whether answering for this reason needs the account's transaction history (older or
+    /// one-time transactions, refunds), or the subscription statuses alone tell the truth.
+    package var needsTransactionHistory: Bool {
+        switch self {
+        case .payloadRejected, .transactionChainGap, .refundFlow, .named: true
+        case .recoveredInWindow, .activeButExpired, .gracePeriodEnded, .billingRetryEnded, .rowOlderThanTransactions, .skippedStep: false
+        }
+    }
+}
