@@ -117,6 +117,23 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // `serve`'s Hummingbird application: the routes Apple and the probes call, the bounds on
+        // what a client can make it hold, and its services.
+        .target(
+            name: "LiveReceiver",
+            dependencies: [
+                "Reconciliation", "Ledger", "Decisions",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // A private PostgreSQL cluster for tests and the demo.
         .target(
             name: "ThrowawayPostgres",
@@ -145,7 +162,7 @@ let package = Package(
         .target(
             name: "ReconcileCLI",
             dependencies: [
-                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "Reconciliation",
+                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "Reconciliation", "LiveReceiver",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 // Only to run the ledger's PostgresClient as a service of the ServiceGroup.
@@ -208,6 +225,19 @@ let package = Package(
         .testTarget(name: "AppStoreServerAPITests", dependencies: ["AppStoreServerAPI", "AppStoreSimulator", "SignedData", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
         .testTarget(name: "ReconciliationTests", dependencies: ["Reconciliation", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
+        // serve's routes in process (HummingbirdTesting), against a real ledger.
+        .testTarget(
+            name: "LiveReceiverTests",
+            dependencies: [
+                "LiveReceiver", "Reconciliation", "Ledger", "TestSupport", "AppStoreSimulator", "SignedData",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The built binary end to end: run, nightly, repair, ingest, detect-outage, reliability, jobs/.
         .testTarget(
             name: "AppStoreReconcileTests",

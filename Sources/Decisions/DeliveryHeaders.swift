@@ -20,6 +20,13 @@ package struct DeliveryHeaders: Hashable, Sendable, CustomStringConvertible {
     package init() {}
 
     /// The names only: the values are secrets.
+    /// These headers, then `other`'s.
+    package func adding(_ other: DeliveryHeaders) -> DeliveryHeaders {
+        var both = self
+        both.fields += other.fields
+        return both
+    }
+
     package var description: String { fields.isEmpty ? "none" : fields.map { "\($0.name): (hidden)" }.joined(separator: ", ") }
 
     /// Headers the HTTP client sets, or that would change what the handler is sent.

@@ -15,7 +15,7 @@ package struct DeliveryTarget: Hashable, Sendable, CustomStringConvertible {
     /// (migration 0018 computes the same from the URLs stored before).
     package let key: String
     /// Sent with every POST (`--forward-header`, `--deliver-header`, `deliver --header`).
-    package let headers: DeliveryHeaders
+    package var headers: DeliveryHeaders
 
     package init(_ text: String, headers: DeliveryHeaders = DeliveryHeaders()) throws {
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased(),
@@ -69,6 +69,7 @@ package struct DeliveryTarget: Hashable, Sendable, CustomStringConvertible {
 /// What is wrong with a delivery URL; the command that took it names its option in front.
 package struct DeliveryTargetError: Error, CustomStringConvertible, Sendable {
     package var description: String
+    package init(description: String) { self.description = description }
 }
 
 /// How a run re-delivers: rounds over what is pending, in `signedDate` order, the first right

@@ -37,8 +37,6 @@ struct ConsumptionRequestsCommand: AsyncParsableCommand {
     @OptionGroup var options: ConfigurationOptions
 
     func validate() throws {
-        try recovery.validateRate()
-        _ = try recovery.deliveryTarget()
         guard overlapHours >= 0, settleMinutes >= 0, firstLookbackHours > 0 else {
             throw ValidationError("--overlap-hours and --settle-minutes must not be negative, --first-lookback-hours must be positive")
         }
@@ -50,7 +48,7 @@ struct ConsumptionRequestsCommand: AsyncParsableCommand {
             let window = ReconciliationRun.WindowChoice.nightly(
                 firstStart: Date().addingTimeInterval(-firstLookbackHours * 3600), overlap: overlapHours * 3600, settle: settleMinutes * 60
             )
-            var request = try recovery.request(kind: .consumptionRequests, window: window)
+            var request = recovery.request(kind: .consumptionRequests, window: window)
             request.repair = false
             request.onlyTypes = [.consumptionRequest]
             try await recovery.execute(request, configuration: options)

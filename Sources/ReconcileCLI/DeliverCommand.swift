@@ -30,10 +30,10 @@ struct DeliverCommand: AsyncParsableCommand {
     )
 
     @Option(help: ArgumentHelp("Your webhook handler: https, or plain http to a loopback address.", valueName: "url"))
-    var to: String
+    var to: DeliveryURLArgument
 
-    @Option(help: ArgumentHelp(DeliveryHeaderOption.help, valueName: "'Name: value'"))
-    var header: [String] = []
+    @Option(help: ArgumentHelp(DeliveryHeaderArgument.help, valueName: "'Name: value'"))
+    var header: [DeliveryHeaderArgument] = []
 
     @Flag(help: "List what is pending, in the order it would be sent, and send nothing.")
     var dryRun = false
@@ -55,22 +55,17 @@ struct DeliverCommand: AsyncParsableCommand {
 
     @OptionGroup var database: DatabaseOptions
 
-    func validate() throws {
-        _ = try target()
+    mutating func validate() throws {
+        var url: DeliveryURLArgument? = to
+        try DeliveryOption.resolve(&url, headers: header, urlOption: "--to", headerOption: "--header")
+        to = url ?? to
         guard timeout >= 1, concurrency >= 1, maxAttempts >= 1 else { throw ValidationError("--timeout, --concurrency and --max-attempts must be at least 1") }
         guard !(list && (dryRun || retryFailed)) else { throw ValidationError("--list sends nothing: give it without --dry-run or --retry-failed") }
     }
 
-    func target() throws -> DeliveryTarget {
-        let headers = try DeliveryHeaderOption.parse(header, option: "--header")
-        do { return try DeliveryTarget(to, headers: headers) } catch let error as DeliveryTargetError {
-            throw ValidationError("--to \(error.description)")
-        }
-    }
-
     func run() async throws {
         try await withExitStatus {
-            let target = try target()
+            guard let target = to.target else { throw ValidationError("--to is not a URL") }
             let url = try database.settings.databaseURL()
             let logger = Logger(label: "appstore-reconcile.deliver")
             if list {

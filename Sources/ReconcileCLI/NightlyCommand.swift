@@ -20,8 +20,8 @@ struct NightlyCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Where the first nightly run starts (ISO 8601 or UNIX milliseconds); ignored once a run succeeded.")
-    var start: String?
+    @Option(help: "Where the first nightly run starts (ISO 8601 or UNIX milliseconds); ignored once a run succeeded.", transform: OutageWindow.argument)
+    var start: Date?
 
     @Flag(help: "With no successful run recorded, start at the oldest time Apple's history keeps.")
     var fromRetentionLimit = false
@@ -40,22 +40,18 @@ struct NightlyCommand: AsyncParsableCommand {
     @OptionGroup var options: ConfigurationOptions
 
     func validate() throws {
-        _ = try recovery.parsedShard()
-        try recovery.validateRate()
-        _ = try recovery.deliveryTarget()
-        if let start { _ = try OutageWindow.parseTimeForValidation(start) }
         guard overlapHours >= 0, settleMinutes >= 0 else { throw ValidationError("--overlap-hours and --settle-minutes must not be negative") }
         guard keepRejectedDays >= 0 else { throw ValidationError("--keep-rejected-days must not be negative") }
     }
 
     func run() async throws {
         try await withExitStatus(logFormat: recovery.logFormat, job: true) {
-            let firstStart = try start.map(OutageWindow.parseTime) ?? (fromRetentionLimit ? .distantPast : nil)
+            let firstStart = start ?? (fromRetentionLimit ? .distantPast : nil)
             if keepRejectedDays > 0, !recovery.dryRun {
                 try await pruneRejectedPayloads()
             }
             let window = ReconciliationRun.WindowChoice.nightly(firstStart: firstStart, overlap: overlapHours * 3600, settle: settleMinutes * 60)
-            try await recovery.execute(try recovery.request(kind: .nightly, window: window), configuration: options)
+            try await recovery.execute(recovery.request(kind: .nightly, window: window), configuration: options)
         }
     }
 }
@@ -71,12 +67,5 @@ extension NightlyCommand {
             try await LedgerStore(client: client, logger: logger).pruneRejectedPayloads(notSeenForDays: days)
         }
         if deleted > 0 { logger.notice("deleted \(deleted) rejected payloads not seen for \(days) days") }
-    }
-}
-
-extension OutageWindow {
-    /// Parses a time for argument validation, as a usage error.
-    static func parseTimeForValidation(_ text: String) throws -> Date {
-        do { return try parseTime(text) } catch let error as WindowError { throw ValidationError(error.description) }
     }
 }

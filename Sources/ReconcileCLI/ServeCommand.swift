@@ -2,18 +2,11 @@ import AppStoreServerAPI
 import ArgumentParser
 import Decisions
 import Foundation
-import HTTPTypes
-import Hummingbird
-import HummingbirdCore
 import Ledger
+import LiveReceiver
 import Logging
-import NIOCore
-import PostgresNIO
 import Reconciliation
-import ServiceLifecycle
 import SignedData
-import Synchronization
-import UnixSignals
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -61,8 +54,8 @@ struct ServeCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: ArgumentHelp("Where to listen.", valueName: "host:port"))
-    var listen = "127.0.0.1:8080"
+    @Option(help: ArgumentHelp("Where to listen.", valueName: "host:port"), transform: ListenAddress.argument)
+    var listen = ListenAddress(host: "127.0.0.1", port: 8080)
 
     @Option(help: "The path Apple POSTs to.")
     var path = "/apple/notifications"
@@ -70,10 +63,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp(
         "After recording, hand each notification to your own webhook handler at this URL (https, or http to loopback; APPSTORE_FORWARD_TO), through the ledger's delivery table: a failing handler never fails Apple's delivery, and nothing is lost.",
         valueName: "url"))
-    var forwardTo: String?
+    var forwardTo: DeliveryURLArgument?
 
-    @Option(help: ArgumentHelp(DeliveryHeaderOption.help, valueName: "'Name: value'"))
-    var forwardHeader: [String] = []
+    @Option(help: ArgumentHelp(DeliveryHeaderArgument.help, valueName: "'Name: value'"))
+    var forwardHeader: [DeliveryHeaderArgument] = []
 
     @Option(help: ArgumentHelp("Seconds your handler has to answer a forwarded notification before the attempt counts as failed.", valueName: "seconds"))
     var forwardTimeout = 10
@@ -81,23 +74,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Forwarding POSTs under way at once, at most.", valueName: "n"))
     var forwardConcurrency = 4
 
-    @Option(help: ArgumentHelp(
-        "Attempts after which a notification your handler keeps refusing is parked as failed (deliver --list shows it, deliver --retry-failed sends it again).",
-        valueName: "n"))
+    @Option(help: ArgumentHelp("Attempts after which a notification your handler keeps refusing is parked as failed (deliver --list shows it, deliver --retry-failed sends it again).", valueName: "n"))
     var forwardMaxAttempts = 12
-
-    func forwardTarget(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DeliveryTarget? {
-        guard let text = forwardTo ?? environment["APPSTORE_FORWARD_TO"].flatMap({ $0.isEmpty ? nil : $0 }) else {
-            guard forwardHeader.isEmpty else { throw ValidationError("--forward-header needs --forward-to") }
-            return nil
-        }
-        let headers = try DeliveryHeaderOption.parse(forwardHeader, option: "--forward-header", environment: environment)
-        do { return try DeliveryTarget(text, headers: headers) } catch let error as DeliveryTargetError { throw ValidationError("--forward-to \(error.description)") }
-    }
-
-    var forwardPolicy: DeliveryPolicy {
-        DeliveryPolicy(rounds: 1, requestTimeout: .seconds(forwardTimeout), maximumAttempts: forwardMaxAttempts, concurrency: forwardConcurrency)
-    }
 
     @Option(help: ArgumentHelp("Open connections at most; past it, new ones wait in the kernel's backlog until one closes.", valueName: "n"))
     var maxConnections = 4_096
@@ -122,9 +100,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ConfigurationOptions
 
-    func validate() throws {
-        _ = try Self.address(listen)
-        _ = try forwardTarget()
+    mutating func validate() throws {
+        try DeliveryOption.resolve(&forwardTo, headers: forwardHeader, urlOption: "--forward-to", headerOption: "--forward-header", variable: "APPSTORE_FORWARD_TO")
         guard maxConnections >= 1, maxRequests >= 1, maxReadingMegabytes >= 1 else {
             throw ValidationError("--max-connections, --max-requests and --max-reading-megabytes must be at least 1")
         }
@@ -137,220 +114,36 @@ struct ServeCommand: AsyncParsableCommand {
         }
     }
 
-    static func address(_ text: String) throws -> (host: String, port: Int) {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65_535).contains(port) else {
-            throw ValidationError("--listen must be HOST:PORT, such as 127.0.0.1:8080 or 0.0.0.0:8080")
-        }
-        let host = String(text[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        guard !host.isEmpty else { throw ValidationError("--listen must be HOST:PORT, such as 127.0.0.1:8080") }
-        return (host, port)
+    /// The receiver's settings, from the flags.
+    var settings: ReceiverSettings {
+        var settings = ReceiverSettings()
+        (settings.host, settings.port, settings.path) = (listen.host, listen.port, path)
+        settings.maximumConnections = maxConnections
+        settings.maximumRequests = maxRequests
+        settings.maximumReadingBytes = maxReadingMegabytes * 1024 * 1024
+        (settings.idleTimeout, settings.bodyTimeout) = (.seconds(idleTimeout), .seconds(bodyTimeout))
+        settings.forwardTo = forwardTo?.target
+        settings.forwardPolicy = DeliveryPolicy(rounds: 1, requestTimeout: .seconds(forwardTimeout), maximumAttempts: forwardMaxAttempts, concurrency: forwardConcurrency)
+        return settings
     }
 
     func run() async throws {
         try await withExitStatus(logFormat: logFormat, job: true) {
-            let settings = options.settings
-            var configuration = try settings.verifierConfiguration()
+            var configuration = try options.settings.verifierConfiguration()
             if onlineChecks { configuration.onlineChecks = OnlineChecks(transport: HTTPOCSPTransport()) }
             let verifier = try SignedDataVerifier(configuration)
-            let databaseURL = try settings.databaseURL()
+            let databaseURL = try options.settings.databaseURL()
             let logger = Logger(label: "appstore-reconcile.serve")
             try await LedgerDatabase.checkReachable(databaseURL, logger: logger)
-            let (host, port) = try Self.address(listen)
-            let limits = BatchedIngest.Limits()
-            // A batch's statements end by the server's clock before a request's answer is due.
-            let database = LedgerDatabase.client(databaseURL, logger: logger, statementTimeout: limits.write)
-            let store = LedgerStore(client: database, logger: logger)
-            let target = try forwardTarget()
-            let forwarder = target.map { NotificationForwarder(store: store, target: $0, policy: forwardPolicy, logger: logger) }
-            let ingest = NotificationIngest(verifier: verifier, store: store, deliverTo: target?.key)
-            let batched = BatchedIngest(ingest: ingest, limits: limits)
-            let receiver = NotificationReceiver(ingest: ingest, batched: batched)
-            let metrics = ServeMetrics()
-            let path = self.path
-            let inFlight = RequestsInFlight(maximum: maxRequests, readingBytes: maxReadingMegabytes * 1024 * 1024)
-            let bodyTimeout = Duration.seconds(self.bodyTimeout)
-            let responder = CallbackResponder<ServeRequestContext> { request, context in
-                await Self.respond(
-                    to: request, channel: context.channel, path: path, receiver: receiver, forwarder: forwarder, metrics: metrics, database: database, logger: logger,
-                    inFlight: inFlight, bodyTimeout: bodyTimeout)
+            let settings = self.settings
+            let receiver = ReceiverApplication(settings, verifier: verifier, databaseURL: databaseURL, logger: logger) { port in
+                printError(
+                    "serve: listening on \(settings.host):\(port), POST \(settings.path)" + (settings.forwardTo.map { ", forwarding to \($0.description)" } ?? ""))
             }
-            var quiet = logger
-            if quiet.logLevel > .warning { quiet.logLevel = .warning }
-            let application = Application(
-                responder: responder,
-                // An idle connection (a client that sent nothing for so long, or half a request's
-                // head) is closed; past the limit, new connections wait until one closes.
-                server: .http1(configuration: HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(idleTimeout)))),
-                configuration: ApplicationConfiguration(
-                    address: .hostname(host, port: port), serverName: "appstore-reconcile",
-                    availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
-                onServerRunning: { channel in
-                    printError("serve: listening on \(host):\(channel.localAddress?.port ?? port), POST \(path)" + (target.map { ", forwarding to \($0.description)" } ?? ""))
-                },
-                logger: quiet
-            )
-            let group = ServiceGroup(
-                configuration: ServiceGroupConfiguration(
-                    // Stopped last to first: the listener, the forwarder, the batch writers, the database.
-                    services: [.init(service: database), .init(service: batched)] + (forwarder.map { [ServiceGroupConfiguration.ServiceConfiguration(service: $0)] } ?? []) + [
-                        .init(service: application, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup),
-                    ],
-                    gracefulShutdownSignals: [.sigterm, .sigint], logger: quiet
-                )
-            )
-            let watch = await ServeShutdown.watch(inFlight, answering: receiver.deadline, linger: .seconds(3))
+            let watch = await ServeShutdown.watch(receiver.routes.inFlight, answering: receiver.routes.receiver.deadline, linger: .seconds(3))
             defer { watch.cancel() }
-            try await group.run()
+            try await receiver.run()
             printError("serve: stopped")
         }
-    }
-
-    static func respond(
-        to request: Request, channel: any Channel, path: String, receiver: NotificationReceiver, forwarder: NotificationForwarder?, metrics: ServeMetrics,
-        database: PostgresClient, logger: Logger, inFlight: RequestsInFlight, bodyTimeout: Duration
-    ) async -> Response {
-        switch (request.uri.path, request.method) {
-        case (path, .post):
-            let started = ContinuousClock.now
-            let admission = inFlight.admit()
-            defer { admission.leave() }
-            // A body refused before it all arrived is not read to its end: the connection's input
-            // is closed, so it ends after the answer instead of draining a client's slow drip.
-            let stopReading: @Sendable () -> Void = { channel.close(mode: .input, promise: nil) }
-            if let length = request.headers[.contentLength].flatMap(Int.init), length > NotificationReceiver.maximumBodyBytes {
-                stopReading()
-                return respond(await receiver.answer(body: nil), started: started, metrics: metrics, forwarder: forwarder, logger: logger)
-            }
-            let body: [UInt8]?
-            switch await Self.body(of: request, within: bodyTimeout, admission: admission, on: channel.eventLoop, stopReading: stopReading) {
-            case .read(let bytes): body = bytes
-            case .tooLarge:
-                stopReading()
-                body = nil
-            case .overloaded:
-                stopReading()
-                return respond(.overloaded, started: started, metrics: metrics, forwarder: forwarder, logger: logger)
-            case .cut:
-                // Nobody is left to answer: counted, not logged (an idle timeout, a client gone).
-                metrics.record(other: "body_cut")
-                return text(400, "bad request: the connection ended before the body did\n")
-            case .tooSlow:
-                metrics.record(other: "body_timeout")
-                logger.notice("answered 408: the body did not arrive within \(bodyTimeout)")
-                return text(408, "request timeout: the body did not arrive within \(bodyTimeout)\n")
-            }
-            // From here the request counts as answering (a graceful stop waits for it), if there is room.
-            guard admission.answering() else {
-                return respond(.overloaded, started: started, metrics: metrics, forwarder: forwarder, logger: logger)
-            }
-            return respond(await receiver.answer(body: body), started: started, metrics: metrics, forwarder: forwarder, logger: logger)
-        case (path, _):
-            metrics.record(other: "method_not_allowed")
-            var response = text(405, "method not allowed: POST only\n")
-            response.headers[.allow] = "POST"
-            return response
-        case ("/livez", .get):
-            // The process answers: no database call, so a database outage never restarts the pod.
-            metrics.record(other: "health")
-            return text(200, "ok\n")
-        case ("/healthz", .get):
-            metrics.record(other: "health")
-            do {
-                guard let applied = try await NotificationReceiver.within(.seconds(3), { try await Migrator().applied(database, logger: logger) }) else {
-                    return text(503, "the database is unavailable\n")
-                }
-                let expected = Migration.bundled.count
-                return applied.count >= expected
-                    ? text(200, "ok\n") : text(503, "the ledger needs migrations: \(applied.count) of \(expected) applied\n")
-            } catch {
-                return text(503, "the database is unavailable\n")
-            }
-        case ("/metrics", .get):
-            metrics.record(other: "metrics")
-            var forwards: DeliveryCounts?
-            if let target = forwarder?.redelivery.target {
-                let store = receiver.ingest.store
-                forwards = try? await NotificationReceiver.within(.seconds(3), { try await store.deliveryCounts(to: target.key) }) ?? nil
-            }
-            var response = text(200, metrics.text(forwards: forwards))
-            response.headers[.contentType] = "text/plain; version=0.0.4"
-            return response
-        default:
-            metrics.record(other: "not_found")
-            return text(404, "not found\n")
-        }
-    }
-
-    static func respond(
-        _ answer: NotificationReceiver.Answer, started: ContinuousClock.Instant, metrics: ServeMetrics, forwarder: NotificationForwarder?, logger: Logger
-    ) -> Response {
-        let elapsed = ContinuousClock.now - started
-        metrics.record(answer, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-        if answer.status != 200 { logger.notice("answered \(answer.status): \(answer.outcome)") }
-        if answer == .recorded { forwarder?.wake() }
-        var response = text(answer.status, answer.text)
-        if let seconds = answer.retryAfter { response.headers[.retryAfter] = String(seconds) }
-        return response
-    }
-
-    enum BodyRead: Sendable {
-        case read([UInt8])
-        case tooLarge
-        case tooSlow
-        /// The bodies being read hold all the bytes they may.
-        case overloaded
-        /// The connection ended before the body did (the client left, or the idle timeout).
-        case cut
-    }
-
-    /// The request's body, read within `limit` and counted against the bytes all bodies being
-    /// read may hold (`admission`): a client that sends a byte now and then keeps a connection
-    /// from being idle, not its request from ending. When the time is up, `stopReading` ends the
-    /// connection's input, which ends the read, and the connection closes after the answer
-    /// rather than waits for more. The time limit is a timer on the connection's event loop, not
-    /// a task racing the reader: two tasks and a sleep per request cost serve CPU under load.
-    static func body(
-        of request: Request, within limit: Duration, admission: RequestsInFlight.Admission, on eventLoop: any EventLoop,
-        stopReading: @escaping @Sendable () -> Void
-    ) async -> BodyRead {
-        final class Expiry: Sendable { let passed = Atomic(false) }
-        let expiry = Expiry()
-        let nanoseconds = limit.components.seconds * 1_000_000_000 + limit.components.attoseconds / 1_000_000_000
-        let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {
-            expiry.passed.store(true, ordering: .sequentiallyConsistent)
-            stopReading()
-        }
-        defer { timer.cancel() }
-        var collected = ByteBuffer()
-        do {
-            for try await part in request.body {
-                guard collected.readableBytes + part.readableBytes <= NotificationReceiver.maximumBodyBytes else { return .tooLarge }
-                guard admission.received(part.readableBytes) else { return .overloaded }
-                var part = part
-                collected.writeBuffer(&part)
-            }
-        } catch {
-            return expiry.passed.load(ordering: .sequentiallyConsistent) ? .tooSlow : .cut
-        }
-        // Input ended by the timer reads as the body's end: what arrived is not the whole body.
-        return expiry.passed.load(ordering: .sequentiallyConsistent) ? .tooSlow : .read(Array(collected.readableBytesView))
-    }
-
-    /// Hummingbird's basic context, and the connection: `serve` ends a slow body's input.
-    struct ServeRequestContext: RequestContext {
-        var coreContext: CoreRequestContextStorage
-        let channel: any Channel
-
-        init(source: ApplicationRequestContextSource) {
-            coreContext = CoreRequestContextStorage(source: source)
-            channel = source.channel
-        }
-    }
-
-    static func text(_ status: Int, _ body: String) -> Response {
-        Response(
-            status: HTTPResponse.Status(code: status), headers: [.contentType: "text/plain; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(string: body))
-        )
     }
 }

@@ -1,0 +1,93 @@
+import Decisions
+import Hummingbird
+import HummingbirdCore
+import Ledger
+import Logging
+import Reconciliation
+import ServiceLifecycle
+import SignedData
+import UnixSignals
+
+/// What `serve` is given: where it listens, and the bounds on what a client can make it hold.
+package struct ReceiverSettings: Sendable {
+    package var host = "127.0.0.1"
+    package var port = 8080
+    /// The path Apple POSTs to.
+    package var path = "/apple/notifications"
+    /// Open connections at most; past it, new ones wait in the kernel's backlog.
+    package var maximumConnections = 4_096
+    /// Notification POSTs being verified and recorded at once, at most.
+    package var maximumRequests = 512
+    /// Bytes the bodies still arriving may hold together.
+    package var maximumReadingBytes = 64 * 1024 * 1024
+    /// A connection that sends nothing for so long (or half a request's head) is closed.
+    package var idleTimeout: Duration = .seconds(30)
+    /// The time a client has to send a request's whole body.
+    package var bodyTimeout: Duration = .seconds(10)
+    /// Where each recorded notification is forwarded, and how.
+    package var forwardTo: DeliveryTarget?
+    package var forwardPolicy = DeliveryPolicy(rounds: 1)
+
+    package init() {}
+}
+
+/// `serve`'s Hummingbird application: its routes on one listener, with the parts it needs as
+/// the application's services (the database client, the batch writers, the forwarder). Hummingbird
+/// runs them in its service group, started before the listener and stopped after it, last to
+/// first: the listener stops accepting, the requests it holds are answered, the forwarder stops,
+/// the batch writers write what is queued, then the database client closes.
+package struct ReceiverApplication: Sendable {
+    package let application: Application<CallbackResponder<ReceiverRequestContext>>
+    package let routes: ReceiverRoutes
+
+    /// The receiver of `settings`, verifying with `verifier` and recording in the ledger at
+    /// `databaseURL`; `onListening` is told the port once the listener is bound.
+    package init(
+        _ settings: ReceiverSettings, verifier: SignedDataVerifier, databaseURL: DatabaseURL, logger: Logger,
+        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) {
+        let limits = BatchedIngest.Limits()
+        // A batch's statements end by the server's clock before a request's answer is due.
+        let database = LedgerDatabase.client(databaseURL, logger: logger, statementTimeout: limits.write)
+        let store = LedgerStore(client: database, logger: logger)
+        let forwarder = settings.forwardTo.map { NotificationForwarder(store: store, target: $0, policy: settings.forwardPolicy, logger: logger) }
+        let ingest = NotificationIngest(verifier: verifier, store: store, deliverTo: settings.forwardTo?.key)
+        let batched = BatchedIngest(ingest: ingest, limits: limits)
+        let routes = ReceiverRoutes(
+            path: settings.path, receiver: NotificationReceiver(ingest: ingest, batched: batched), forwarder: forwarder, metrics: ServeMetrics(),
+            database: database, logger: logger, inFlight: RequestsInFlight(maximum: settings.maximumRequests, readingBytes: settings.maximumReadingBytes),
+            bodyTimeout: settings.bodyTimeout
+        )
+        self.init(routes, batched: batched, settings: settings, logger: logger, onListening: onListening)
+    }
+
+    /// The application of `routes`, whose receiver's batch writers are `batched`.
+    package init(
+        _ routes: ReceiverRoutes, batched: BatchedIngest, settings: ReceiverSettings, logger: Logger,
+        onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) {
+        var quiet = logger
+        if quiet.logLevel > .warning { quiet.logLevel = .warning }
+        let responder = CallbackResponder<ReceiverRequestContext> { request, context in
+            await routes.respond(to: request, channel: context.channel)
+        }
+        let port = settings.port
+        self.routes = routes
+        self.application = Application(
+            responder: responder,
+            server: .http1(configuration: HTTP1Channel.Configuration(idleTimeout: .seconds(max(1, settings.idleTimeout.components.seconds)))),
+            configuration: ApplicationConfiguration(
+                address: .hostname(settings.host, port: port), serverName: "appstore-reconcile",
+                availableConnectionsDelegate: MaximumAvailableConnections(settings.maximumConnections)
+            ),
+            services: [routes.database, batched] + (routes.forwarder.map { [$0] } ?? []),
+            onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
+            logger: quiet
+        )
+    }
+
+    /// Runs until SIGTERM or SIGINT, then stops gracefully.
+    package func run() async throws {
+        try await application.runService(gracefulShutdownSignals: [.sigterm, .sigint])
+    }
+}

@@ -1,0 +1,174 @@
+import Decisions
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Ledger
+import Logging
+import NIOCore
+import PostgresNIO
+import Reconciliation
+import Synchronization
+
+/// What `serve` answers, by path and method: Apple's notification POSTs at `path` (read within
+/// `bodyTimeout` and the bounds of `inFlight`, then verified and recorded by `receiver`),
+/// `/livez`, `/healthz` and `/metrics`; 404 and 405 for anything else. Each answer is counted
+/// in `metrics`; a notification recorded wakes the forwarder.
+package struct ReceiverRoutes: Sendable {
+    package let path: String
+    package let receiver: NotificationReceiver
+    package let forwarder: NotificationForwarder?
+    package let metrics: ServeMetrics
+    /// For `/healthz`: the migrations applied.
+    package let database: PostgresClient
+    package let logger: Logger
+    package let inFlight: RequestsInFlight
+    package let bodyTimeout: Duration
+
+    package init(
+        path: String, receiver: NotificationReceiver, forwarder: NotificationForwarder?, metrics: ServeMetrics, database: PostgresClient, logger: Logger,
+        inFlight: RequestsInFlight, bodyTimeout: Duration
+    ) {
+        self.path = path
+        self.receiver = receiver
+        self.forwarder = forwarder
+        self.metrics = metrics
+        self.database = database
+        self.logger = logger
+        self.inFlight = inFlight
+        self.bodyTimeout = bodyTimeout
+    }
+
+    /// The answer to one request on `channel` (whose input a refused body's read closes).
+    package func respond(to request: Request, channel: any Channel) async -> Response {
+        switch (request.uri.path, request.method) {
+        case (path, .post):
+            let started = ContinuousClock.now
+            let admission = inFlight.admit()
+            defer { admission.leave() }
+            // A body refused before it all arrived is not read to its end: the connection's input
+            // is closed, so it ends after the answer instead of draining a client's slow drip.
+            let stopReading: @Sendable () -> Void = { channel.close(mode: .input, promise: nil) }
+            if let length = request.headers[.contentLength].flatMap(Int.init), length > NotificationReceiver.maximumBodyBytes {
+                stopReading()
+                return respond(await receiver.answer(body: nil), started: started)
+            }
+            let body: [UInt8]?
+            switch await Self.body(of: request, within: bodyTimeout, admission: admission, on: channel.eventLoop, stopReading: stopReading) {
+            case .read(let bytes): body = bytes
+            case .tooLarge:
+                stopReading()
+                body = nil
+            case .overloaded:
+                stopReading()
+                return respond(.overloaded, started: started)
+            case .cut:
+                // Nobody is left to answer: counted, not logged (an idle timeout, a client gone).
+                metrics.record(other: "body_cut")
+                return Self.text(400, "bad request: the connection ended before the body did\n")
+            case .tooSlow:
+                metrics.record(other: "body_timeout")
+                logger.notice("answered 408: the body did not arrive within \(bodyTimeout)")
+                return Self.text(408, "request timeout: the body did not arrive within \(bodyTimeout)\n")
+            }
+            // From here the request counts as answering (a graceful stop waits for it), if there is room.
+            guard admission.answering() else {
+                return respond(.overloaded, started: started)
+            }
+            return respond(await receiver.answer(body: body), started: started)
+        case (path, _):
+            metrics.record(other: "method_not_allowed")
+            var response = Self.text(405, "method not allowed: POST only\n")
+            response.headers[.allow] = "POST"
+            return response
+        case ("/livez", .get):
+            // The process answers: no database call, so a database outage never restarts the pod.
+            metrics.record(other: "health")
+            return Self.text(200, "ok\n")
+        case ("/healthz", .get):
+            metrics.record(other: "health")
+            do {
+                guard let applied = try await NotificationReceiver.within(.seconds(3), { try await Migrator().applied(database, logger: logger) }) else {
+                    return Self.text(503, "the database is unavailable\n")
+                }
+                let expected = Migration.bundled.count
+                return applied.count >= expected
+                    ? Self.text(200, "ok\n") : Self.text(503, "the ledger needs migrations: \(applied.count) of \(expected) applied\n")
+            } catch {
+                return Self.text(503, "the database is unavailable\n")
+            }
+        case ("/metrics", .get):
+            metrics.record(other: "metrics")
+            var forwards: DeliveryCounts?
+            if let target = forwarder?.redelivery.target {
+                let store = receiver.ingest.store
+                forwards = try? await NotificationReceiver.within(.seconds(3), { try await store.deliveryCounts(to: target.key) }) ?? nil
+            }
+            var response = Self.text(200, metrics.text(forwards: forwards))
+            response.headers[.contentType] = "text/plain; version=0.0.4"
+            return response
+        default:
+            metrics.record(other: "not_found")
+            return Self.text(404, "not found\n")
+        }
+    }
+
+    func respond(_ answer: NotificationReceiver.Answer, started: ContinuousClock.Instant) -> Response {
+        let elapsed = ContinuousClock.now - started
+        metrics.record(answer, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        if answer.status != 200 { logger.notice("answered \(answer.status): \(answer.outcome)") }
+        if answer == .recorded { forwarder?.wake() }
+        var response = Self.text(answer.status, answer.text)
+        if let seconds = answer.retryAfter { response.headers[.retryAfter] = String(seconds) }
+        return response
+    }
+
+    package enum BodyRead: Sendable {
+        case read([UInt8])
+        case tooLarge
+        case tooSlow
+        /// The bodies being read hold all the bytes they may.
+        case overloaded
+        /// The connection ended before the body did (the client left, or the idle timeout).
+        case cut
+    }
+
+    /// The request's body, read within `limit` and counted against the bytes all bodies being
+    /// read may hold (`admission`): a client that sends a byte now and then keeps a connection
+    /// from being idle, not its request from ending. When the time is up, `stopReading` ends the
+    /// connection's input, which ends the read, and the connection closes after the answer
+    /// rather than waits for more. The time limit is a timer on the connection's event loop, not
+    /// a task racing the reader: two tasks and a sleep per request cost serve CPU under load.
+    package static func body(
+        of request: Request, within limit: Duration, admission: RequestsInFlight.Admission, on eventLoop: any EventLoop,
+        stopReading: @escaping @Sendable () -> Void
+    ) async -> BodyRead {
+        final class Expiry: Sendable { let passed = Atomic(false) }
+        let expiry = Expiry()
+        let nanoseconds = limit.components.seconds * 1_000_000_000 + limit.components.attoseconds / 1_000_000_000
+        let timer = eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {
+            expiry.passed.store(true, ordering: .sequentiallyConsistent)
+            stopReading()
+        }
+        defer { timer.cancel() }
+        var collected = ByteBuffer()
+        do {
+            for try await part in request.body {
+                guard collected.readableBytes + part.readableBytes <= NotificationReceiver.maximumBodyBytes else { return .tooLarge }
+                guard admission.received(part.readableBytes) else { return .overloaded }
+                var part = part
+                collected.writeBuffer(&part)
+            }
+        } catch {
+            return expiry.passed.load(ordering: .sequentiallyConsistent) ? .tooSlow : .cut
+        }
+        // Input ended by the timer reads as the body's end: what arrived is not the whole body.
+        return expiry.passed.load(ordering: .sequentiallyConsistent) ? .tooSlow : .read(Array(collected.readableBytesView))
+    }
+
+    static func text(_ status: Int, _ body: String) -> Response {
+        Response(
+            status: HTTPResponse.Status(code: status), headers: [.contentType: "text/plain; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: body))
+        )
+    }
+}

@@ -1,0 +1,113 @@
+import AppStoreServerAPI
+import ArgumentParser
+import Decisions
+import Foundation
+import Ledger
+import Reconciliation
+
+/// The flags every recovering command shares (`run`, `nightly`).
+struct RecoveryRunOptions: ParsableArguments {
+    @Flag(help: "Fetch, verify and compare, write nothing, and report what a real run would apply.")
+    var dryRun = false
+
+    @Option(help: "Where to write report.html, report.md and report.json (default: ./appstore-reconcile-report-TIMESTAMP).")
+    var reportDir: String?
+
+    @Flag(help: "Ask Apple only for notifications it never delivered (fewer pages; cannot see ones delivered and then lost by the server).")
+    var onlyFailures = false
+
+    @Flag(help: "No live progress line.")
+    var noProgress = false
+
+    @Option(help: "How many times a request to Apple is tried before the run gives up with exit code 75.")
+    var retryAttempts = 6
+
+    @Option(
+        help: """
+            Apple enforces its rate limits per hour: while the waits Apple's 429s ask of a request (Retry-After) add up to no more \
+            than this many minutes, the run waits and goes on; beyond, it stops with exit code 75 and prints when to resume (what \
+            it committed stays).
+            """
+    )
+    var rateLimitWaitMinutes = 60.0
+
+    @Flag(help: "Stop after pass 1: do not repair Apple accounts from Apple's present state (pass 2).")
+    var skipRepair = false
+
+    @Option(help: "Accounts repaired at once in pass 2.")
+    var repairConcurrency = 8
+
+    @Option(
+        help: ArgumentHelp(
+            "Run as shard INDEX of COUNT workers (INDEX from 0), e.g. 2/4.",
+            discussion: "Pass 1 takes the INDEX-th of COUNT equal parts of the window, pass 2 the customers whose originalTransactionId hashes to INDEX, and each shard uses 1/COUNT of Apple's rate budget. Every shard waits for all shards' pass 1 before its pass 2. In a Kubernetes Indexed Job: --shard $(JOB_COMPLETION_INDEX)/COUNT.",
+            valueName: "INDEX/COUNT"
+        ),
+        transform: Shard.argument
+    )
+    var shard: Shard?
+
+    @Option(help: "How long a shard waits for the other shards' pass 1 before its pass 2, in seconds.")
+    var shardWait = 1800
+
+    @Option(help: "Multiplies Apple's documented per-endpoint request rates: below 1 leaves room for your live service's own calls to Apple; above 1 only if Apple raised your app's limits.")
+    var rateFactor = 1.0
+
+    @Flag(help: "Ignore the checkpoints of an unfinished earlier run of this window and start over.")
+    var fresh = false
+
+    @Option(help: "Write the run's metrics here in Prometheus text format when it ends, however it ends (atomically: for a node exporter's textfile collector).")
+    var metricsFile: String?
+
+    @Option(help: "Log lines as 'text' or 'json' (one object per line). Default: text on a terminal, json otherwise (APPSTORE_LOG_FORMAT).")
+    var logFormat: LogFormat?
+
+    @Option(
+        help: ArgumentHelp(
+            "POST every notification the run recovers to your own webhook handler, as Apple would have (APPSTORE_DELIVER_TO).",
+            discussion: "Each recovered notification's original body {\"signedPayload\":\"…\"} (Content-Type: application/json), in signedDate order, after both passes. A 2xx marks it delivered, never sent again; anything else (redirects are not followed) is retried in later rounds of the run and otherwise stays pending for the next run or `deliver --to URL` (exit code 3). Your handler must dedupe by notificationUUID, as it must for Apple. https, or plain http only to a loopback address; no user or password in the URL: give a credential with --deliver-header (logs and the report show only the URL's scheme and host). A notification refused 12 times is parked as failed (deliver --list, deliver --retry-failed). A dry run lists what it would deliver and sends nothing.",
+            valueName: "url"
+        )
+    )
+    var deliverTo: DeliveryURLArgument?
+
+    @Option(help: ArgumentHelp(DeliveryHeaderArgument.help, valueName: "'Name: value'"))
+    var deliverHeader: [DeliveryHeaderArgument] = []
+
+    /// Checked once for every command that takes these flags; `--deliver-to` (else
+    /// `APPSTORE_DELIVER_TO`) is left holding the target with its headers.
+    mutating func validate() throws {
+        guard rateLimitWaitMinutes >= 0 else { throw ValidationError("--rate-limit-wait-minutes must not be negative") }
+        guard rateFactor > 0, rateFactor <= 100 else { throw ValidationError("--rate-factor must be above 0 and at most 100") }
+        guard retryAttempts >= 1, repairConcurrency >= 1, shardWait >= 0 else {
+            throw ValidationError("--retry-attempts and --repair-concurrency must be at least 1, --shard-wait not negative")
+        }
+        try DeliveryOption.resolve(&deliverTo, headers: deliverHeader, urlOption: "--deliver-to", headerOption: "--deliver-header", variable: "APPSTORE_DELIVER_TO")
+    }
+}
+
+extension RecoveryRunOptions {
+    /// The request these flags describe.
+    func request(kind: RunKind, window: ReconciliationRun.WindowChoice) -> ReconciliationRun.Request {
+        ReconciliationRun.Request(
+            kind: kind, window: window, mode: dryRun ? .dryRun : .apply, onlyFailures: onlyFailures, repair: !skipRepair,
+            repairConcurrency: repairConcurrency, shard: shard ?? .whole, shardWait: .seconds(shardWait), fresh: fresh, metricsFile: metricsFile,
+            deliverTo: deliverTo?.target
+        )
+    }
+
+    /// Runs the request with the configuration's client, verifier and ledger, SIGTERM and
+    /// SIGINT stopping it gracefully; writes the report, prints the summary, and maps the
+    /// outcome to the exit code.
+    func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions) async throws {
+        let result = try await withReconciliationRun(
+            configuration.settings, label: request.kind.rawValue, progress: !noProgress,
+            adjust: {
+                $0.forRun(shard: request.shard, rateFactor: rateFactor, retryAttempts: retryAttempts, rateLimitWait: .seconds(rateLimitWaitMinutes * 60))
+            }
+        ) { run in
+            try await run.execute(request)
+        }
+        try conclude(result, reportDirectory: reportDir, summary: \.summaryLine)
+    }
+}

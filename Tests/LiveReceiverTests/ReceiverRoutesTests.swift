@@ -1,0 +1,94 @@
+import AppStoreSimulator
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Ledger
+import LiveReceiver
+import Logging
+import NIOCore
+import PostgresNIO
+import Reconciliation
+import SignedData
+import TestSupport
+import Testing
+
+/// `serve`'s routes, in process: the application `serve` runs (its routes and its services: the
+/// database client, the batch writers), driven by HummingbirdTesting without a socket, against a
+/// real ledger. The end-to-end tests of the binary (ServeCommandTests, ServeLimitsTests) cover
+/// the listener, the limits on connections and the signals.
+@Suite("serve's routes in process")
+struct ReceiverRoutesTests {
+    static func body(_ jws: String) -> ByteBuffer {
+        ByteBuffer(string: #"{"signedPayload":"\#(jws)"}"#)
+    }
+
+    /// Runs `test` against the application of a fresh ledger.
+    static func withApplication(
+        _ harness: RecoveryHarness, _ test: @escaping @Sendable (any TestClientProtocol, PostgresClient) async throws -> Void
+    ) async throws {
+        try await TestDatabase.withFreshLedger { ledger, url in
+            let logger = harness.logger
+            let database = LedgerDatabase.client(url, logger: logger)
+            let ingest = NotificationIngest(verifier: try harness.verifier(), store: LedgerStore(client: database, logger: logger))
+            let batched = BatchedIngest(ingest: ingest)
+            let routes = ReceiverRoutes(
+                path: "/apple/notifications", receiver: NotificationReceiver(ingest: ingest, batched: batched), forwarder: nil, metrics: ServeMetrics(),
+                database: database, logger: logger, inFlight: RequestsInFlight(maximum: 8, readingBytes: 1 << 20), bodyTimeout: .seconds(5)
+            )
+            let receiver = ReceiverApplication(routes, batched: batched, settings: ReceiverSettings(), logger: logger)
+            try await receiver.application.test(.router) { client in try await test(client, ledger) }
+        }
+    }
+
+    @Test func aGenuineNotificationIsAnswered200OnlyOnceItIsInTheLedgerAndItsRetryToo() async throws {
+        let harness = try RecoveryHarness(customers: 3, seed: 71)
+        let notification = try #require(harness.scenario.notifications.first)
+        let jws = try harness.api.signNotification(notification)
+        try await Self.withApplication(harness) { client, ledger in
+            let first = try await client.execute(uri: "/apple/notifications", method: .post, body: Self.body(jws))
+            #expect(first.status == .ok)
+            let uuid = try #require(UUID(uuidString: notification.uuid))
+            var count = 0
+            for try await value in try await ledger.query("SELECT count(*)::int FROM app_store.notifications WHERE notification_uuid = \(uuid)").decode(Int.self) {
+                count = value
+            }
+            #expect(count == 1)
+            let retry = try await client.execute(uri: "/apple/notifications", method: .post, body: Self.body(jws))
+            #expect(retry.status == .ok, "Apple's retry of a delivery that did arrive")
+        }
+    }
+
+    @Test func aForgedOrMalformedBodyIsAnswered400AndNeverApplied() async throws {
+        let harness = try RecoveryHarness(customers: 3, seed: 72)
+        let jws = try harness.api.signNotification(try #require(harness.scenario.notifications.first))
+        let parts = jws.split(separator: ".")
+        let forged = "\(parts[0]).\(parts[1].dropLast(4))AAAA.\(parts[2])"
+        try await Self.withApplication(harness) { client, ledger in
+            #expect(try await client.execute(uri: "/apple/notifications", method: .post, body: Self.body(forged)).status == .badRequest)
+            #expect(try await client.execute(uri: "/apple/notifications", method: .post, body: ByteBuffer(string: "not json")).status == .badRequest)
+            let tooLarge = ByteBuffer(repeating: UInt8(ascii: "a"), count: NotificationReceiver.maximumBodyBytes + 1)
+            #expect(try await client.execute(uri: "/apple/notifications", method: .post, body: tooLarge).status == .badRequest)
+            var applied = -1
+            for try await value in try await ledger.query("SELECT count(*)::int FROM app_store.notifications").decode(Int.self) { applied = value }
+            #expect(applied == 0)
+            var kept = -1
+            for try await value in try await ledger.query("SELECT count(*)::int FROM app_store.rejected_payloads").decode(Int.self) { kept = value }
+            #expect(kept == 1, "the forged payload is kept for the operator")
+        }
+    }
+
+    @Test func theProbesAndTheMetricsAnswerAndAnythingElseIs404Or405() async throws {
+        let harness = try RecoveryHarness(customers: 1, seed: 73)
+        try await Self.withApplication(harness) { client, _ in
+            #expect(try await client.execute(uri: "/livez", method: .get).status == .ok)
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok, "every migration applied")
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            #expect(metrics.status == .ok)
+            #expect(String(buffer: metrics.body).contains("# TYPE appstore_reconcile_serve_requests_total counter"))
+            #expect(try await client.execute(uri: "/elsewhere", method: .get).status == .notFound)
+            let wrongMethod = try await client.execute(uri: "/apple/notifications", method: .get)
+            #expect(wrongMethod.status == .methodNotAllowed)
+            #expect(wrongMethod.headers[.allow] == "POST")
+        }
+    }
+}
