@@ -51,6 +51,8 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The kinds of failure the libraries' errors carry and the command line maps to exit statuses.
+        .target(name: "FailureKind", swiftSettings: strictSettings),
         // What the App Store Server API's requests and answers hold, as values: no HTTP client
         // (re-exported by AppStoreServerAPI).
         .target(
@@ -62,7 +64,7 @@ let package = Package(
         .target(
             name: "AppStoreServerAPI",
             dependencies: [
-                "SignedData", "AppStoreServerModel",
+                "SignedData", "AppStoreServerModel", "FailureKind",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -81,7 +83,7 @@ let package = Package(
         .target(
             name: "Ledger",
             dependencies: [
-                "LedgerModel",
+                "LedgerModel", "FailureKind",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
@@ -96,7 +98,7 @@ let package = Package(
         .target(
             name: "Decisions",
             dependencies: [
-                "SignedData", "AppStoreServerModel", "LedgerModel",
+                "SignedData", "AppStoreServerModel", "LedgerModel", "FailureKind",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
@@ -105,7 +107,7 @@ let package = Package(
         .target(
             name: "Reconciliation",
             dependencies: [
-                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions",
+                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "FailureKind",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -162,7 +164,7 @@ let package = Package(
         .target(
             name: "ReconcileCLI",
             dependencies: [
-                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "Reconciliation", "LiveReceiver",
+                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "Reconciliation", "LiveReceiver", "FailureKind",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 // Only to run the ledger's PostgresClient as a service of the ServiceGroup.
@@ -242,7 +244,7 @@ let package = Package(
         .testTarget(
             name: "AppStoreReconcileTests",
             dependencies: [
-                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Decisions", "Reconciliation", "ReconcileCLI",
+                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Decisions", "Reconciliation", "ReconcileCLI", "FailureKind",
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"), .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

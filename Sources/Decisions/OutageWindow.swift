@@ -1,3 +1,4 @@
+import FailureKind
 import Foundation
 import SignedData
 
@@ -57,4 +58,8 @@ package struct OutageWindow: Hashable, Sendable {
 package struct WindowError: Error, Hashable, Sendable, CustomStringConvertible {
     package var description: String
     init(_ description: String) { self.description = description }
+}
+
+extension WindowError: KindedFailure {
+    package var failureKind: FailureKind { .usage }
 }

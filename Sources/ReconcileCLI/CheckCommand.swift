@@ -42,7 +42,7 @@ struct CheckCommand: AsyncParsableCommand {
 
             var client: AppStoreServerAPIClient?
             do {
-                let configuration = try settings.apiConfiguration(warn: printError)
+                let configuration = try settings.apiConfiguration(warn: { printError($0, level: .warning) })
                 report(true, "private key \(configuration.credentials.keyId) loads; API at \(configuration.baseURL)")
                 client = AppStoreServerAPIClient(configuration: configuration, logger: logger)
             } catch {
@@ -85,7 +85,7 @@ struct CheckCommand: AsyncParsableCommand {
             }
 
             if failures > 0 {
-                printError("\(failures) check(s) failed")
+                printError("\(failures) check(s) failed", level: .error)
                 throw ExitCode(ExitStatus.configuration)
             }
         }

@@ -64,7 +64,7 @@ struct DetectOutageCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withExitStatus {
-            let configuration = try options.settings.apiConfiguration(warn: printError)
+            let configuration = try options.settings.apiConfiguration(warn: { printError($0, level: .warning) })
             let client = AppStoreServerAPIClient(configuration: configuration, logger: Logger(label: "appstore-reconcile.detect-outage"))
             let now = Date()
             let since = try OutageDetection.parseDuration(since).map { now.addingTimeInterval(-$0) } ?? OutageWindow.parseTime(since)
@@ -96,7 +96,7 @@ struct DetectOutageCommand: AsyncParsableCommand {
                     to: directory
                 )
             } catch {
-                printError("warning: the reports were not written to \(directory): \(error); the outages above are complete")
+                printError("warning: the reports were not written to \(directory): \(error); the outages above are complete", level: .warning)
                 return
             }
             printError("Reports: \(directory)/report.html (chart), report.md, report.json")

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FailureKind
 
 /// Exit codes are part of the interface: cron, systemd and Kubernetes act on them.
 enum ExitStatus {
@@ -33,4 +34,17 @@ enum ExitStatus {
         75 temporary failure (Apple or the database unavailable, or another run in progress: try again later); \
         78 configuration error; 130 stopped by SIGTERM or SIGINT after committing the batch in hand (run again to finish).
         """
+
+    /// The exit status of a failure of `kind`: the one table every command's failures go through
+    /// (`withExitStatus`).
+    static func of(_ kind: FailureKind) -> Int32 {
+        switch kind {
+        case .usage: usage
+        case .configuration: configuration
+        case .rejected: payloadRejected
+        case .temporary: temporaryFailure
+        case .interrupted: interrupted
+        case .unexpected: failure
+        }
+    }
 }

@@ -1,24 +1,63 @@
-import AppStoreServerAPI
 import ArgumentParser
-import Decisions
+import FailureKind
 import Foundation
 import Ledger
-import Reconciliation
+import Logging
 
 /// Writes a message for the operator to standard error: the line itself with text logs, or a
-/// JSON object (level from its prefix) with JSON logs, so that a log shipper reads every line.
-func printError(_ line: String) {
+/// JSON object at `level` with JSON logs, so that a log shipper reads every line.
+func printError(_ line: String, level: Logger.Level = .notice) {
     guard LoggingSetup.format == .json else {
         FileHandle.standardError.write(Data((line + "\n").utf8))
         return
     }
-    let level = line.hasPrefix("warning") ? "warning" : line.hasPrefix("error") || line.contains(" error: ") || line.hasPrefix("configuration error") || line.hasPrefix("database error") ? "error" : "notice"
-    JSONLineLogHandler.write(level: level, label: "appstore-reconcile", message: line, metadata: [:])
+    JSONLineLogHandler.write(level: level.rawValue, label: "appstore-reconcile", message: line, metadata: [:])
+}
+
+/// A failure as the operator reads it: its kind (which decides the exit status) and one line.
+/// This is the one place that words the failures every command shares. Messages never include
+/// secrets: configuration errors name the setting, database errors the server's message, not
+/// the URL's password.
+struct FailureReport: Sendable, Hashable {
+    var kind: FailureKind
+    var line: String
+
+    init(kind: FailureKind, line: String) {
+        self.kind = kind
+        self.line = line
+    }
+
+    init(_ error: any Error) {
+        switch error {
+        case let failure as any KindedFailure:
+            self.init(kind: failure.failureKind, description: failure.description, advice: failure.advice)
+        case is CancellationError:
+            self.init(kind: .temporary, line: "interrupted")
+        default:
+            if let failure = LedgerFailure(error) {
+                self.init(failure)
+            } else {
+                self.init(kind: .unexpected, description: "\(error)", advice: nil)
+            }
+        }
+    }
+
+    init(kind: FailureKind, description: String, advice: String?) {
+        let prefix =
+            switch kind {
+            case .configuration: "configuration error"
+            case .interrupted: "interrupted"
+            case .rejected: "rejected"
+            case .usage, .temporary, .unexpected: "error"
+            }
+        self.init(kind: kind, line: "\(prefix): \(description)" + (advice.map { ". \($0)" } ?? ""))
+    }
+
+    var level: Logger.Level { kind == .interrupted ? .notice : .error }
 }
 
 /// Runs a command's body and turns the failures every command shares into a clear one-line
-/// message and the documented exit code. Messages never include secrets: configuration errors
-/// name the setting, database errors the server's message, not the URL's password.
+/// message (`FailureReport`) and the documented exit code (`ExitStatus.of`).
 package func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ body: () async throws -> Void) async throws {
     LoggingSetup.bootstrap(logFormat, job: job)
     disableCoreDumps()
@@ -26,65 +65,10 @@ package func withExitStatus(logFormat: LogFormat? = nil, job: Bool = false, _ bo
         try await body()
     } catch let exit as ExitCode {
         throw exit
-    } catch let error as ConfigurationError {
-        printError("configuration error: \(error)")
-        throw ExitCode(ExitStatus.configuration)
-    } catch let error as WindowError {
-        printError("error: \(error.description)")
-        throw ExitCode(ExitStatus.usage)
-    } catch let error as NotATransactionId {
-        printError("error: --transaction-id \(error.description)")
-        throw ExitCode(ExitStatus.usage)
-    } catch let error as MigrationRefused {
-        printError("error: \(error)")
-        throw ExitCode(ExitStatus.failure)
-    } catch let error as RunStopped {
-        // `deliver` and `ingest`, which return no run result (`conclude` words a run's stop).
-        printError("interrupted: \(error). Run the same command again to finish: nothing committed is lost or written twice.")
-        throw ExitCode(ExitStatus.interrupted)
-    } catch let error as RunLockLost {
-        printError("error: \(error). Everything committed stays; run again when the database is back.")
-        throw ExitCode(ExitStatus.temporaryFailure)
-    } catch let error as DeliveryInProgress {
-        printError("error: \(error). Try again after it.")
-        throw ExitCode(ExitStatus.temporaryFailure)
-    } catch let error as RunInProgress {
-        printError("error: \(error). It stops by itself; try again after it.")
-        throw ExitCode(ExitStatus.temporaryFailure)
-    } catch let error as AppStoreAPIError {
-        printError("error: \(error)")
-        throw ExitCode(error.isCredentialsProblem ? ExitStatus.configuration : ExitStatus.failure)
-    } catch let error as RateLimitedUntil {
-        printError(
-            "error: \(error). Nothing applied was lost (each page is committed); run the same command again after "
-                + "\(error.resumeAt.formatted(.iso8601)) to resume."
-        )
-        throw ExitCode(ExitStatus.temporaryFailure)
-    } catch let error as RetriesExhausted {
-        printError("error: Apple's API is unavailable: \(error). Nothing applied was lost (each page is committed); run again later.")
-        throw ExitCode(ExitStatus.temporaryFailure)
-    } catch let error as AppStoreTransportError {
-        printError("error: \(error)")
-        throw ExitCode(error.isRetryable ? ExitStatus.temporaryFailure : ExitStatus.failure)
-    } catch is CancellationError {
-        printError("interrupted")
-        throw ExitCode(ExitStatus.temporaryFailure)
-    } catch let error {
-        guard let failure = LedgerFailure(error) else {
-            printError("error: \(error)")
-            throw ExitCode(ExitStatus.failure)
-        }
-        switch failure.kind {
-        case .schemaMissing:
-            printError("configuration error: the ledger schema is missing in this database: run `appstore-reconcile migrate` first (\(failure))")
-            throw ExitCode(ExitStatus.configuration)
-        case .credentialsRefused:
-            printError("configuration error: the database refused the credentials in DATABASE_URL (\(failure))")
-            throw ExitCode(ExitStatus.configuration)
-        case .temporary, .refusedInput, .other:
-            printError("database error: \(failure). Everything committed stays; run again when the database is back.")
-            throw ExitCode(failure.kind == .temporary ? ExitStatus.temporaryFailure : ExitStatus.failure)
-        }
+    } catch {
+        let report = FailureReport(error)
+        printError(report.line, level: report.level)
+        throw ExitCode(ExitStatus.of(report.kind))
     }
 }
 

@@ -34,7 +34,7 @@ struct IngestCommand: AsyncParsableCommand {
             do {
                 data = input == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: input))
             } catch {
-                printError("error: cannot read \(input): \(error.localizedDescription)")
+                printError("error: cannot read \(input): \(error.localizedDescription)", level: .error)
                 throw ExitCode(ExitStatus.noInput)
             }
             let jws: String

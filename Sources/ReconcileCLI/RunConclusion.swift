@@ -1,5 +1,6 @@
 import ArgumentParser
 import Ledger
+import Logging
 import Reconciliation
 
 extension ExitStatus {
@@ -21,7 +22,8 @@ extension ExitStatus {
 func conclude(_ result: RunResult, reportDirectory: String?, summary: (RecoveryReport) -> String) throws {
     let status = ExitStatus.of(result.outcome)
     if result.ending == .stopped {
-        printError("interrupted: stopped on request after committing the batch in hand. Run the same command again to finish: nothing committed is lost or written twice.")
+        let stopped = FailureReport(RunStopped())
+        printError(stopped.line, level: stopped.level)
         throw ExitCode(status)
     }
     let report = RecoveryReport(result)
@@ -38,7 +40,7 @@ func conclude(_ result: RunResult, reportDirectory: String?, summary: (RecoveryR
         }
         if result.passTwo != nil || problems.customersFailed > 0 { parts.append("\(problems.customersFailed) account(s) Apple could not answer for") }
         if problems.undelivered > 0 { parts.append("\(problems.undelivered) notification(s) not delivered to your handler (pending)") }
-        printError("finished with problems: \(parts.joined(separator: ", ")): see the report")
+        printError("finished with problems: \(parts.joined(separator: ", ")): see the report", level: .warning)
     }
     if status != ExitStatus.success { throw ExitCode(status) }
 }

@@ -1,8 +1,17 @@
 import Decisions
 import Foundation
+import Logging
 import Reconciliation
 
 extension ReconciliationRun.Event {
+    /// How much it matters to the operator (a JSON log line's level).
+    var level: Logger.Level {
+        switch self {
+        case .shardWaitExpired, .redeliveryBusy, .metricsNotWritten: .warning
+        default: .notice
+        }
+    }
+
     /// The line the operator reads.
     var message: String {
         switch self {

@@ -13,7 +13,7 @@ func withReconciliationRun<Result: Sendable>(
     _ body: @escaping @Sendable (ReconciliationRun) async throws -> Result
 ) async throws -> Result {
     let verifier = try SignedDataVerifier(try settings.verifierConfiguration())
-    let apiConfiguration = adjust(try settings.apiConfiguration(warn: printError))
+    let apiConfiguration = adjust(try settings.apiConfiguration(warn: { printError($0, level: .warning) }))
     let databaseURL = try settings.databaseURL()
     let logger = Logger(label: "appstore-reconcile.\(label)")
     let client = AppStoreServerAPIClient(configuration: apiConfiguration, logger: logger)
@@ -22,7 +22,7 @@ func withReconciliationRun<Result: Sendable>(
         try await body(
             ReconciliationRun(
                 client: client, verifier: verifier, store: store, databaseURL: databaseURL, logger: logger, progress: progressLine, stop: stop,
-                events: { printError($0.message) }
+                events: { printError($0.message, level: $0.level) }
             )
         )
     }

@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import ArgumentParser
 import Foundation
+import Logging
 import Reconciliation
 import SignedData
 
@@ -46,7 +47,7 @@ struct VerifyCommand: AsyncParsableCommand {
             do {
                 text = try readInput()
             } catch {
-                printError("error: cannot read \(input == "-" ? "standard input" : input): \(error.localizedDescription)")
+                printError("error: cannot read \(input == "-" ? "standard input" : input): \(error.localizedDescription)", level: .error)
                 throw ExitCode(ExitStatus.noInput)
             }
             let jws: String

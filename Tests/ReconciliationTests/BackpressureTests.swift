@@ -101,19 +101,27 @@ struct BackpressureTests {
         let limits = Self.queueOfTwenty()
         try await TestDatabase.withFreshLedger { client, _ in
             // The chain verified once before, so that the 60 verifications are a signature check
-            // each: under the whole suite the test pool's two threads are shared with CPU-heavy
-            // tests, and once all 60 were answered 503 at the deadline (the message says how many).
+            // each. The deadline is long (20 s) so that, under the whole suite on two cores, all 60
+            // reach the queue before the first 20 are given up; the queue's bound is checked the
+            // moment the 40th refusal is seen, not after a time.
             let verifier = try harness.verifier()
             _ = await verifier.verifyNotification(signed[0])
             let ingest = NotificationIngest(verifier: verifier, store: LedgerStore(client: client, logger: harness.logger))
             let batched = BatchedIngest(ingest: ingest, limits: limits)  // not run: no writer
-            let receiver = NotificationReceiver(ingest: ingest, batched: batched, deadline: .seconds(8))
-            let answers = await withTaskGroup(of: NotificationReceiver.Answer.self) { requests in
+            let receiver = NotificationReceiver(ingest: ingest, batched: batched, deadline: .seconds(20))
+            let (answers, queuedAtTheFortiethRefusal) = await withTaskGroup(of: NotificationReceiver.Answer.self) { requests in
                 for jws in signed { requests.addTask { await receiver.answer(body: Self.body(jws)) } }
-                return await requests.reduce(into: []) { $0.append($1) }
+                var answers: [NotificationReceiver.Answer] = []
+                var queued: Int?
+                for await answer in requests {
+                    answers.append(answer)
+                    if queued == nil, answers.filter({ $0 == .overloaded }).count == 40 { queued = batched.queued.notifications }
+                }
+                return (answers, queued)
             }
             let unavailable = answers.filter { if case .unavailable = $0 { true } else { false } }.count
             #expect(answers.filter { $0 == .overloaded }.count == 40, "\(unavailable) answered 503 at the deadline")
+            #expect(queuedAtTheFortiethRefusal == 20, "the queue held its bound while the others were refused")
             #expect(answers.filter { $0.retryAfter == 5 }.count == 40, "Retry-After on each refusal")
             #expect(unavailable == 20)
             #expect(batched.queued.notifications == 0 && batched.queued.bytes == 0, "the timed-out left the queue")
