@@ -623,12 +623,10 @@ package struct LedgerStore: Sendable {
     }
 
     // "Recovered" below: a notification from history (`source = 'history'`), or of the refund flow
-    // however it was recorded (`refundFlowTypes`), of this environment, signed in the window or recorded since the run `runId` started, and recorded after its
+    // however it was recorded (`NotificationRecord.refundFlowTypes`), of this environment, signed in the window or recorded since the run `runId` started, and recorded after its
     // account was last verified: what a run (or an earlier run of the window that died before its
     // pass 2, or whose pass 2 could not check the account) recovered and pass 2 has not checked.
 
-    /// The refund flow's types (`NotificationRecord.refundFlowTypes`), which the SQL below selects.
-    package static let refundFlowTypes = NotificationRecord.refundFlowTypes
 
     /// Notification types whose recovery calls for the account's transaction history, not only
     /// its subscription statuses: refunds and their flow, Family Sharing revocations, one-time purchases.
@@ -656,7 +654,7 @@ package struct LedgerStore: Sendable {
             LEFT JOIN app_store.account_members m ON m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
             LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
             WHERE n.original_transaction_id = ANY(\(customers)) AND n.environment = \(environment)
-                AND (n.source = 'history' OR n.notification_type = ANY(\(Self.refundFlowTypes)))
+                AND (n.source = 'history' OR n.notification_type = ANY(\(NotificationRecord.refundFlowTypes)))
                 AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
                     OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
                 AND \(unescaped: Self.notCheckedSince)
@@ -681,7 +679,7 @@ package struct LedgerStore: Sendable {
             LEFT JOIN app_store.account_members m ON m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
             LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
             WHERE n.original_transaction_id > \(cursor ?? "") AND n.environment = \(environment)
-                AND (n.source = 'history' OR n.notification_type = ANY(\(Self.refundFlowTypes)))
+                AND (n.source = 'history' OR n.notification_type = ANY(\(NotificationRecord.refundFlowTypes)))
                 AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
                     OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
                 AND \(unescaped: Self.notCheckedSince)

@@ -25,8 +25,8 @@ package enum GapRules {
     ]
 
     /// The reasons of the rules that select `view` at `now`.
-    package static func evaluate(_ view: CustomerLedgerView, now: Date, rules: [any GapRule] = all) -> [GapReason] {
-        rules.filter { $0.selects(view, now: now) }.map(\.reason)
+    package static func evaluate(_ view: CustomerLedgerView, now: Date) -> [GapReason] {
+        all.filter { $0.selects(view, now: now) }.map(\.reason)
     }
 
     /// How long after an expiry a renewal may still legitimately be on its way.
