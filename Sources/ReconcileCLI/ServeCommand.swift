@@ -54,7 +54,7 @@ struct ServeCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: ArgumentHelp("Where to listen.", valueName: "host:port"), transform: ListenAddress.argument)
+    @Option(help: ArgumentHelp("Where to listen (default: 127.0.0.1:8080).", valueName: "host:port"), transform: ListenAddress.argument)
     var listen = ListenAddress(host: "127.0.0.1", port: 8080)
 
     @Option(help: "The path Apple POSTs to.")
