@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Clocks
 @_exported import AppStoreServerModel
 import Foundation
 import Logging
@@ -19,11 +20,15 @@ public struct AppStoreServerAPIConfiguration: Sendable {
     public var requestTimeout: Duration
     /// Larger answers are refused (Apple's pages are 20 items).
     public var maximumResponseBytes: Int
+    /// What the rate limiters, the retry budget and the waits between attempts keep time by: the
+    /// continuous clock, or a test's own.
+    public var clock: AnyClock<Duration>
 
     public init(
         credentials: APICredentials, environment: AppStoreEnvironment, baseURL: APIBaseURL? = nil,
         requestsPerSecond: [Endpoint: Double] = [:], retryPolicy: RetryPolicy = RetryPolicy(),
-        requestTimeout: Duration = .seconds(30), maximumResponseBytes: Int = 16 * 1024 * 1024
+        requestTimeout: Duration = .seconds(30), maximumResponseBytes: Int = 16 * 1024 * 1024,
+        clock: AnyClock<Duration> = AnyClock(ContinuousClock())
     ) {
         self.credentials = credentials
         self.environment = environment
@@ -37,6 +42,7 @@ public struct AppStoreServerAPIConfiguration: Sendable {
         self.retryPolicy = retryPolicy
         self.requestTimeout = requestTimeout
         self.maximumResponseBytes = maximumResponseBytes
+        self.clock = clock
     }
 }
 
@@ -73,7 +79,7 @@ public final class AppStoreServerAPIClient: Sendable {
         self.httpClient = httpClient
         self.tokens = BearerTokenIssuer(credentials: configuration.credentials)
         self.limiters = Dictionary(
-            uniqueKeysWithValues: Endpoint.allCases.map { ($0, RateLimiter(requestsPerSecond: configuration.requestsPerSecond[$0]!)) }
+            uniqueKeysWithValues: Endpoint.allCases.map { ($0, RateLimiter(requestsPerSecond: configuration.requestsPerSecond[$0]!, clock: configuration.clock)) }
         )
         self.logger = logger
     }
@@ -85,7 +91,10 @@ public final class AppStoreServerAPIClient: Sendable {
     /// Get Notification History for one query, page by page, with the identical body each time.
     /// - Parameter paginationToken: resume after a page already processed (a checkpoint).
     public func notificationHistory(_ request: NotificationHistoryRequest, resumingAfter paginationToken: String? = nil) -> NotificationHistoryPages {
-        NotificationHistoryPages(client: self, request: request, firstToken: paginationToken)
+        NotificationHistoryPages(firstCursor: paginationToken, endpoint: .notificationHistory, cursorName: "paginationToken") { token in
+            let response = try await self.notificationHistoryPage(request, paginationToken: token)
+            return (NotificationHistoryPage(response: response, requestedWith: token), response.hasMore, response.paginationToken)
+        }
     }
 
     /// One page of Get Notification History.
@@ -103,7 +112,10 @@ public final class AppStoreServerAPIClient: Sendable {
     /// Get Transaction History v2 for a customer (any of their transaction IDs), page by page.
     /// - Parameter revision: start from a stored revision (only changes since) or nil (everything).
     public func transactionHistory(transactionId: String, query: TransactionHistoryQuery = TransactionHistoryQuery(), startingAt revision: String? = nil) -> TransactionHistoryPages {
-        TransactionHistoryPages(client: self, transactionId: transactionId, query: query, firstRevision: revision)
+        TransactionHistoryPages(firstCursor: revision, endpoint: .transactionHistory, cursorName: "revision") { revision in
+            let page = try await self.transactionHistoryPage(transactionId: transactionId, query: query, revision: revision)
+            return (page, page.hasMore, page.revision)
+        }
     }
 
     /// One page of Get Transaction History v2.
@@ -147,15 +159,16 @@ public final class AppStoreServerAPIClient: Sendable {
         _ endpoint: Endpoint, method: HTTPMethod, path: String, query: [(String, String)], body: [UInt8]?, decoding type: Value.Type
     ) async throws -> Value {
         let policy = configuration.retryPolicy
+        let clock = configuration.clock
         // The retry budget counts from the first attempt's departure, not from the queue before
         // it: a request that waited out another's 429 (up to an hour) starts with its whole budget.
-        var started: ContinuousClock.Instant?
+        var started: AnyClock<Duration>.Instant?
         var attempt = 0
         var rateLimitWaited = Duration.zero
         while true {
             attempt += 1
             try await limiters[endpoint]!.acquire()
-            if started == nil { started = ContinuousClock.now }
+            if started == nil { started = clock.now }
             let failure: any Error
             var wait: Duration?
             do {
@@ -185,15 +198,15 @@ public final class AppStoreServerAPIClient: Sendable {
             // A 429 whose Retry-After lies beyond what is left of the retry budget: Apple limits
             // per hour. Within the bound, wait for it and go on with a fresh budget; beyond it,
             // stop and say when to resume (what was committed stays).
-            if let wait, ContinuousClock.now - started! + wait >= policy.maximumTotal {
+            if let wait, started!.duration(to: clock.now) + wait >= policy.maximumTotal {
                 guard case .wait = policy.rateLimited(retryAfter: wait, waited: rateLimitWaited) else {
                     throw RateLimitedUntil(endpoint: endpoint, resumeAt: Date().addingTimeInterval(Double(wait / .milliseconds(1)) / 1000), bound: policy.maximumRateLimitWait)
                 }
                 rateLimitWaited += wait
                 attempt = 0
-                started = ContinuousClock.now + wait
+                started = clock.now.advanced(by: wait)
             }
-            let elapsed = ContinuousClock.now - started!
+            let elapsed = started!.duration(to: clock.now)
             guard attempt < policy.maximumAttempts, elapsed + pause < policy.maximumTotal else {
                 throw RetriesExhausted(attempts: attempt, lastError: failure)
             }
@@ -205,8 +218,8 @@ public final class AppStoreServerAPIClient: Sendable {
                 "retrying",
                 metadata: ["endpoint": "\(endpoint.name)", "attempt": "\(attempt)", "after": "\(pause)", "error": "\(failure)"]
             )
-            if wait != nil { limiters[endpoint]!.pause(until: ContinuousClock.now + pause) }
-            try await Task.sleep(for: pause)
+            if wait != nil { limiters[endpoint]!.pause(for: pause) }
+            try await clock.sleep(for: pause)
         }
     }
 

@@ -1,3 +1,4 @@
+import Clocks
 import Synchronization
 
 /// Spaces the requests to one endpoint evenly at a fixed rate, for every task of the process
@@ -8,46 +9,57 @@ import Synchronization
 /// holds back every caller, including those that reserved a slot before the 429 arrived: a
 /// caller looks again when it wakes, and while a pause covers the present it waits for the end
 /// of the pause and takes a fresh slot after it.
+///
+/// It keeps time by the clock it is given: the continuous clock in a run, a test's own clock in
+/// tests (`ClientUnitTests`), so that its pacing and pauses are checked without waiting.
 public final class RateLimiter: Sendable {
+    public typealias Instant = AnyClock<Duration>.Instant
     public let requestsPerSecond: Double
     private let interval: Duration
+    private let clock: AnyClock<Duration>
     private let schedule = Mutex(Schedule())
 
     private struct Schedule {
         /// The first instant not yet reserved.
-        var nextSlot: ContinuousClock.Instant?
+        var nextSlot: Instant?
         /// No request may leave before this (the latest `Retry-After`).
-        var pausedUntil: ContinuousClock.Instant?
+        var pausedUntil: Instant?
     }
 
-    public init(requestsPerSecond: Double) {
+    public init(requestsPerSecond: Double, clock: AnyClock<Duration> = AnyClock(ContinuousClock())) {
         precondition(requestsPerSecond > 0, "a rate limit must be positive")
         self.requestsPerSecond = requestsPerSecond
+        self.clock = clock
         self.interval = .nanoseconds(Int64(1_000_000_000 / requestsPerSecond))
     }
 
     /// Waits for this caller's slot, and past every pause that covers it.
     public func acquire() async throws {
         while true {
-            let now = ContinuousClock.now
+            let now = clock.now
             let slot = schedule.withLock { schedule in
                 let slot = max(now, schedule.nextSlot ?? now, schedule.pausedUntil ?? now)
-                schedule.nextSlot = slot + interval
+                schedule.nextSlot = slot.advanced(by: interval)
                 return slot
             }
-            if slot > now { try await Task.sleep(until: slot, clock: .continuous) }
+            if slot > now { try await clock.sleep(until: slot, tolerance: nil) }
             // A 429 answered while this caller slept may have paused the endpoint past its slot.
             let pausedUntil = schedule.withLock { $0.pausedUntil }
-            guard let pausedUntil, pausedUntil > ContinuousClock.now else { return }
+            guard let pausedUntil, pausedUntil > clock.now else { return }
         }
     }
 
     /// Holds every caller back until `instant` (Apple's `Retry-After`), those already waiting
     /// for a slot included.
-    public func pause(until instant: ContinuousClock.Instant) {
+    public func pause(until instant: Instant) {
         schedule.withLock { schedule in
             schedule.pausedUntil = max(schedule.pausedUntil ?? instant, instant)
             schedule.nextSlot = max(schedule.nextSlot ?? instant, instant)
         }
+    }
+
+    /// Holds every caller back for `duration` from now on the limiter's clock.
+    public func pause(for duration: Duration) {
+        pause(until: clock.now.advanced(by: duration))
     }
 }

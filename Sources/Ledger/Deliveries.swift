@@ -68,12 +68,15 @@ extension LedgerStore {
         "d.last_attempt_at + least(interval '1 second' * power(2, least(greatest(d.attempts - 1, 0), 20)), interval '1 hour')"
 
     /// How long until the next delivery to `target` is due (zero: one is due now); nil when
-    /// nothing is left to send.
+    /// nothing is left to send. (`greatest` skips a NULL: over no row it gave 0, "due now", and
+    /// serve's forwarder looked again every 100 ms with nothing to send; the NULL is kept apart.)
     package func nextDeliveryDue(to target: String) async throws -> Duration? {
         let rows = try await client.query(
             """
-            SELECT greatest(0, extract(epoch FROM min(coalesce(\(unescaped: Self.deliveryDueAt), now())) - now()))::float8
-            FROM app_store.deliveries d WHERE target = \(target) AND delivered_at IS NULL AND failed_at IS NULL
+            SELECT greatest(0, seconds) FROM (
+                SELECT extract(epoch FROM min(coalesce(\(unescaped: Self.deliveryDueAt), now())) - now())::float8 AS seconds
+                FROM app_store.deliveries d WHERE target = \(target) AND delivered_at IS NULL AND failed_at IS NULL
+            ) next WHERE seconds IS NOT NULL
             """,
             logger: logger
         )

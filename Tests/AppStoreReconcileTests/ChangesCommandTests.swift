@@ -131,12 +131,15 @@ extension ChangesCommandTests {
                 try await Task.sleep(for: .milliseconds(150))
             }
             _ = await follow.waitFor(9, seconds: 30)
-            try await Task.sleep(for: .seconds(1))
+            // A sentinel committed last: the follower prints in id order, so once it is printed,
+            // a change printed twice would already stand before it.
+            try await Self.writeChange(store, 9)
+            _ = await follow.waitFor(10, seconds: 30)
 
             var all: [Int] = []
             for try await id in try await client.query("SELECT id::int FROM app_store.changes ORDER BY id").decode(Int.self) { all.append(id) }
             let printed = try follow.lines.map { try #require(try Self.object($0)["id"] as? Int) }
-            #expect(all.count == 9)
+            #expect(all.count == 10)
             #expect(printed == all, "every change exactly once, in order: printed \(printed.count) of \(all.count)")
             follower.send(SIGTERM)
             #expect(await follower.waitAsync() == 0)

@@ -267,7 +267,18 @@ struct GracefulStopTests {
         try await RunCommandTests.withSetup(harness) { environment, client, scratch in
             // Sandbox's documented rate (5 requests a second) makes this run last long enough to stop.
             let child = try BuiltBinary.start(["run"] + RunCommandTests.window(harness) + ["--report-dir", scratch.path + "/r", "--no-progress"], environment: environment)
-            try await Task.sleep(for: .seconds(4))
+            // Stopped once it is under way: its run row recorded and a first page checkpointed.
+            let deadline = ContinuousClock.now + .seconds(60)
+            var underWay = false
+            while !underWay, ContinuousClock.now < deadline {
+                let query = """
+                    SELECT (SELECT count(*) FROM app_store.runs) > 0
+                       AND (SELECT coalesce(sum(position), 0) FROM app_store.run_checkpoints) > 0
+                    """
+                for try await started in try await client.query(PostgresQuery(unsafeSQL: query)).decode(Bool.self) { underWay = started }
+                if !underWay { try await Task.sleep(for: .milliseconds(50)) }
+            }
+            #expect(underWay, "the run recorded itself and checkpointed a page within 60 s")
             child.send(SIGTERM)
             let signalled = ContinuousClock.now
             let status = await child.waitAsync()

@@ -1,13 +1,14 @@
 import AppStoreServerAPI
+import Clocks
 import Crypto
 import Foundation
 import SignedData
 import Synchronization
 import Testing
 
-/// When the rate limiter test's 429 paused the endpoint, and until when.
-final class PauseRecord: Sendable {
-    let value = Mutex<(told: ContinuousClock.Instant, until: ContinuousClock.Instant)?>(nil)
+/// When each caller of the rate limiter test left, on the test clock.
+final class Departures: Sendable {
+    let value = Mutex<[Duration]>([])
 }
 
 @Suite("Client pieces without a server")
@@ -22,36 +23,40 @@ struct ClientUnitTests {
         #expect(policy.rateLimited(retryAfter: .seconds(300), waited: .seconds(3400)) == .stop, "the bound is for all the waits of a request")
     }
 
-    /// The rate limiter alone: 16 callers reserve slots 25 ms apart (0 to 375 ms); 100 ms in, a
-    /// 429's `Retry-After` pauses the endpoint for 400 ms, covering the slots still ahead. None of
-    /// them may leave during the pause (100 ms allowed for one already past its check), and they
-    /// leave after it. 20 repetitions. With the limiter as it was before, this test fails.
+    /// The rate limiter alone, on a test clock: 16 callers reserve slots 25 ms apart (0 to
+    /// 375 ms); at 100 ms a 429's `Retry-After` pauses the endpoint until 500 ms, covering the
+    /// slots still ahead. None of them may leave during the pause, and they leave after it, one
+    /// slot apart. Time moves only when the test advances it (5 ms at a time), so no waiting and
+    /// no allowance for a busy machine: a caller that left late would be recorded at most one step
+    /// late. With the limiter as it was before 4b3f9a7 (no second look on waking), the callers of
+    /// slots 125 to 375 ms leave during the pause and this fails.
     @Test func aPauseHoldsBackCallersThatHadReservedASlotBeforeIt() async throws {
-        for _ in 0..<20 {
-            let limiter = RateLimiter(requestsPerSecond: 40)
-            let pause = PauseRecord()
-            let departures = try await withThrowingTaskGroup(of: ContinuousClock.Instant.self) { group in
-                for _ in 0..<16 {
-                    group.addTask {
-                        try await limiter.acquire()
-                        return ContinuousClock.now
-                    }
+        let clock = TestClock()
+        let limiter = RateLimiter(requestsPerSecond: 40, clock: AnyClock(clock))
+        let start = clock.now
+        let departures = Departures()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<16 {
+                group.addTask {
+                    try await limiter.acquire()
+                    let left = start.duration(to: clock.now)
+                    departures.value.withLock { $0.append(left) }
                 }
-                // A 429 answered to one of the first callers: every slot reserved is taken by now.
-                try await Task.sleep(for: .milliseconds(100))
-                pause.value.withLock { pause in
-                    pause = (ContinuousClock.now, ContinuousClock.now + .milliseconds(400))
-                    limiter.pause(until: pause!.until)
-                }
-                var departures: [ContinuousClock.Instant] = []
-                for try await departure in group { departures.append(departure) }
-                return departures
             }
-            let (told, until) = try #require(pause.value.withLock { $0 })
-            let early = departures.filter { $0 > told + .milliseconds(100) && $0 < until }
-            #expect(early.isEmpty, "\(early.count) caller(s) left during the pause")
-            #expect(departures.filter { $0 >= until }.count >= 8, "the slots the pause covered moved after it")
+            await clock.advance(by: .milliseconds(100))
+            limiter.pause(for: .milliseconds(400))  // told at 100 ms: until 500 ms
+            for _ in 0..<200 { await clock.advance(by: .milliseconds(5)) }
+            try await group.waitForAll()
         }
+        let left = departures.value.withLock { $0 }.sorted()
+        #expect(left.count == 16)
+        let early = left.filter { $0 > .milliseconds(105) && $0 < .milliseconds(500) }
+        #expect(early.isEmpty, "\(early.count) caller(s) left during the pause")
+        // Only the slots at or before 100 ms (at most five) could be taken before the pause.
+        let after = left.filter { $0 >= .milliseconds(500) }
+        #expect(after.count >= 11, "the slots the pause covered moved after it")
+        let gaps = zip(after, after.dropFirst()).map { $1 - $0 }
+        #expect(gaps.allSatisfy { $0 >= .milliseconds(25) }, "after the pause, one caller a slot")
     }
 
     @Test func theBearerTokenCarriesApplesHeaderAndClaimsAndIsReused() throws {

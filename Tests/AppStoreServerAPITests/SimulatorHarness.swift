@@ -1,3 +1,4 @@
+import Clocks
 import AppStoreServerAPI
 import AppStoreSimulator
 import Foundation
@@ -22,7 +23,7 @@ struct SimulatorHarness {
 
     var scenario: Scenario { api.scenario }
 
-    func client(baseURL: String, requestsPerSecond: Double = 200, retryPolicy: RetryPolicy = RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(200)), key: SimulatorCredentials? = nil) throws -> AppStoreServerAPIClient {
+    func client(baseURL: String, requestsPerSecond: Double = 200, retryPolicy: RetryPolicy = RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(200)), key: SimulatorCredentials? = nil, clock: AnyClock<Duration> = AnyClock(ContinuousClock())) throws -> AppStoreServerAPIClient {
         let credentials = key ?? api.credentials
         var logger = Logger(label: "client-tests")
         logger.logLevel = .error
@@ -33,7 +34,7 @@ struct SimulatorHarness {
             ),
             environment: scenario.configuration.environment, baseURL: try APIBaseURL(baseURL),
             requestsPerSecond: Dictionary(uniqueKeysWithValues: Endpoint.allCases.map { ($0, requestsPerSecond) }),
-            retryPolicy: retryPolicy, requestTimeout: .seconds(10)
+            retryPolicy: retryPolicy, requestTimeout: .seconds(10), clock: clock
         )
         return AppStoreServerAPIClient(configuration: configuration, logger: logger)
     }

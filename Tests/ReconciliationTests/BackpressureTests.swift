@@ -31,7 +31,7 @@ struct BackpressureTests {
         return limits
     }
 
-    /// The ledger's notifications table is locked for 8 s while 60 notifications arrive at once,
+    /// The ledger's notifications table is locked while 60 notifications arrive at once, until all are answered,
     /// against a queue of 20, one writer of batches of 5, a 1 s statement limit and a 6 s answer
     /// deadline: every request is answered 200 or 503, and once the lock is gone exactly the
     /// notifications answered 200 are in the ledger: none answered 503 was written later.
@@ -49,11 +49,12 @@ struct BackpressureTests {
                 let receiver = NotificationReceiver(ingest: ingest, batched: batched, deadline: .seconds(6))
 
                 let locked = AsyncStream.makeStream(of: Void.self)
-                group.addTask {
+                let release = AsyncStream.makeStream(of: Void.self)
+                let holder = Task {
                     try await client.withTransaction(logger: harness.logger) { connection in
                         try await connection.query("LOCK TABLE app_store.notifications IN ACCESS EXCLUSIVE MODE", logger: harness.logger)
                         locked.continuation.yield()
-                        try await Task.sleep(for: .seconds(8))
+                        for await _ in release.stream { break }  // held until every request is answered
                     }
                 }
                 for await _ in locked.stream { break }
@@ -63,7 +64,11 @@ struct BackpressureTests {
                     }
                     return await requests.reduce(into: [Int: NotificationReceiver.Answer]()) { $0[$1.0] = $1.1 }
                 }
-                try await Task.sleep(for: .seconds(5))  // the lock gone, any batch in hand ended
+                release.continuation.finish()
+                try await holder.value
+                // A batch still in a writer's hand ends within its statement time (1 s): a written
+                // row that was answered 503 would show after it. Absence can only be waited for.
+                try await Task.sleep(for: limits.write + .milliseconds(500))
                 #expect(answers.count == 60)
                 #expect(answers.values.allSatisfy { [200, 503].contains($0.status) })
                 #expect(answers.values.contains { $0.status == 503 }, "the lock outlasted some requests' time")
