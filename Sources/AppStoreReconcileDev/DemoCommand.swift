@@ -108,7 +108,11 @@ struct DemoCommand: AsyncParsableCommand {
                     let window = ReconciliationRun.WindowChoice.fixed(start: now.addingTimeInterval(-7 * 86_400 - 3600), end: Date())
                     for (step, mode, name) in [(1, RunMode.dryRun, "dry-run"), (2, .apply, "run"), (3, .apply, "second-run")] {
                         let title = ["", "Dry run (writes nothing)", "The real run", "A second run, which must apply nothing"][step]
-                        let report = RecoveryReport(try await run.execute(.init(kind: .run, window: window, mode: mode)))
+                        let service = RunService(run, job: .recovery(.init(kind: .run, window: window, mode: mode)))
+                        let result = try await service.runToCompletion(logger: logger)
+                        // SIGINT: the step stopped at a safe point; the demo ends there, as a run would.
+                        if result.ending == .stopped { try conclude(result, reportDirectory: nil, summary: \.summaryLine) }
+                        let report = RecoveryReport(result)
                         print("\n\(title), window \(report.run.window?.start ?? "") to \(report.run.window?.end ?? ""):")
                         let directory = try ReportFiles.write(report, to: "\(reportDir)/\(name)")
                         print("  \(report.summaryLine)")

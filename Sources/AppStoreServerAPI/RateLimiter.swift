@@ -33,8 +33,10 @@ public final class RateLimiter: Sendable {
         self.interval = .nanoseconds(Int64(1_000_000_000 / requestsPerSecond))
     }
 
-    /// Waits for this caller's slot, and past every pause that covers it.
-    public func acquire() async throws {
+    /// Waits for this caller's slot, and past every pause that covers it; returns the instant,
+    /// on the limiter's clock, at which it let the caller go (the one it checked the pauses at).
+    @discardableResult
+    public func acquire() async throws -> Instant {
         while true {
             let now = clock.now
             let slot = schedule.withLock { schedule in
@@ -45,7 +47,8 @@ public final class RateLimiter: Sendable {
             if slot > now { try await clock.sleep(until: slot, tolerance: nil) }
             // A 429 answered while this caller slept may have paused the endpoint past its slot.
             let pausedUntil = schedule.withLock { $0.pausedUntil }
-            guard let pausedUntil, pausedUntil > clock.now else { return }
+            let leaving = clock.now
+            guard let pausedUntil, pausedUntil > leaving else { return leaving }
         }
     }
 

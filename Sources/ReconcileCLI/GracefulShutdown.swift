@@ -31,6 +31,15 @@ func withGracefulShutdown<Result: Sendable>(
             outcome.withLock { $0 = .failure(error) }
         }
     }
+    try await runUntilDone(service, beside: database, logger: logger)
+    guard let result = outcome.withLock({ $0 }) else { throw CancellationError() }
+    return try result.get()
+}
+
+/// Runs `service` and the ledger's database client as the services of one `ServiceGroup` that
+/// SIGTERM and SIGINT stop gracefully; the group ends when `service` returns. `service` is listed
+/// last, so a graceful shutdown reaches it first and the database client only after it.
+func runUntilDone(_ service: some Service, beside database: PostgresClient, logger: Logger) async throws {
     let group = ServiceGroup(
         configuration: ServiceGroupConfiguration(
             services: [
@@ -41,8 +50,6 @@ func withGracefulShutdown<Result: Sendable>(
         )
     )
     try await group.run()
-    guard let result = outcome.withLock({ $0 }) else { throw CancellationError() }
-    return try result.get()
 }
 
 /// A job that runs once and returns: the group ends when it does.

@@ -100,14 +100,13 @@ extension RecoveryRunOptions {
     /// SIGINT stopping it gracefully; writes the report, prints the summary, and maps the
     /// outcome to the exit code.
     func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions) async throws {
-        let result = try await withReconciliationRun(
+        let result = try await runReconciliation(
             configuration.settings, label: request.kind.rawValue, progress: !noProgress,
             adjust: {
                 $0.forRun(shard: request.shard, rateFactor: rateFactor, retryAttempts: retryAttempts, rateLimitWait: .seconds(rateLimitWaitMinutes * 60))
-            }
-        ) { run in
-            try await run.execute(request)
-        }
+            },
+            job: .recovery(request)
+        )
         try conclude(result, reportDirectory: reportDir, summary: \.summaryLine)
     }
 }

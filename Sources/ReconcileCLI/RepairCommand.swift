@@ -55,9 +55,9 @@ struct RepairCommand: AsyncParsableCommand {
         try await withExitStatus {
             let choice: ReconciliationRun.AccountChoice = transactionIds.isEmpty ? .ledgerScan : .named(transactionIds: transactionIds)
             let mode: RunMode = dryRun ? .dryRun : .apply
-            let result = try await withReconciliationRun(options.settings, label: "repair", progress: !noProgress) { [concurrency] run in
-                try await run.repairAccounts(choice, mode: mode, concurrency: concurrency)
-            }
+            let result = try await runReconciliation(
+                options.settings, label: "repair", progress: !noProgress, job: .repair(choice, mode: mode, concurrency: concurrency)
+            )
             let directory = reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-repair", dryRun: dryRun)
             try conclude(result, reportDirectory: directory, summary: \.repairSummaryLine)
         }

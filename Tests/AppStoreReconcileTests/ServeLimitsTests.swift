@@ -179,7 +179,10 @@ struct ServeLimitsTests {
         serve.send(SIGTERM)
         #expect(await serve.waitAsync() == 0, "a request whose body never came is not one to answer")
         let stopping = ContinuousClock.now - signalled
-        #expect(stopping < .seconds(8), "stopped after \(stopping)")
+        // Alone it stops after its 3 s linger; under the whole suite on two cores it took 11 and
+        // 17.8 s. Held by the partial request, it would wait for that connection's 30 s idle
+        // timeout at the least: the bound tells the two apart, it does not time serve.
+        #expect(stopping < .seconds(25), "stopped after \(stopping)")
     }
 
     /// A body refused before it all arrived (its Content-Length over 256 KB, or over 256 KB sent

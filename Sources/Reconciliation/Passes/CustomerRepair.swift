@@ -42,13 +42,13 @@ package struct CustomerRepair: Sendable {
     package let verifier: SignedDataVerifier
     package let store: LedgerStore
     package let logger: Logger
-    package let progress: ProgressLine
+    package let progress: any RunProgress
     package let concurrency: Int
     package let stop: StopRequest
 
     package init(
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, logger: Logger,
-        progress: ProgressLine = ProgressLine(enabled: false), concurrency: Int = 8, stop: StopRequest = StopRequest()
+        progress: any RunProgress = NoProgress(), concurrency: Int = 8, stop: StopRequest = StopRequest()
     ) {
         self.stop = stop
         self.client = client

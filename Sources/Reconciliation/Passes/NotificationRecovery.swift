@@ -57,12 +57,12 @@ package struct NotificationRecovery: Sendable {
     package let verifier: SignedDataVerifier
     package let store: LedgerStore
     package let logger: Logger
-    package let progress: ProgressLine
+    package let progress: any RunProgress
     package let stop: StopRequest
 
     package init(
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, logger: Logger,
-        progress: ProgressLine = ProgressLine(enabled: false), stop: StopRequest = StopRequest()
+        progress: any RunProgress = NoProgress(), stop: StopRequest = StopRequest()
     ) {
         self.client = client
         self.verifier = verifier

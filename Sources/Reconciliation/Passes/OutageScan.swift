@@ -22,9 +22,9 @@ package struct OutageScan: Sendable {
     }
 
     package let client: AppStoreServerAPIClient
-    package let progress: ProgressLine
+    package let progress: any RunProgress
 
-    package init(client: AppStoreServerAPIClient, progress: ProgressLine = ProgressLine(enabled: false)) {
+    package init(client: AppStoreServerAPIClient, progress: any RunProgress = NoProgress()) {
         self.client = client
         self.progress = progress
     }

@@ -25,7 +25,7 @@ package struct ReconciliationRun: Sendable {
     /// For the run lock's own connection.
     package let databaseURL: DatabaseURL
     package let logger: Logger
-    package let progress: ProgressLine
+    package let progress: any RunProgress
     package let stop: StopRequest
     package let events: @Sendable (Event) -> Void
     /// The present, injected for tests.
@@ -33,7 +33,7 @@ package struct ReconciliationRun: Sendable {
 
     package init(
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, databaseURL: DatabaseURL, logger: Logger,
-        progress: ProgressLine = ProgressLine(enabled: false), stop: StopRequest = StopRequest(),
+        progress: any RunProgress = NoProgress(), stop: StopRequest = StopRequest(),
         events: @escaping @Sendable (Event) -> Void = { _ in }, now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.client = client

@@ -1,12 +1,13 @@
 import Foundation
+import Reconciliation
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Progress of a long run on standard error: one live line on a terminal, a plain line every
-/// few pages otherwise (cron logs, CI).
-package final class ProgressLine: @unchecked Sendable {
+/// The command line's sink for a run's progress (`RunProgress`), on standard error: one live
+/// line on a terminal, a plain line every ten seconds otherwise (cron logs, CI).
+package final class ProgressLine: RunProgress, @unchecked Sendable {
     private let isTerminal: Bool
     private let enabled: Bool
     private let lock = NSLock()

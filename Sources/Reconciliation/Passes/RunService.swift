@@ -1,0 +1,78 @@
+import Logging
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+
+/// A reconciliation run as a swift-service-lifecycle `Service`: what `run`, `nightly`,
+/// `consumption-requests`, `repair` and `demo` hand to a `ServiceGroup`, beside the ledger's
+/// database client. A graceful shutdown (SIGTERM, SIGINT) asks the run to stop at its next safe
+/// point (`StopRequest`: the batch in hand committed, the run's outcome recorded); the group shuts
+/// the database client down only after this service has returned.
+///
+/// `run()` does not throw the run's failure into the group, where it would be wrapped and the
+/// other services cancelled: it keeps the run's result or error for `result()`, and returns.
+package final class RunService: Service, Sendable {
+    /// What the run does.
+    package enum Job: Sendable {
+        /// Recover a window (pass 1), then repair the accounts it may have left wrong (pass 2).
+        case recovery(ReconciliationRun.Request)
+        /// Repair accounts from Apple's present state, without a window.
+        case repair(ReconciliationRun.AccountChoice, mode: RunMode, concurrency: Int)
+    }
+
+    package let reconciliation: ReconciliationRun
+    package let job: Job
+    private let stopRequested: @Sendable () -> Void
+    private let outcome = Mutex<Result<RunResult, any Error>?>(nil)
+
+    /// - Parameter stopRequested: told once when a graceful shutdown reaches the run (the CLI
+    ///   says "stopping: finishing the batch in hand…").
+    package init(_ reconciliation: ReconciliationRun, job: Job, stopRequested: @escaping @Sendable () -> Void = {}) {
+        self.reconciliation = reconciliation
+        self.job = job
+        self.stopRequested = stopRequested
+    }
+
+    package func run() async throws {
+        let reconciliation = reconciliation
+        let job = job
+        let stopRequested = stopRequested
+        let result: Result<RunResult, any Error>
+        do {
+            result = .success(
+                try await withGracefulShutdownHandler {
+                    switch job {
+                    case .recovery(let request): try await reconciliation.execute(request)
+                    case .repair(let choice, let mode, let concurrency): try await reconciliation.repairAccounts(choice, mode: mode, concurrency: concurrency)
+                    }
+                } onGracefulShutdown: {
+                    stopRequested()
+                    reconciliation.stop.request()
+                }
+            )
+        } catch {
+            result = .failure(error)
+        }
+        outcome.withLock { $0 = result }
+    }
+
+    /// The run's result, or why it failed. `CancellationError` when the service never ran to
+    /// its end (the group was cancelled before it started).
+    package func result() throws -> RunResult {
+        guard let outcome = outcome.withLock({ $0 }) else { throw CancellationError() }
+        return try outcome.get()
+    }
+
+    /// Runs this service alone in a `ServiceGroup` that SIGTERM and SIGINT stop gracefully, for a
+    /// caller that keeps the database client running itself (the demo), and returns the result.
+    package func runToCompletion(logger: Logger) async throws -> RunResult {
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: self, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup)],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger
+            )
+        )
+        try await group.run()
+        return try result()
+    }
+}
