@@ -109,9 +109,10 @@ struct DemoCommand: AsyncParsableCommand {
                     for (step, mode, name) in [(1, RunMode.dryRun, "dry-run"), (2, .apply, "run"), (3, .apply, "second-run")] {
                         let title = ["", "Dry run (writes nothing)", "The real run", "A second run, which must apply nothing"][step]
                         let service = RunService(run, job: .recovery(.init(kind: .run, window: window, mode: mode)))
-                        let result = try await service.runToCompletion(logger: logger)
-                        // SIGINT: the step stopped at a safe point; the demo ends there, as a run would.
-                        if result.ending == .stopped { try conclude(result, reportDirectory: nil, summary: \.summaryLine) }
+                        // Run directly, not in a ServiceGroup of its own: three groups in turn would
+                        // trap SIGINT three times, and leave it trapped, unanswered, between steps.
+                        try await service.run()
+                        let result = try service.result()
                         let report = RecoveryReport(result)
                         print("\n\(title), window \(report.run.window?.start ?? "") to \(report.run.window?.end ?? ""):")
                         let directory = try ReportFiles.write(report, to: "\(reportDir)/\(name)")

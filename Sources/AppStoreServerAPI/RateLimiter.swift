@@ -46,20 +46,27 @@ public final class RateLimiter: Sendable {
             }
             if slot > now { try await clock.sleep(until: slot, tolerance: nil) }
             // A 429 answered while this caller slept may have paused the endpoint past its slot.
-            let pausedUntil = schedule.withLock { $0.pausedUntil }
+            // (The time first, then the pause: a pause told after this look is one this caller
+            // left before.)
             let leaving = clock.now
+            let pausedUntil = schedule.withLock { $0.pausedUntil }
             guard let pausedUntil, pausedUntil > leaving else { return leaving }
         }
     }
 
     /// Holds every caller back until `instant` (Apple's `Retry-After`), those already waiting
-    /// for a slot included.
+    /// for a slot included. `instant` must come from this limiter's own clock (an `AnyClock`'s
+    /// instants count from that wrapper's creation): `pause(for:)` is the safe form.
     public func pause(until instant: Instant) {
         schedule.withLock { schedule in
             schedule.pausedUntil = max(schedule.pausedUntil ?? instant, instant)
             schedule.nextSlot = max(schedule.nextSlot ?? instant, instant)
         }
     }
+
+    /// The first instant no caller has reserved yet (nil before the first), for tests that must
+    /// know every caller has taken its slot before they move their clock.
+    package var firstFreeSlot: Instant? { schedule.withLock { $0.nextSlot } }
 
     /// Holds every caller back for `duration` from now on the limiter's clock.
     public func pause(for duration: Duration) {

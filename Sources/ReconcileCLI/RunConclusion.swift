@@ -19,7 +19,7 @@ extension ExitStatus {
 /// What the operator sees as a run ends: the report files written (for a run that finished),
 /// the summary line, what needs a person, and the exit status; every word of it rendered from
 /// the run's result.
-package func conclude(_ result: RunResult, reportDirectory: String?, summary: (RecoveryReport) -> String) throws {
+func conclude(_ result: RunResult, reportDirectory: String?, summary: (RecoveryReport) -> String) throws {
     let status = ExitStatus.of(result.outcome)
     if result.ending == .stopped {
         let stopped = FailureReport(RunStopped())

@@ -120,7 +120,8 @@ struct ServeLimitsTests {
             let answer = try await ServeCommandTests.post(server + "/apple/notifications", body, close: true)
             #expect(answer.0 == 200, "\(answer.1)")
         }
-        #expect(ContinuousClock.now - opened < .seconds(20), "the genuine POSTs were answered while the idle connections were open")
+        // That the POSTs were answered while the 2,000 were held is the check just below (none
+        // closed yet), made when it can be: a time bound here failed at 21.4 s under the whole suite.
         // Only while no connection can have been idle for 20 s yet: on a loaded machine opening
         // the 2,000 and the POSTs took longer (CI saw 563 of the first ones closed on time).
         let closedEarly = idle.filter { Self.closedByServer($0) }.count
@@ -143,7 +144,8 @@ struct ServeLimitsTests {
 
     /// A client that sends its body a byte at a time keeps its connection from being idle, not
     /// its request from ending: 408 after the body timeout, connection closed. A request whose body
-    /// is still arriving does not hold a SIGTERM: serve exits 0 within its 3 s linger.
+    /// is still arriving does not hold a SIGTERM, even where no timeout would end it first: serve
+    /// exits 0 after its 3 s linger and closes the connection.
     @Test func aBodyThatComesTooSlowlyIs408AndAPartialRequestDoesNotHoldSIGTERM() async throws {
         let harness = try RecoveryHarness(customers: 5, seed: 312)
         let (cluster, url, scratch) = try await ServeCommandTests.world(harness, "serve-slow")
@@ -171,18 +173,28 @@ struct ServeLimitsTests {
         if !answer.closed { answer.closed = await Self.received(slow, within: .seconds(2)).closed }
         #expect(answer.closed, "the connection is closed after the 408")
 
-        let partial = try Self.connect(port: port)
+        serve.send(SIGTERM)
+        #expect(await serve.waitAsync() == 0)
+
+        // A serve whose body and idle timeouts (120 s) would not end the partial request first:
+        // held by it, the stop would take 120 s; not held, it takes the 3 s linger.
+        let (patient, patientServe, _) = try await ServeCommandTests.startServe(
+            harness, url, scratch: scratch, arguments: ["--idle-timeout", "120", "--body-timeout", "120"])
+        let patientPort = try #require(Int(patient.split(separator: ":").last ?? ""))
+        let partial = try Self.connect(port: patientPort)
         defer { close(partial) }
         Self.send(partial, "POST /apple/notifications HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{\"signedPayload\":\"")
         try await Task.sleep(for: .milliseconds(300))
         let signalled = ContinuousClock.now
-        serve.send(SIGTERM)
-        #expect(await serve.waitAsync() == 0, "a request whose body never came is not one to answer")
+        patientServe.send(SIGTERM)
+        #expect(await patientServe.waitAsync() == 0, "a request whose body never came is not one to answer")
         let stopping = ContinuousClock.now - signalled
         // Alone it stops after its 3 s linger; under the whole suite on two cores it took 11 and
-        // 17.8 s. Held by the partial request, it would wait for that connection's 30 s idle
-        // timeout at the least: the bound tells the two apart, it does not time serve.
-        #expect(stopping < .seconds(25), "stopped after \(stopping)")
+        // 17.8 s (with the short timeouts). The bound tells "not held" from "held for 120 s"; it
+        // does not time serve.
+        #expect(stopping < .seconds(60), "stopped after \(stopping)")
+        let left = await Self.received(partial, within: .seconds(2))
+        #expect(left.closed && !left.text.contains("408"), "closed by the stop, not answered by a timeout: \(left.text.prefix(40))")
     }
 
     /// A body refused before it all arrived (its Content-Length over 256 KB, or over 256 KB sent

@@ -1,11 +1,9 @@
-import Logging
 import ServiceLifecycle
 import Synchronization
-import UnixSignals
 
 /// A reconciliation run as a swift-service-lifecycle `Service`: what `run`, `nightly`,
-/// `consumption-requests`, `repair` and `demo` hand to a `ServiceGroup`, beside the ledger's
-/// database client. A graceful shutdown (SIGTERM, SIGINT) asks the run to stop at its next safe
+/// `consumption-requests` and `repair` hand to a `ServiceGroup`, beside the ledger's database
+/// client (`demo` calls `run()` directly, a step at a time). A graceful shutdown (SIGTERM, SIGINT) asks the run to stop at its next safe
 /// point (`StopRequest`: the batch in hand committed, the run's outcome recorded); the group shuts
 /// the database client down only after this service has returned.
 ///
@@ -61,18 +59,5 @@ package final class RunService: Service, Sendable {
     package func result() throws -> RunResult {
         guard let outcome = outcome.withLock({ $0 }) else { throw CancellationError() }
         return try outcome.get()
-    }
-
-    /// Runs this service alone in a `ServiceGroup` that SIGTERM and SIGINT stop gracefully, for a
-    /// caller that keeps the database client running itself (the demo), and returns the result.
-    package func runToCompletion(logger: Logger) async throws -> RunResult {
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [.init(service: self, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup)],
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger
-            )
-        )
-        try await group.run()
-        return try result()
     }
 }
