@@ -57,8 +57,9 @@ struct ClientUnitTests {
         let early = left.filter { $0 > .milliseconds(100) && $0 < .milliseconds(500) }
         #expect(early.isEmpty, "\(early.count) caller(s) left during the pause")
         // Only the slots at or before 100 ms (at most five) could be taken before the pause.
-        #expect(left.filter { $0 <= .milliseconds(100) }.count == 5, "the slots before the pause were kept")
-        #expect(left.filter { $0 >= .milliseconds(500) }.count == 11, "the slots the pause covered moved after it")
+        // The slots at or before 100 ms (five) may leave before the pause or, woken after it was
+        // told (a busy machine: the fresh-clone CI saw one), after it; the others only after it.
+        #expect(left.filter { $0 >= .milliseconds(500) }.count >= 11, "the slots the pause covered moved after it")
     }
 
     @Test func theBearerTokenCarriesApplesHeaderAndClaimsAndIsReused() throws {
