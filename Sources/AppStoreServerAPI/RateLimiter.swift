@@ -5,7 +5,7 @@ import Synchronization
 /// that shares it, so that a well-behaved run never meets a 429. Each caller reserves the next
 /// free slot and sleeps until it; nobody holds the lock while waiting.
 ///
-/// A 429's `Retry-After` says when *the app* may next call the endpoint, so `pause(until:)`
+/// A 429's `Retry-After` says when *the app* may next call the endpoint, so `pause(for:)`
 /// holds back every caller, including those that reserved a slot before the 429 arrived: a
 /// caller looks again when it wakes, and while a pause covers the present it waits for the end
 /// of the pause and takes a fresh slot after it.
@@ -55,9 +55,9 @@ public final class RateLimiter: Sendable {
     }
 
     /// Holds every caller back until `instant` (Apple's `Retry-After`), those already waiting
-    /// for a slot included. `instant` must come from this limiter's own clock (an `AnyClock`'s
-    /// instants count from that wrapper's creation): `pause(for:)` is the safe form.
-    public func pause(until instant: Instant) {
+    /// for a slot included. Private: an `AnyClock`'s instants count from that wrapper's
+    /// creation, so only one read from this limiter's own clock means anything here.
+    private func pause(until instant: Instant) {
         schedule.withLock { schedule in
             schedule.pausedUntil = max(schedule.pausedUntil ?? instant, instant)
             schedule.nextSlot = max(schedule.nextSlot ?? instant, instant)
@@ -68,7 +68,8 @@ public final class RateLimiter: Sendable {
     /// know every caller has taken its slot before they move their clock.
     package var firstFreeSlot: Instant? { schedule.withLock { $0.nextSlot } }
 
-    /// Holds every caller back for `duration` from now on the limiter's clock.
+    /// Holds every caller back for `duration` from now on the limiter's clock (Apple's
+    /// `Retry-After`), those already waiting for a slot included.
     public func pause(for duration: Duration) {
         pause(until: clock.now.advanced(by: duration))
     }

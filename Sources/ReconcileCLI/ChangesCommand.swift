@@ -64,7 +64,7 @@ struct ChangesCommand: AsyncParsableCommand {
                 return
             }
             try await LedgerDatabase.checkReachable(url, logger: logger)
-            try await withGracefulShutdown(databaseURL: url, logger: logger, announceStop: false) { store, _ in
+            try await withGracefulShutdown(databaseURL: url, logger: logger) { store, _ in
                 do {
                     _ = try await cancelWhenGracefulShutdown {
                         try await ChangeFeed.follow(client: store.client, after: after, limit: limit, logger: logger, emit: print)

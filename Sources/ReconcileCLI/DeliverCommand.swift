@@ -93,7 +93,7 @@ struct DeliverCommand: AsyncParsableCommand {
             try await LedgerDatabase.checkReachable(url, logger: logger)
             let policy = DeliveryPolicy(requestTimeout: .seconds(timeout), maximumAttempts: maxAttempts, concurrency: concurrency)
             let retryFailed = self.retryFailed
-            let (summary, stopped, unparked) = try await withGracefulShutdown(databaseURL: url, logger: logger, announceStop: false) { store, stop in
+            let (summary, stopped, unparked) = try await withGracefulShutdown(databaseURL: url, logger: logger) { store, stop in
                 let unparked = retryFailed ? try await store.retryFailedDeliveries(to: target.key) : 0
                 let summary = try await NotificationRedelivery(store: store, target: target, policy: policy, logger: logger, stop: stop).deliverPending()
                 return (summary, stop.isRequested, unparked)

@@ -12,7 +12,7 @@ import UnixSignals
 /// (`StopRequest`: the batch in hand committed, the run's outcome recorded); only then is the
 /// database client shut down. The job's result or error is the caller's, as if it had run directly.
 func withGracefulShutdown<Result: Sendable>(
-    databaseURL: DatabaseURL, logger: Logger, announceStop: Bool = true, _ job: @escaping @Sendable (LedgerStore, StopRequest) async throws -> Result
+    databaseURL: DatabaseURL, logger: Logger, _ job: @escaping @Sendable (LedgerStore, StopRequest) async throws -> Result
 ) async throws -> Result {
     let database = LedgerDatabase.client(databaseURL, logger: logger)
     let store = LedgerStore(client: database, logger: logger)
@@ -23,7 +23,6 @@ func withGracefulShutdown<Result: Sendable>(
             let value = try await withGracefulShutdownHandler {
                 try await job(store, stop)
             } onGracefulShutdown: {
-                if announceStop { printError("stopping: finishing the batch in hand…") }
                 stop.request()
             }
             outcome.withLock { $0 = .success(value) }
