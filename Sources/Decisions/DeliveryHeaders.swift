@@ -19,7 +19,6 @@ package struct DeliveryHeaders: Hashable, Sendable, CustomStringConvertible {
 
     package init() {}
 
-    /// The names only: the values are secrets.
     /// These headers, then `other`'s.
     package func adding(_ other: DeliveryHeaders) -> DeliveryHeaders {
         var both = self
@@ -27,6 +26,7 @@ package struct DeliveryHeaders: Hashable, Sendable, CustomStringConvertible {
         return both
     }
 
+    /// The names only: the values are secrets.
     package var description: String { fields.isEmpty ? "none" : fields.map { "\($0.name): (hidden)" }.joined(separator: ", ") }
 
     /// Headers the HTTP client sets, or that would change what the handler is sent.

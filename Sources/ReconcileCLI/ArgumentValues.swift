@@ -35,3 +35,33 @@ struct ListenAddress: Hashable, Sendable, CustomStringConvertible {
 
     var description: String { "\(host):\(port)" }
 }
+
+/// `detect-outage --since`: a duration back from now (7d, 36h, 90m) or an ISO 8601 time.
+enum SinceArgument: Sendable {
+    case ago(TimeInterval)
+    case at(Date)
+
+    static func argument(_ text: String) throws -> SinceArgument {
+        if let duration = OutageDetection.parseDuration(text) { return .ago(duration) }
+        guard let date = try? OutageWindow.parseTime(text) else {
+            throw ValidationError("expected a duration (7d, 36h, 90m) or an ISO 8601 time, not '\(text.prefix(40))'")
+        }
+        return .at(date)
+    }
+
+    /// The instant it names, `now` being the present.
+    func instant(now: Date) -> Date {
+        switch self {
+        case .ago(let duration): now.addingTimeInterval(-duration)
+        case .at(let date): date
+        }
+    }
+}
+
+extension OutageDetection {
+    /// `detect-outage --gap`: a duration such as 30m or 2h, in seconds.
+    static func durationArgument(_ text: String) throws -> TimeInterval {
+        guard let duration = parseDuration(text) else { throw ValidationError("expected a duration such as 30m or 2h") }
+        return duration
+    }
+}

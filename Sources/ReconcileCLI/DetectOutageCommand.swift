@@ -27,11 +27,17 @@ struct DetectOutageCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "How far back to look: 7d, 36h, 90m, or an ISO 8601 time. At most what history keeps (180 days, 30 in Sandbox).")
-    var since = "7d"
+    @Option(
+        help: "How far back to look: 7d, 36h, 90m, or an ISO 8601 time. At most what history keeps (180 days, 30 in Sandbox). (default: 7d)",
+        transform: SinceArgument.argument
+    )
+    var since: SinceArgument = .ago(7 * 86_400)
 
-    @Option(help: "A quiet stretch this long (30m, 2h) ends an outage. Small apps send few notifications: raise it if one outage shows as several.")
-    var gap = "1h"
+    @Option(
+        help: "A quiet stretch this long (30m, 2h) ends an outage. Small apps send few notifications: raise it if one outage shows as several. (default: 1h)",
+        transform: OutageDetection.durationArgument
+    )
+    var gap: TimeInterval = 3_600
 
     @Flag(help: "Print JSON instead of text.")
     var json = false
@@ -40,13 +46,6 @@ struct DetectOutageCommand: AsyncParsableCommand {
     var reportDir: String?
 
     @OptionGroup var options: ConfigurationOptions
-
-    func validate() throws {
-        if OutageDetection.parseDuration(since) == nil, (try? OutageWindow.parseTime(since)) == nil {
-            throw ValidationError("--since must be a duration (7d, 36h, 90m) or an ISO 8601 time, not '\(since.prefix(40))'")
-        }
-        guard OutageDetection.parseDuration(gap) != nil else { throw ValidationError("--gap must be a duration such as 30m or 2h") }
-    }
 
     struct Output: Codable {
         var scannedFrom: Date
@@ -67,9 +66,8 @@ struct DetectOutageCommand: AsyncParsableCommand {
             let configuration = try options.settings.apiConfiguration(warn: { printError($0, level: .warning) })
             let client = AppStoreServerAPIClient(configuration: configuration, logger: Logger(label: "appstore-reconcile.detect-outage"))
             let now = Date()
-            let since = try OutageDetection.parseDuration(since).map { now.addingTimeInterval(-$0) } ?? OutageWindow.parseTime(since)
             let scan = OutageScan(client: client, progress: ProgressLine(enabled: true, writeLine: { printError($0) }))
-            let result = try await scan.scan(since: since, gap: OutageDetection.parseDuration(gap)!, now: now)
+            let result = try await scan.scan(since: since.instant(now: now), gap: gap, now: now)
             if let start = result.clampedTo {
                 let days = OutageWindow.retentionDays(result.environment)
                 printError("note: \(result.environment.rawValue) history keeps \(days) days; scanning from \(start.formatted(.iso8601))")

@@ -35,7 +35,8 @@ import Testing
     @Test(arguments: ["Decisions", "LedgerModel", "AppStoreServerModel", "FailureKind"])
     func aPureTargetImportsNoIO(target: String) throws {
         let folder = Self.sources.appendingPathComponent(target)
-        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".swift") }
+        // Every file, those in subfolders (Decisions/GapRules/) included.
+        let files = (FileManager.default.subpaths(atPath: folder.path) ?? []).filter { $0.hasSuffix(".swift") }
         #expect(!files.isEmpty, "no sources found in \(folder.path)")
         for file in files {
             let imported = Self.imports(of: try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8))

@@ -234,9 +234,6 @@ package struct RecoveryReport: Sendable, Codable {
     /// Notifications the run was to re-deliver and did not (`RunResult.undelivered`).
     package var undelivered: Int { problems.undelivered }
 
-    /// The counts as the JSON object `app_store.runs.counts` holds.
-    package var countsJSON: String { Self.countsJSON(counts) }
-
     /// Counts as the JSON object `app_store.runs.counts` holds.
     package static func countsJSON(_ counts: Counts) -> String {
         let encoder = JSONEncoder()
