@@ -79,14 +79,14 @@ let package = Package(
         // The ledger's records and their columns, as values: no database (re-exported by Ledger).
         .target(
             name: "LedgerModel",
-            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["SignedData", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strictSettings
         ),
         // The Postgres ledger: migrations, reads and the apply path.
         .target(
             name: "Ledger",
             dependencies: [
-                "LedgerModel", "FailureKind",
+                "LedgerModel", "SignedData", "FailureKind",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),

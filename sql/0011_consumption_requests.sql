@@ -20,6 +20,10 @@
 -- token from the transaction of the request's own environment, so that running this file again
 -- never mixes the two. A ledger that applied the earlier text keeps it:
 -- amends checksum 0d27cf367707a6c821d734f4d872a57438a1ab3b12a2265ce41776d5b71f94c7
+-- Amended again after migration 0020 added bundle_id (NOT NULL) to the requests: the backfill
+-- leaves out requests already recorded, which a NOT NULL check would refuse before ON CONFLICT
+-- could skip them. What it writes on a ledger that has none is unchanged:
+-- amends checksum 88356623eebfd6de4e24e1dcda11651a12aac13bfa790cae1411a5d5c75a7da3
 CREATE TABLE IF NOT EXISTS app_store.consumption_requests (
     notification_uuid       uuid PRIMARY KEY,
     environment             text NOT NULL,
@@ -49,6 +53,7 @@ FROM app_store.notifications n
 LEFT JOIN app_store.transactions t ON t.transaction_id = n.transaction_id
     AND (t.environment IS NULL OR t.environment = n.environment)
 WHERE n.notification_type = 'CONSUMPTION_REQUEST' AND n.original_transaction_id IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM app_store.consumption_requests c WHERE c.notification_uuid = n.notification_uuid)
 ON CONFLICT (notification_uuid) DO NOTHING;
 
 -- The feed takes a third kind. NOT VALID, and no VALIDATE: the migration runs in one transaction,

@@ -13,7 +13,7 @@ enum LedgerMapping {
         let payload = notification.payload
         return NotificationRecord(
             notificationUUID: uuid, notificationType: payload.notificationType.rawValue, subtype: payload.subtype?.rawValue,
-            signedDate: date(payload.signedDate) ?? Date(), environment: environmentOf(payload)?.rawValue ?? "",
+            signedDate: date(payload.signedDate) ?? Date(), environment: environmentOf(payload)?.rawValue ?? "", bundleId: bundleOf(payload) ?? "",
             originalTransactionId: notification.transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId,
             transactionId: notification.transaction?.transactionId, signedPayload: signedPayload, source: source
         )
@@ -24,7 +24,7 @@ enum LedgerMapping {
     static func consumptionRequest(_ notification: VerifiedNotification, record: NotificationRecord, firstAttempt: Date?) -> ConsumptionRequestRecord? {
         guard notification.payload.notificationType == .consumptionRequest, let original = record.originalTransactionId else { return nil }
         return ConsumptionRequestRecord(
-            notificationUUID: record.notificationUUID, environment: record.environment, originalTransactionId: original,
+            notificationUUID: record.notificationUUID, environment: record.environment, bundleId: record.bundleId, originalTransactionId: original,
             transactionId: record.transactionId, productId: notification.transaction?.productId,
             appAccountToken: notification.transaction?.appAccountToken.flatMap(UUID.init(uuidString:)),
             reason: notification.payload.data?.consumptionRequestReason,
@@ -42,6 +42,11 @@ enum LedgerMapping {
             ?? payload.externalPurchaseToken?.inferredEnvironment
     }
 
+    /// The app a notification is about, from whichever part of the payload it carries.
+    package static func bundleOf(_ payload: NotificationPayload) -> String? {
+        payload.data?.bundleId ?? payload.summary?.bundleId ?? payload.appData?.bundleId ?? payload.externalPurchaseToken?.bundleId
+    }
+
     static func transactionRecord(_ transaction: TransactionPayload, signed: String, fallbackSignedDate: UnixMilliseconds?) -> TransactionRecord? {
         guard let id = transaction.transactionId, let original = transaction.originalTransactionId,
             let signedDate = date(transaction.signedDate ?? fallbackSignedDate)
@@ -51,7 +56,7 @@ enum LedgerMapping {
             productType: transaction.type?.rawValue, purchaseDate: date(transaction.purchaseDate),
             expiresDate: date(transaction.expiresDate), revocationDate: date(transaction.revocationDate),
             revocationReason: transaction.revocationReason, isUpgraded: transaction.isUpgraded, signedDate: signedDate,
-            environment: transaction.environment?.rawValue, signedTransaction: signed
+            environment: transaction.environment?.rawValue, bundleId: transaction.bundleId, signedTransaction: signed
         )
         record.appAccountToken = transaction.appAccountToken.flatMap(UUID.init(uuidString:))
         record.inAppOwnershipType = transaction.inAppOwnershipType
@@ -131,7 +136,8 @@ enum LedgerMapping {
             status: notification.payload.data?.status?.rawValue ?? current?.status,
             expiresDate: aboutAnotherTransaction ? current?.expiresDate ?? expires : expires,
             autoRenewStatus: nil, autoRenewProductId: nil, isInBillingRetry: nil, gracePeriodExpiresDate: nil,
-            lastSignedDate: signedDate, environment: environmentOf(notification.payload)?.rawValue ?? current?.environment
+            lastSignedDate: signedDate, environment: environmentOf(notification.payload)?.rawValue ?? current?.environment,
+            bundleId: bundleOf(notification.payload) ?? transaction?.bundleId ?? current?.bundleId
         )
         takeRenewal(&record, from: renewal, of: notification, current: current)
         describe(&record, transaction: transaction, renewal: renewal, current: current)

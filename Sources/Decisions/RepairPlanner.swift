@@ -97,7 +97,7 @@ package enum RepairPlanner {
             expiresDate: LedgerMapping.date(transaction.expiresDate), autoRenewStatus: renewal?.autoRenewStatus,
             autoRenewProductId: renewal?.autoRenewProductId, isInBillingRetry: renewal?.isInBillingRetryPeriod ?? false,
             gracePeriodExpiresDate: LedgerMapping.date(renewal?.gracePeriodExpiresDate), lastSignedDate: signedDate,
-            environment: (transaction.environment ?? renewal?.environment)?.rawValue
+            environment: (transaction.environment ?? renewal?.environment)?.rawValue, bundleId: transaction.bundleId
         )
         LedgerMapping.describe(&record, transaction: transaction, renewal: renewal, current: nil)
         record.renewalSignedDate = LedgerMapping.date(renewal?.signedDate)

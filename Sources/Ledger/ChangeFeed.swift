@@ -31,7 +31,7 @@ package enum ChangeFeed {
             SELECT id, json_build_object(
                 'id', id,
                 'changed_at', to_char(changed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-                'environment', environment, 'original_transaction_id', original_transaction_id,
+                'bundle_id', bundle_id, 'environment', environment, 'original_transaction_id', original_transaction_id,
                 'app_account_token', app_account_token, 'kind', kind, 'before', before, 'after', after,
                 'cause', cause, 'notification_uuid', notification_uuid, 'run_id', run_id
             )::text

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import SignedData
 
 /// The ledger's reads and writes. Every value reaches SQL as a bound parameter. Writes that
 /// race a live webhook are settled by the database: a notification already recorded is left
@@ -17,18 +18,18 @@ package struct LedgerStore: Sendable {
     // MARK: Reads for the comparison (one query per batch)
 
     /// The stored subscription rows of these customers in this environment.
-    package func subscriptions(_ originalTransactionIds: [String], environment: String) async throws -> [String: SubscriptionRecord] {
-        try await Self.subscriptions(originalTransactionIds, environment: environment, on: client, logger: logger)
+    package func subscriptions(_ originalTransactionIds: [String], pair: AppStorePair) async throws -> [String: SubscriptionRecord] {
+        try await Self.subscriptions(originalTransactionIds, pair: pair, on: client, logger: logger)
     }
 
     static func subscriptions(
-        _ originalTransactionIds: [String], environment: String, on database: some LedgerQuerying, logger: Logger
+        _ originalTransactionIds: [String], pair: AppStorePair, on database: some LedgerQuerying, logger: Logger
     ) async throws -> [String: SubscriptionRecord] {
         guard !originalTransactionIds.isEmpty else { return [:] }
         let rows = try await database.ledgerQuery(
             """
             SELECT \(unescaped: SubscriptionRecord.selectList()) FROM app_store.subscriptions
-            WHERE environment = \(environment) AND original_transaction_id = ANY(\(originalTransactionIds))
+            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id = ANY(\(originalTransactionIds))
             """,
             logger: logger
         )
@@ -43,7 +44,7 @@ package struct LedgerStore: Sendable {
     /// What the ledger holds for a page of notifications, in one statement (one round trip
     /// instead of three: under load each costs more than the query), prepared once per
     /// connection.
-    package func pageState(environment: String, notifications: [UUID], customers: [String], transactions: [String]) async throws -> PageLedgerState {
+    package func pageState(pair: AppStorePair, notifications: [UUID], customers: [String], transactions: [String]) async throws -> PageLedgerState {
         var state = PageLedgerState(existingNotifications: [], subscriptions: [:], transactionSignedDates: [:])
         guard !notifications.isEmpty || !customers.isEmpty || !transactions.isEmpty else { return state }
         // Planned at each execution (an unnamed statement), not prepared once per connection: a
@@ -55,7 +56,7 @@ package struct LedgerStore: Sendable {
         // scanned small tables whole too, as long as the lookup was `= ANY`: see `PageStateRead`.)
         // Each key once: the lookups are one per element.
         let read = PageStateRead(
-            environment: environment, customers: Array(Set(customers)), transactions: Array(Set(transactions)), notifications: Array(Set(notifications))
+            pair: pair, customers: Array(Set(customers)), transactions: Array(Set(transactions)), notifications: Array(Set(notifications))
         )
         let rows = try await client.query(read.query, logger: logger)
         for try await row in rows { try read.add(row, to: &state) }
@@ -77,7 +78,7 @@ package struct LedgerStore: Sendable {
             case subscription = 1, transaction, notification
         }
 
-        let environment: String
+        let pair: AppStorePair
         let customers: [String]
         let transactions: [String]
         let notifications: [UUID]
@@ -100,12 +101,12 @@ package struct LedgerStore: Sendable {
                 SELECT \(subscriptionKind)::smallint, NULL::timestamptz, s.*
                 FROM unnest(\(customers)::text[]) AS k(key) CROSS JOIN LATERAL (
                     SELECT \(unescaped: SubscriptionRecord.selectList()) FROM app_store.subscriptions
-                    WHERE environment = \(environment) AND original_transaction_id = k.key LIMIT 1) AS s
+                    WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id = k.key LIMIT 1) AS s
                 UNION ALL
                 SELECT \(transactionKind)::smallint, t.signed_date, t.transaction_id, \(unescaped: SubscriptionRecord.nullsAfterKey)
                 FROM unnest(\(transactions)::text[]) AS k(key) CROSS JOIN LATERAL (
                     SELECT signed_date, transaction_id FROM app_store.transactions
-                    WHERE environment = \(environment) AND transaction_id = k.key LIMIT 1) AS t
+                    WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND transaction_id = k.key LIMIT 1) AS t
                 UNION ALL
                 SELECT \(notificationKind)::smallint, NULL, n.notification_uuid::text, \(unescaped: SubscriptionRecord.nullsAfterKey)
                 FROM unnest(\(notifications)::uuid[]) AS k(key) CROSS JOIN LATERAL (
@@ -170,7 +171,7 @@ package struct LedgerStore: Sendable {
     /// statements end after that instant: `serve` answers 503 for a batch it stopped waiting
     /// for, and such a batch must not commit later.
     package func applyLocked<Planned: Sendable>(
-        environment: String, notifications: [UUID], customers: [String], transactions: [String], runId: UUID?,
+        pair: AppStorePair, notifications: [UUID], customers: [String], transactions: [String], runId: UUID?,
         checkpoint: (QueryCheckpoint, CheckpointScope)? = nil, commitBy: ContinuousClock.Instant? = nil,
         plan: (PageLedgerState) throws -> (LedgerBatch, Planned)
     ) async throws -> (LedgerBatchOutcome, Planned) {
@@ -181,7 +182,7 @@ package struct LedgerStore: Sendable {
                 try await connection.query(
                     """
                     SELECT pg_advisory_xact_lock(hashtext('appstore-reconcile.customer'), held.hash)
-                    FROM (SELECT DISTINCT hashtext(\(environment) || ':' || k.key) AS hash FROM unnest(\(keys)::text[]) AS k(key) ORDER BY 1) AS held
+                    FROM (SELECT DISTINCT hashtext(\(pair.description) || ':' || k.key) AS hash FROM unnest(\(keys)::text[]) AS k(key) ORDER BY 1) AS held
                     """,
                     logger: logger
                 )
@@ -189,7 +190,7 @@ package struct LedgerStore: Sendable {
             var state = PageLedgerState(existingNotifications: [], subscriptions: [:], transactionSignedDates: [:])
             if !notifications.isEmpty || !keys.isEmpty || !transactions.isEmpty {
                 let read = PageStateRead(
-                    environment: environment, customers: keys, transactions: Array(Set(transactions)), notifications: Array(Set(notifications)))
+                    pair: pair, customers: keys, transactions: Array(Set(transactions)), notifications: Array(Set(notifications)))
                 for try await row in try await connection.query(read.query, logger: logger) { try read.add(row, to: &state) }
             }
             let (batch, planned) = try plan(state)
@@ -278,13 +279,13 @@ package struct LedgerStore: Sendable {
 
         static let sql = """
             WITH checkpoint AS (
-                INSERT INTO app_store.run_checkpoints (environment, window_start, window_end, only_failures, shard, query, position,
+                INSERT INTO app_store.run_checkpoints (bundle_id, environment, window_start, window_end, only_failures, shard, query, position,
                     pagination_token, completed, run_id)
-                SELECT $1::text, $2::timestamptz, $3::timestamptz,
+                SELECT $23::text, $1::text, $2::timestamptz, $3::timestamptz,
                     $4::boolean, $5::text, $6::text, $7::integer,
                     $8::text, $9::boolean, $10::uuid
                 WHERE $11::boolean
-                ON CONFLICT (environment, window_start, window_end, only_failures, shard, query) DO UPDATE SET
+                ON CONFLICT (bundle_id, environment, window_start, window_end, only_failures, shard, query) DO UPDATE SET
                     position = EXCLUDED.position, pagination_token = EXCLUDED.pagination_token, completed = EXCLUDED.completed,
                     run_id = EXCLUDED.run_id, updated_at = now()
                 RETURNING 1
@@ -307,7 +308,7 @@ package struct LedgerStore: Sendable {
                 SELECT \(TransactionRecord.values(from: "r")), p.payload
                 FROM jsonb_to_recordset($15::text::jsonb) AS r(\(TransactionRecord.recordsetTypes))
                 JOIN unnest($16::text[], $17::text[]) AS p(transaction_id, payload) USING (transaction_id)
-                ON CONFLICT (environment, transaction_id) DO UPDATE SET
+                ON CONFLICT (bundle_id, environment, transaction_id) DO UPDATE SET
                     \(TransactionRecord.updateList(table: "app_store.transactions")),
                     signed_transaction = CASE WHEN \(transactionChanges) THEN EXCLUDED.signed_transaction
                         ELSE app_store.transactions.signed_transaction END,
@@ -318,7 +319,7 @@ package struct LedgerStore: Sendable {
                 INSERT INTO app_store.subscriptions (\(SubscriptionRecord.selectList()))
                 SELECT \(SubscriptionRecord.values(from: "r"))
                 FROM jsonb_to_recordset($18::text::jsonb) AS r(\(SubscriptionRecord.recordsetTypes))
-                ON CONFLICT (environment, original_transaction_id) DO UPDATE SET
+                ON CONFLICT (bundle_id, environment, original_transaction_id) DO UPDATE SET
                     \(SubscriptionRecord.updateList(table: "app_store.subscriptions")),
                     updated_at = CASE WHEN \(subscriptionChanges) THEN now() ELSE app_store.subscriptions.updated_at END
                 WHERE app_store.subscriptions.last_signed_date < EXCLUDED.last_signed_date
@@ -365,7 +366,7 @@ package struct LedgerStore: Sendable {
         static let bindingDataTypes: [PostgresDataType] = [
             .text, .timestamptz, .timestamptz, .bool, .text, .text, .int4, .text, .bool, .uuid, .bool,
             .text, .uuidArray, .textArray, .text, .textArray, .textArray, .text, .text,
-            .text, .text, .text,
+            .text, .text, .text, .text,
         ]
 
         let batch: LedgerBatch
@@ -382,8 +383,8 @@ package struct LedgerStore: Sendable {
             }
             let scope = checkpoint?.1
             let point = checkpoint?.0
-            var bindings = PostgresBindings(capacity: 22)
-            bindings.append(scope?.environment)
+            var bindings = PostgresBindings(capacity: 23)
+            bindings.append(scope?.pair.environment.rawValue)
             bindings.append(scope?.windowStart)
             bindings.append(scope?.windowEnd)
             bindings.append(scope?.onlyFailures)
@@ -405,6 +406,7 @@ package struct LedgerStore: Sendable {
             bindings.append(ChangeFeed.context(of: batch, runId: runId))
             bindings.append(batch.deliverTo)
             bindings.append(RowJSON.array(batch.consumptionRequests))
+            bindings.append(scope?.pair.bundleId)
             return bindings
         }
 
@@ -443,12 +445,12 @@ package struct LedgerStore: Sendable {
 
     /// The customer (originalTransactionId) a transaction ID of this environment belongs to,
     /// when the ledger knows it.
-    package func customer(ofTransaction id: String, environment: String) async throws -> String? {
+    package func customer(ofTransaction id: String, pair: AppStorePair) async throws -> String? {
         let rows = try await client.query(
             """
-            SELECT original_transaction_id FROM app_store.transactions WHERE environment = \(environment) AND transaction_id = \(id)
+            SELECT original_transaction_id FROM app_store.transactions WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND transaction_id = \(id)
             UNION ALL SELECT original_transaction_id FROM app_store.subscriptions
-            WHERE environment = \(environment) AND original_transaction_id = \(id)
+            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id = \(id)
             LIMIT 1
             """,
             logger: logger
@@ -459,16 +461,16 @@ package struct LedgerStore: Sendable {
 
     /// Whether verified data in the ledger names this originalTransactionId in this environment
     /// (a transaction or subscription row, or a verified notification): only such IDs are sent to Apple.
-    package func knows(originalTransactionIds: [String], environment: String) async throws -> Set<String> {
+    package func knows(originalTransactionIds: [String], pair: AppStorePair) async throws -> Set<String> {
         guard !originalTransactionIds.isEmpty else { return [] }
         let rows = try await client.query(
             """
             SELECT original_transaction_id FROM app_store.transactions
-            WHERE original_transaction_id = ANY(\(originalTransactionIds)) AND environment = \(environment)
+            WHERE original_transaction_id = ANY(\(originalTransactionIds)) AND bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue)
             UNION SELECT original_transaction_id FROM app_store.subscriptions
-            WHERE original_transaction_id = ANY(\(originalTransactionIds)) AND environment = \(environment)
+            WHERE original_transaction_id = ANY(\(originalTransactionIds)) AND bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue)
             UNION SELECT original_transaction_id FROM app_store.notifications
-            WHERE original_transaction_id = ANY(\(originalTransactionIds)) AND environment = \(environment)
+            WHERE original_transaction_id = ANY(\(originalTransactionIds)) AND bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue)
             """,
             logger: logger
         )
@@ -478,22 +480,22 @@ package struct LedgerStore: Sendable {
     }
 
     /// A customer's stored transactions in this environment.
-    package func transactions(ofCustomer customer: String, environment: String) async throws -> [TransactionRecord] {
-        try await Self.transactions(ofCustomers: [customer], environment: environment, on: client, logger: logger)
+    package func transactions(ofCustomer customer: String, pair: AppStorePair) async throws -> [TransactionRecord] {
+        try await Self.transactions(ofCustomers: [customer], pair: pair, on: client, logger: logger)
     }
 
     /// The account an originalTransactionId belongs to (nil before pass 2 first asked about it),
     /// with its members, and the rows of those members and of `others`: what pass 2 compares with
     /// Apple's answer, read on one leased connection.
-    package func accountState(environment: String, of customer: String, and others: [String] = []) async throws -> StoredAccountState {
+    package func accountState(pair: AppStorePair, of customer: String, and others: [String] = []) async throws -> StoredAccountState {
         let logger = self.logger
         return try await client.withConnection { connection in
             var state = StoredAccountState(accountId: nil, revision: nil, members: [], subscriptions: [:], transactions: [])
             let accountRows = try await connection.query(
                 """
                 SELECT a.account_id, a.revision FROM app_store.account_members m
-                JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
-                WHERE m.environment = \(environment) AND m.original_transaction_id = \(customer)
+                JOIN app_store.accounts a ON a.bundle_id = m.bundle_id AND a.environment = m.environment AND a.account_id = m.account_id
+                WHERE m.bundle_id = \(pair.bundleId) AND m.environment = \(pair.environment.rawValue) AND m.original_transaction_id = \(customer)
                 """,
                 logger: logger
             )
@@ -505,39 +507,39 @@ package struct LedgerStore: Sendable {
                 let memberRows = try await connection.query(
                     """
                     SELECT original_transaction_id FROM app_store.account_members
-                    WHERE environment = \(environment) AND account_id = \(account) ORDER BY 1
+                    WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND account_id = \(account) ORDER BY 1
                     """,
                     logger: logger
                 )
                 for try await member in memberRows.decode(String.self) { state.members.append(member) }
             }
             let ids = Array(Set(state.members + others + [customer])).sorted()
-            state.subscriptions = try await Self.subscriptions(ids, environment: environment, on: connection, logger: logger)
-            state.transactions = try await Self.transactions(ofCustomers: ids, environment: environment, on: connection, logger: logger)
+            state.subscriptions = try await Self.subscriptions(ids, pair: pair, on: connection, logger: logger)
+            state.transactions = try await Self.transactions(ofCustomers: ids, pair: pair, on: connection, logger: logger)
             return state
         }
     }
 
     /// The rows of these originalTransactionIds (pass 2 reads them again once Apple's answer has
     /// named members the ledger did not know were in the account).
-    package func rows(of customers: [String], environment: String) async throws -> (subscriptions: [String: SubscriptionRecord], transactions: [TransactionRecord]) {
+    package func rows(of customers: [String], pair: AppStorePair) async throws -> (subscriptions: [String: SubscriptionRecord], transactions: [TransactionRecord]) {
         let logger = self.logger
         return try await client.withConnection { connection in
             (
-                try await Self.subscriptions(customers, environment: environment, on: connection, logger: logger),
-                try await Self.transactions(ofCustomers: customers, environment: environment, on: connection, logger: logger)
+                try await Self.subscriptions(customers, pair: pair, on: connection, logger: logger),
+                try await Self.transactions(ofCustomers: customers, pair: pair, on: connection, logger: logger)
             )
         }
     }
 
     static func transactions(
-        ofCustomers customers: [String], environment: String, on database: some LedgerQuerying, logger: Logger
+        ofCustomers customers: [String], pair: AppStorePair, on database: some LedgerQuerying, logger: Logger
     ) async throws -> [TransactionRecord] {
         guard !customers.isEmpty else { return [] }
         let rows = try await database.ledgerQuery(
             """
             SELECT \(unescaped: TransactionRecord.selectList()), signed_transaction
-            FROM app_store.transactions WHERE environment = \(environment) AND original_transaction_id = ANY(\(customers))
+            FROM app_store.transactions WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id = ANY(\(customers))
             ORDER BY purchase_date, transaction_id
             """,
             logger: logger
@@ -566,16 +568,16 @@ package struct LedgerStore: Sendable {
     /// lock (a transaction that records an account takes it before any row lock; the others never
     /// take it), so the waits cannot form a cycle.
     static func record(_ account: AccountVerification, on connection: PostgresConnection, logger: Logger) async throws {
-        let environment = account.environment
+        let pair = account.pair
         try await connection.query(
-            "SELECT pg_advisory_xact_lock(hashtext('appstore-reconcile.accounts'), hashtext(\(environment)))", logger: logger
+            "SELECT pg_advisory_xact_lock(hashtext('appstore-reconcile.accounts'), hashtext(\(pair.description)))", logger: logger
         )
         let members = Array(Set(account.members + [account.accountId])).sorted()
         var existing: Set<String> = []
         let rows = try await connection.query(
             """
             SELECT DISTINCT account_id FROM app_store.account_members
-            WHERE environment = \(environment) AND original_transaction_id = ANY(\(members))
+            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id = ANY(\(members))
             """,
             logger: logger
         )
@@ -584,10 +586,10 @@ package struct LedgerStore: Sendable {
         var carried: String?
         for old in existing.sorted() where old != key {
             try await connection.query(
-                "UPDATE app_store.account_members SET account_id = \(key) WHERE environment = \(environment) AND account_id = \(old)", logger: logger
+                "UPDATE app_store.account_members SET account_id = \(key) WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND account_id = \(old)", logger: logger
             )
             let dropped = try await connection.query(
-                "DELETE FROM app_store.accounts WHERE environment = \(environment) AND account_id = \(old) RETURNING revision", logger: logger
+                "DELETE FROM app_store.accounts WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND account_id = \(old) RETURNING revision", logger: logger
             )
             for try await revision in dropped.decode(String?.self) { carried = carried ?? revision }
         }
@@ -599,11 +601,11 @@ package struct LedgerStore: Sendable {
             }
         try await connection.query(
             """
-            INSERT INTO app_store.accounts (environment, account_id, revision, verified_at, transactions_verified_at, apple_answer)
+            INSERT INTO app_store.accounts (bundle_id, environment, account_id, revision, verified_at, transactions_verified_at, apple_answer)
             VALUES (
-                \(environment), \(key), \(revision), CASE WHEN \(account.verified) THEN now() END,
+                \(pair.bundleId), \(pair.environment.rawValue), \(key), \(revision), CASE WHEN \(account.verified) THEN now() END,
                 CASE WHEN \(account.verified) AND \(account.transactionsChecked) THEN now() END, \(account.appleAnswer))
-            ON CONFLICT (environment, account_id) DO UPDATE SET
+            ON CONFLICT (bundle_id, environment, account_id) DO UPDATE SET
                 apple_answer = CASE WHEN \(account.verified) THEN EXCLUDED.apple_answer ELSE app_store.accounts.apple_answer END,
                 verified_at = CASE WHEN \(account.verified) THEN now() ELSE app_store.accounts.verified_at END,
                 transactions_verified_at = CASE WHEN \(account.verified) AND \(account.transactionsChecked) THEN now()
@@ -614,9 +616,9 @@ package struct LedgerStore: Sendable {
         )
         try await connection.query(
             """
-            INSERT INTO app_store.account_members (environment, original_transaction_id, account_id)
-            SELECT \(environment), member, \(key) FROM unnest(\(members)::text[]) AS member
-            ON CONFLICT (environment, original_transaction_id) DO UPDATE SET account_id = EXCLUDED.account_id
+            INSERT INTO app_store.account_members (bundle_id, environment, original_transaction_id, account_id)
+            SELECT \(pair.bundleId), \(pair.environment.rawValue), member, \(key) FROM unnest(\(members)::text[]) AS member
+            ON CONFLICT (bundle_id, environment, original_transaction_id) DO UPDATE SET account_id = EXCLUDED.account_id
             """,
             logger: logger
         )
@@ -645,15 +647,15 @@ package struct LedgerStore: Sendable {
 
     /// Which of these customers have a notification recovered by the runs, and whether any of
     /// those needs the transaction history (`typesNeedingTransactionHistory`).
-    package func recoveredCustomers(among customers: [String], environment: String, from start: Date, to end: Date, sinceRun runId: UUID?) async throws -> [String: Bool] {
+    package func recoveredCustomers(among customers: [String], pair: AppStorePair, from start: Date, to end: Date, sinceRun runId: UUID?) async throws -> [String: Bool] {
         guard !customers.isEmpty else { return [:] }
         let rows = try await client.query(
             """
             SELECT n.original_transaction_id, bool_or(n.notification_type = ANY(\(Self.typesNeedingTransactionHistory)))
             FROM app_store.notifications n
-            LEFT JOIN app_store.account_members m ON m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
-            LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
-            WHERE n.original_transaction_id = ANY(\(customers)) AND n.environment = \(environment)
+            LEFT JOIN app_store.account_members m ON m.bundle_id = n.bundle_id AND m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
+            LEFT JOIN app_store.accounts a ON a.bundle_id = m.bundle_id AND a.environment = m.environment AND a.account_id = m.account_id
+            WHERE n.original_transaction_id = ANY(\(customers)) AND n.bundle_id = \(pair.bundleId) AND n.environment = \(pair.environment.rawValue)
                 AND (n.source = 'history' OR n.notification_type = ANY(\(NotificationRecord.refundFlowTypes)))
                 AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
                     OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
@@ -670,21 +672,21 @@ package struct LedgerStore: Sendable {
     /// Customers without a subscription row (one-time purchases) with a notification recovered by
     /// the runs: up to `limit` after `cursor`, in order, and whether they need the transaction history.
     package func customersRecoveredWithoutSubscription(
-        environment: String, from start: Date, to end: Date, sinceRun runId: UUID?, after cursor: String?, limit: Int
+        pair: AppStorePair, from start: Date, to end: Date, sinceRun runId: UUID?, after cursor: String?, limit: Int
     ) async throws -> [(customer: String, needsTransactionHistory: Bool)] {
         let rows = try await client.query(
             """
             SELECT n.original_transaction_id, bool_or(n.notification_type = ANY(\(Self.typesNeedingTransactionHistory)))
             FROM app_store.notifications n
-            LEFT JOIN app_store.account_members m ON m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
-            LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
-            WHERE n.original_transaction_id > \(cursor ?? "") AND n.environment = \(environment)
+            LEFT JOIN app_store.account_members m ON m.bundle_id = n.bundle_id AND m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
+            LEFT JOIN app_store.accounts a ON a.bundle_id = m.bundle_id AND a.environment = m.environment AND a.account_id = m.account_id
+            WHERE n.original_transaction_id > \(cursor ?? "") AND n.bundle_id = \(pair.bundleId) AND n.environment = \(pair.environment.rawValue)
                 AND (n.source = 'history' OR n.notification_type = ANY(\(NotificationRecord.refundFlowTypes)))
                 AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
                     OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
                 AND \(unescaped: Self.notCheckedSince)
                 AND NOT EXISTS (SELECT 1 FROM app_store.subscriptions s
-                    WHERE s.environment = n.environment AND s.original_transaction_id = n.original_transaction_id)
+                    WHERE s.bundle_id = n.bundle_id AND s.environment = n.environment AND s.original_transaction_id = n.original_transaction_id)
             GROUP BY 1 ORDER BY 1 LIMIT \(limit)
             """,
             logger: logger
@@ -698,16 +700,16 @@ package struct LedgerStore: Sendable {
     /// `cursor`, in order: the gap rules stream through the whole ledger this way, a chunk at a
     /// time. Each view carries its account's last verifications and when each row was recorded,
     /// so that the rules look only at what is newer than the verification that covers it.
-    package func customerViews(environment: String, after cursor: String?, limit: Int) async throws -> [CustomerLedgerView] {
+    package func customerViews(pair: AppStorePair, after cursor: String?, limit: Int) async throws -> [CustomerLedgerView] {
         let start = cursor ?? ""
         var views: [CustomerLedgerView] = []
         let rows = try await client.query(
             """
             SELECT m.account_id, a.verified_at, a.transactions_verified_at, \(unescaped: SubscriptionRecord.selectList(prefix: "s"))
             FROM app_store.subscriptions s
-            LEFT JOIN app_store.account_members m ON m.environment = s.environment AND m.original_transaction_id = s.original_transaction_id
-            LEFT JOIN app_store.accounts a ON a.environment = m.environment AND a.account_id = m.account_id
-            WHERE s.environment = \(environment) AND s.original_transaction_id > \(start)
+            LEFT JOIN app_store.account_members m ON m.bundle_id = s.bundle_id AND m.environment = s.environment AND m.original_transaction_id = s.original_transaction_id
+            LEFT JOIN app_store.accounts a ON a.bundle_id = m.bundle_id AND a.environment = m.environment AND a.account_id = m.account_id
+            WHERE s.bundle_id = \(pair.bundleId) AND s.environment = \(pair.environment.rawValue) AND s.original_transaction_id > \(start)
             ORDER BY s.original_transaction_id LIMIT \(limit)
             """,
             logger: logger
@@ -730,7 +732,7 @@ package struct LedgerStore: Sendable {
         let transactionRows = try await client.query(
             """
             SELECT original_transaction_id, transaction_id, product_type, purchase_date, expires_date, revocation_date, signed_date, updated_at
-            FROM app_store.transactions WHERE environment = \(environment) AND original_transaction_id = ANY(\(ids)) ORDER BY purchase_date
+            FROM app_store.transactions WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id = ANY(\(ids)) ORDER BY purchase_date
             """,
             logger: logger
         )
@@ -746,7 +748,7 @@ package struct LedgerStore: Sendable {
         let notificationRows = try await client.query(
             """
             SELECT original_transaction_id, notification_type, subtype, signed_date, recorded_at FROM app_store.notifications
-            WHERE original_transaction_id = ANY(\(ids)) AND environment = \(environment) ORDER BY signed_date
+            WHERE original_transaction_id = ANY(\(ids)) AND bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) ORDER BY signed_date
             """,
             logger: logger
         )
@@ -759,28 +761,29 @@ package struct LedgerStore: Sendable {
 
     // MARK: Runs
 
-    package func startRun(kind: RunKind, environment: String, windowStart: Date?, windowEnd: Date?, shard: String? = nil) async throws -> UUID {
+    package func startRun(kind: RunKind, pair: AppStorePair, windowStart: Date?, windowEnd: Date?, shard: String? = nil) async throws -> UUID {
         let id = UUID()
         let host = ProcessInfo.processInfo.hostName
         let pid = Int(ProcessInfo.processInfo.processIdentifier)
         try await client.query(
             """
-            INSERT INTO app_store.runs (run_id, kind, environment, window_start, window_end, dry_run, host, pid, shard)
-            VALUES (\(id), \(kind.rawValue), \(environment), \(windowStart), \(windowEnd), false, \(host), \(pid), \(shard))
+            INSERT INTO app_store.runs (run_id, kind, bundle_id, environment, window_start, window_end, dry_run, host, pid, shard)
+            VALUES (\(id), \(kind.rawValue), \(pair.bundleId), \(pair.environment.rawValue), \(windowStart), \(windowEnd), false, \(host), \(pid), \(shard))
             """,
             logger: logger
         )
         return id
     }
 
-    /// Marks `abandoned` the recovering runs of this shard still recorded as running: called by a
+    /// Marks `abandoned` the recovering runs of this App Store and shard still recorded as running: called by a
     /// run that holds the shard's run lock, so their processes are gone (killed, machine lost).
     @discardableResult
-    package func abandonDeadRuns(kinds: [RunKind] = [.run, .nightly], shard: String?) async throws -> Int {
+    package func abandonDeadRuns(pair: AppStorePair, kinds: [RunKind] = [.run, .nightly], shard: String?) async throws -> Int {
         let rows = try await client.query(
             """
             UPDATE app_store.runs SET outcome = 'abandoned', finished_at = now()
-            WHERE outcome = 'running' AND kind = ANY(\(kinds.map(\.rawValue))) AND shard IS NOT DISTINCT FROM \(shard)
+            WHERE outcome = 'running' AND bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue)
+              AND kind = ANY(\(kinds.map(\.rawValue))) AND shard IS NOT DISTINCT FROM \(shard)
             RETURNING run_id
             """,
             logger: logger

@@ -1,19 +1,21 @@
 import Foundation
 import Logging
 import PostgresNIO
+import SignedData
 
 /// What a run's checkpoints belong to: the same window, environment, filter and shard make the
 /// same plan, so a run with this scope may resume from them.
 package struct CheckpointScope: Hashable, Sendable {
-    package var environment: String
+    /// The App Store (app and environment) the run is of.
+    package var pair: AppStorePair
     package var windowStart: Date
     package var windowEnd: Date
     package var onlyFailures: Bool
     /// "INDEX/COUNT"; "0/1" for an unsharded run.
     package var shard: String
 
-    package init(environment: String, windowStart: Date, windowEnd: Date, onlyFailures: Bool, shard: String) {
-        self.environment = environment
+    package init(pair: AppStorePair, windowStart: Date, windowEnd: Date, onlyFailures: Bool, shard: String) {
+        self.pair = pair
         self.windowStart = windowStart
         self.windowEnd = windowEnd
         self.onlyFailures = onlyFailures
@@ -53,7 +55,7 @@ extension LedgerStore {
         let rows = try await client.query(
             """
             SELECT count(*) FROM app_store.run_checkpoints c JOIN app_store.runs r ON r.run_id = c.run_id
-            WHERE c.environment = \(scope.environment) AND c.window_start = \(scope.windowStart) AND c.window_end = \(scope.windowEnd)
+            WHERE c.bundle_id = \(scope.pair.bundleId) AND c.environment = \(scope.pair.environment.rawValue) AND c.window_start = \(scope.windowStart) AND c.window_end = \(scope.windowEnd)
               AND c.only_failures = \(scope.onlyFailures) AND c.shard = \(scope.shard)
               AND r.outcome IN ('succeeded', 'succeeded_with_rejections')
             """,
@@ -73,7 +75,7 @@ extension LedgerStore {
         let rows = try await client.query(
             """
             SELECT query, position, pagination_token, completed, run_id FROM app_store.run_checkpoints
-            WHERE environment = \(scope.environment) AND window_start = \(scope.windowStart) AND window_end = \(scope.windowEnd)
+            WHERE bundle_id = \(scope.pair.bundleId) AND environment = \(scope.pair.environment.rawValue) AND window_start = \(scope.windowStart) AND window_end = \(scope.windowEnd)
               AND only_failures = \(scope.onlyFailures) AND shard = \(scope.shard)
             """,
             logger: logger
@@ -95,11 +97,11 @@ extension LedgerStore {
     static func upsert(_ checkpoint: QueryCheckpoint, in scope: CheckpointScope, runId: UUID?, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query(
             """
-            INSERT INTO app_store.run_checkpoints (environment, window_start, window_end, only_failures, shard, query, position,
+            INSERT INTO app_store.run_checkpoints (bundle_id, environment, window_start, window_end, only_failures, shard, query, position,
                 pagination_token, completed, run_id)
-            VALUES (\(scope.environment), \(scope.windowStart), \(scope.windowEnd), \(scope.onlyFailures), \(scope.shard),
+            VALUES (\(scope.pair.bundleId), \(scope.pair.environment.rawValue), \(scope.windowStart), \(scope.windowEnd), \(scope.onlyFailures), \(scope.shard),
                 \(checkpoint.query), \(checkpoint.position), \(checkpoint.paginationToken), \(checkpoint.completed), \(runId))
-            ON CONFLICT (environment, window_start, window_end, only_failures, shard, query) DO UPDATE SET
+            ON CONFLICT (bundle_id, environment, window_start, window_end, only_failures, shard, query) DO UPDATE SET
                 position = EXCLUDED.position, pagination_token = EXCLUDED.pagination_token, completed = EXCLUDED.completed,
                 run_id = EXCLUDED.run_id, updated_at = now()
             """,
@@ -113,7 +115,7 @@ extension LedgerStore {
         try await client.query(
             """
             DELETE FROM app_store.run_checkpoints
-            WHERE environment = \(scope.environment) AND window_start = \(scope.windowStart) AND window_end = \(scope.windowEnd)
+            WHERE bundle_id = \(scope.pair.bundleId) AND environment = \(scope.pair.environment.rawValue) AND window_start = \(scope.windowStart) AND window_end = \(scope.windowEnd)
               AND only_failures = \(scope.onlyFailures) AND shard = \(scope.shard)
               AND NOT (\(keepingPassOne) AND query = \(QueryCheckpoint.passOneKey))
             """,
@@ -122,11 +124,11 @@ extension LedgerStore {
     }
 
     /// The shards ("INDEX/COUNT") of this window whose pass 1 is recorded done, finished runs' included.
-    package func shardsWithPassOneDone(environment: String, windowStart: Date, windowEnd: Date, onlyFailures: Bool) async throws -> Set<String> {
+    package func shardsWithPassOneDone(pair: AppStorePair, windowStart: Date, windowEnd: Date, onlyFailures: Bool) async throws -> Set<String> {
         let rows = try await client.query(
             """
             SELECT shard FROM app_store.run_checkpoints
-            WHERE environment = \(environment) AND window_start = \(windowStart) AND window_end = \(windowEnd)
+            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND window_start = \(windowStart) AND window_end = \(windowEnd)
               AND only_failures = \(onlyFailures) AND query = \(QueryCheckpoint.passOneKey) AND completed
             """,
             logger: logger
@@ -175,11 +177,11 @@ extension LedgerStore {
 extension LedgerStore {
     /// The window of the newest run of this kind, environment and shard ("INDEX/COUNT") that left
     /// checkpoints and did not finish.
-    package func unfinishedWindow(kind: RunKind, environment: String, shard: String) async throws -> (start: Date, end: Date)? {
+    package func unfinishedWindow(kind: RunKind, pair: AppStorePair, shard: String) async throws -> (start: Date, end: Date)? {
         let rows = try await client.query(
             """
             SELECT c.window_start, c.window_end FROM app_store.run_checkpoints c JOIN app_store.runs r ON r.run_id = c.run_id
-            WHERE r.kind = \(kind.rawValue) AND c.environment = \(environment) AND c.shard = \(shard)
+            WHERE r.kind = \(kind.rawValue) AND c.bundle_id = \(pair.bundleId) AND c.environment = \(pair.environment.rawValue) AND c.shard = \(shard)
               AND r.outcome NOT IN ('succeeded', 'succeeded_with_rejections')
             ORDER BY c.updated_at DESC LIMIT 1
             """,

@@ -2,9 +2,11 @@ import Foundation
 import Synchronization
 import Logging
 import PostgresNIO
+import SignedData
 
-/// One reconciling run at a time per ledger: a session advisory lock held on a connection of its
-/// own for the whole run. A second run finds it taken and stops at once; the lock dies with its
+/// One reconciling run at a time per App Store (app and environment) of a ledger: a session
+/// advisory lock held on a connection of its own for the whole run, keyed by the pair (its first
+/// key, a hash of the pair) and the kind and shard (its second). A second run finds it taken and stops at once; the lock dies with its
 /// connection, so a run that crashed leaves nothing stale behind.
 package enum RunLock {
     /// "appsrun" in ASCII: distinct from the migration lock.
@@ -33,17 +35,19 @@ package enum RunLock {
 
     /// Runs `body` holding the lock, or throws `RunInProgress` naming the holder.
     package static func withLock<Result: Sendable>(
-        _ url: DatabaseURL, store: LedgerStore, logger: Logger, kind: RunKind = .run, shardIndex: Int? = nil,
+        _ url: DatabaseURL, store: LedgerStore, logger: Logger, pair: AppStorePair, kind: RunKind = .run, shardIndex: Int? = nil,
         _ body: @escaping @Sendable () async throws -> Result
     ) async throws -> Result {
         let key = Self.key(kind: kind, shardIndex: shardIndex)
+        let pairKey = pair.description
+        let second = Self.secondKey(key)
         let connection = try await PostgresConnection.connect(configuration: try url.connectionConfiguration(), id: 1, logger: logger)
         do {
             var acquired = false
-            for try await value in try await connection.query("SELECT pg_try_advisory_lock(\(key))", logger: logger).decode(Bool.self) {
+            for try await value in try await connection.query("SELECT pg_try_advisory_lock(hashtext(\(pairKey)), \(second))", logger: logger).decode(Bool.self) {
                 acquired = value
             }
-            guard acquired else { throw RunInProgress(holder: try await store.runningRun(shard: shardIndex.map { "\($0)/" })) }
+            guard acquired else { throw RunInProgress(holder: try await store.runningRun(pair: pair, shard: shardIndex.map { "\($0)/" })) }
             // The lock lives as long as its connection. Should the connection drop (the server
             // restarted, the session was terminated), the run no longer holds the lock and
             // another may start: the run is cancelled at once and ends with RunLockLost.
@@ -75,7 +79,7 @@ package enum RunLock {
             }
             state.finished.store(true, ordering: .releasing)
             if state.lost.load(ordering: .acquiring) { throw RunLockLost(underlying: "the connection closed as the run ended") }
-            _ = try? await connection.query("SELECT pg_advisory_unlock(\(key))", logger: logger)
+            _ = try? await connection.query("SELECT pg_advisory_unlock(hashtext(\(pairKey)), \(second))", logger: logger)
             try? await connection.close()
             return result
         } catch {
@@ -86,6 +90,10 @@ package enum RunLock {
 }
 
 extension RunLock {
+    /// The lock's second key: the low 32 bits of `key(kind:shardIndex:)` (its high bits are the
+    /// same for every kind and shard).
+    static func secondKey(_ key: Int64) -> Int32 { Int32(truncatingIfNeeded: key & 0xFFFF_FFFF) }
+
     /// How long a run that lost its lock may take to stop before it is given up on.
     static let stopGrace: Duration = .seconds(10)
 }
@@ -154,11 +162,13 @@ extension LedgerStore {
         package var startedAt: Date
     }
 
-    /// The newest run recorded as still running; of one shard ("INDEX/", a prefix) or unsharded (nil).
-    package func runningRun(shard: String? = nil, anyShard: Bool = false) async throws -> RunningRun? {
+    /// The newest run recorded as still running, of one App Store (nil: any); of one shard
+    /// ("INDEX/", a prefix) or unsharded (nil).
+    package func runningRun(pair: AppStorePair? = nil, shard: String? = nil, anyShard: Bool = false) async throws -> RunningRun? {
         let rows = try await client.query(
             """
             SELECT run_id, kind, host, pid, started_at FROM app_store.runs WHERE outcome = 'running'
+              AND (\(pair == nil) OR (bundle_id = \(pair?.bundleId) AND environment = \(pair?.environment.rawValue)))
               AND (\(anyShard) OR CASE WHEN \(shard)::text IS NULL THEN shard IS NULL ELSE shard LIKE \(shard) || '%' END)
             ORDER BY started_at DESC LIMIT 1
             """,
@@ -177,6 +187,8 @@ extension LedgerStore {
         package var id: UUID
         package var kind: String
         package var environment: String
+        /// Nil for a run recorded before migration 0020 in a ledger that held no app yet.
+        package var bundleId: String?
         package var windowStart: Date?
         package var windowEnd: Date?
         package var startedAt: Date
@@ -190,22 +202,23 @@ extension LedgerStore {
     }
 
     /// The newest runs, newest first.
-    package func recentRuns(limit: Int) async throws -> [RunSummary] {
+    package func recentRuns(limit: Int, pair: AppStorePair? = nil) async throws -> [RunSummary] {
         let rows = try await client.query(
             """
-            SELECT run_id, kind, environment, window_start, window_end, started_at, finished_at, outcome, counts::text, host, pid, shard
-            FROM app_store.runs ORDER BY started_at DESC LIMIT \(limit)
+            SELECT run_id, kind, environment, window_start, window_end, started_at, finished_at, outcome, counts::text, host, pid, shard, bundle_id
+            FROM app_store.runs WHERE \(pair == nil) OR (bundle_id = \(pair?.bundleId) AND environment = \(pair?.environment.rawValue))
+            ORDER BY started_at DESC LIMIT \(limit)
             """,
             logger: logger
         )
         var runs: [RunSummary] = []
-        for try await row in rows.decode((UUID, String, String, Date?, Date?, Date, Date?, String, String, String?, Int?, String?).self) {
+        for try await row in rows.decode((UUID, String, String, Date?, Date?, Date, Date?, String, String, String?, Int?, String?, String?).self) {
             // The numbers of the counts object; nested objects (per-endpoint figures) are left out.
             let object = (try? JSONSerialization.jsonObject(with: Data(row.8.utf8))) as? [String: Any] ?? [:]
             let counts = object.compactMapValues { ($0 as? NSNumber)?.intValue }
             runs.append(
                 RunSummary(
-                    id: row.0, kind: row.1, environment: row.2, windowStart: row.3, windowEnd: row.4, startedAt: row.5,
+                    id: row.0, kind: row.1, environment: row.2, bundleId: row.12, windowStart: row.3, windowEnd: row.4, startedAt: row.5,
                     finishedAt: row.6, outcome: row.7, counts: counts, host: row.9, pid: row.10, shard: row.11
                 )
             )
@@ -216,10 +229,12 @@ extension LedgerStore {
     /// The newest run that succeeded (with or without rejections), of one kind, or of any kind
     /// that recovers a window but the hourly refund-request check (which says nothing of the
     /// ledger's other notifications): a `repair` run recovers no window.
-    package func lastSuccessfulRun(kind: RunKind? = nil) async throws -> RunSummary? {
+    /// Of one App Store, or of any (nil).
+    package func lastSuccessfulRun(kind: RunKind? = nil, pair: AppStorePair? = nil) async throws -> RunSummary? {
         let rows = try await client.query(
             """
             SELECT run_id FROM app_store.runs WHERE outcome IN ('succeeded', 'succeeded_with_rejections')
+              AND (\(pair == nil) OR (bundle_id = \(pair?.bundleId) AND environment = \(pair?.environment.rawValue)))
               AND (CASE WHEN \(kind?.rawValue)::text IS NULL THEN kind NOT IN (\(RunKind.consumptionRequests.rawValue), \(RunKind.repair.rawValue)) ELSE kind = \(kind?.rawValue) END)
             ORDER BY finished_at DESC LIMIT 1
             """,
@@ -228,7 +243,7 @@ extension LedgerStore {
         var id: UUID?
         for try await value in rows.decode(UUID.self) { id = value }
         guard let id else { return nil }
-        return try await recentRuns(limit: 1000).first { $0.id == id }
+        return try await recentRuns(limit: 1000, pair: pair).first { $0.id == id }
     }
 
     /// How many runs the ledger records, by outcome.
@@ -240,15 +255,15 @@ extension LedgerStore {
         return found
     }
 
-    /// Whether some session holds the run lock now (a run is really in progress).
+    /// Whether some session holds a run lock now, of any App Store (a run is really in progress).
     package func runLockHeld() async throws -> Bool {
-        let high = Int64(RunLock.key >> 32)
-        let low = Int64(RunLock.key & 0xFFFF_FFFF)
+        let low = Int64(RunLock.secondKey(RunLock.key(shardIndex: nil)))
+        let high = Int64(RunLock.secondKey(RunLock.key(shardIndex: RunLock.maximumShards)))
         let rows = try await client.query(
             """
             SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-              AND classid::bigint = \(high) AND objid::bigint BETWEEN \(low) AND \(low + Int64(RunLock.maximumShards) + 1) AND objsubid = 1
+              AND objid::bigint BETWEEN \(low) AND \(high) AND objsubid = 2
             """,
             logger: logger
         )

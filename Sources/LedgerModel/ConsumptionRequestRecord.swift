@@ -6,6 +6,8 @@ import Foundation
 package struct ConsumptionRequestRecord: Hashable, Sendable, LedgerRow {
     package var notificationUUID: UUID
     package var environment: String
+    /// The app's bundle ID (migration 0020).
+    package var bundleId: String
     package var originalTransactionId: String
     package var transactionId: String?
     package var productId: String?
@@ -17,11 +19,12 @@ package struct ConsumptionRequestRecord: Hashable, Sendable, LedgerRow {
     package var deadlineDate: Date
 
     package init(
-        notificationUUID: UUID, environment: String, originalTransactionId: String, transactionId: String?, productId: String?,
+        notificationUUID: UUID, environment: String, bundleId: String, originalTransactionId: String, transactionId: String?, productId: String?,
         appAccountToken: UUID?, reason: String?, sentDate: Date, deadlineDate: Date
     ) {
         self.notificationUUID = notificationUUID
         self.environment = environment
+        self.bundleId = bundleId
         self.originalTransactionId = originalTransactionId
         self.transactionId = transactionId
         self.productId = productId
@@ -37,6 +40,7 @@ extension ConsumptionRequestRecord {
     package static let columns: [LedgerColumn<Self>] = [
         .uuid("notification_uuid", \.notificationUUID),
         .text("environment", \.environment),
+        .text("bundle_id", \.bundleId),
         .text("original_transaction_id", \.originalTransactionId),
         .text("transaction_id", \.transactionId),
         .text("product_id", \.productId),
@@ -47,7 +51,7 @@ extension ConsumptionRequestRecord {
     ]
 
     package static let blank = ConsumptionRequestRecord(
-        notificationUUID: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)), environment: "", originalTransactionId: "",
+        notificationUUID: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)), environment: "", bundleId: "", originalTransactionId: "",
         transactionId: nil, productId: nil, appAccountToken: nil, reason: nil, sentDate: Date(timeIntervalSince1970: 0),
         deadlineDate: Date(timeIntervalSince1970: 0)
     )

@@ -1,4 +1,5 @@
 import Crypto
+import SignedData
 import Foundation
 
 /// A row of `app_store.rejected_payloads`: a payload Apple did sign is kept whole
@@ -82,7 +83,8 @@ package struct AccountVerification: Hashable, Sendable {
         case forget
     }
 
-    package var environment: String
+    /// The App Store the account is of.
+    package var pair: AppStorePair
     /// The account's key as pass 2 sees it (the ledger keeps the numerically smallest
     /// originalTransactionId of the account, merging accounts found to be one).
     package var accountId: String
@@ -101,12 +103,12 @@ package struct AccountVerification: Hashable, Sendable {
     package var appleAnswer: String?
 
     package init(
-        environment: String, accountId: String, members: [String], revision: Revision, verified: Bool = true, transactionsChecked: Bool = false,
+        pair: AppStorePair, accountId: String, members: [String], revision: Revision, verified: Bool = true, transactionsChecked: Bool = false,
         appleAnswer: String? = nil
     ) {
         self.appleAnswer = appleAnswer
         self.transactionsChecked = transactionsChecked
-        self.environment = environment
+        self.pair = pair
         self.accountId = accountId
         self.members = members
         self.revision = revision

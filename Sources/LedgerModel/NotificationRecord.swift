@@ -14,13 +14,15 @@ package struct NotificationRecord: Hashable, Sendable, LedgerRow {
     package var subtype: String?
     package var signedDate: Date
     package var environment: String
+    /// The app's bundle ID (migration 0020): with the environment, the App Store the row belongs to.
+    package var bundleId: String
     package var originalTransactionId: String?
     package var transactionId: String?
     package var signedPayload: String
     package var source: Source
 
     package init(
-        notificationUUID: UUID, notificationType: String, subtype: String?, signedDate: Date, environment: String,
+        notificationUUID: UUID, notificationType: String, subtype: String?, signedDate: Date, environment: String, bundleId: String,
         originalTransactionId: String?, transactionId: String?, signedPayload: String, source: Source
     ) {
         self.notificationUUID = notificationUUID
@@ -28,6 +30,7 @@ package struct NotificationRecord: Hashable, Sendable, LedgerRow {
         self.subtype = subtype
         self.signedDate = signedDate
         self.environment = environment
+        self.bundleId = bundleId
         self.originalTransactionId = originalTransactionId
         self.transactionId = transactionId
         self.signedPayload = signedPayload
@@ -44,13 +47,14 @@ extension NotificationRecord {
         .text("subtype", \.subtype),
         .time("signed_date", \.signedDate),
         .text("environment", \.environment),
+        .text("bundle_id", \.bundleId),
         .text("original_transaction_id", \.originalTransactionId),
         .text("transaction_id", \.transactionId),
         .text("source", \.source),
     ]
 
     package static let blank = NotificationRecord(
-        notificationUUID: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)), notificationType: "", subtype: nil, signedDate: Date(timeIntervalSince1970: 0), environment: "",
+        notificationUUID: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)), notificationType: "", subtype: nil, signedDate: Date(timeIntervalSince1970: 0), environment: "", bundleId: "",
         originalTransactionId: nil, transactionId: nil, signedPayload: "", source: .webhook
     )
 }

@@ -16,6 +16,8 @@ package struct SubscriptionRecord: Hashable, Sendable, Codable, LedgerRow {
     package var lastSignedDate: Date
     /// `Production` or `Sandbox` (nil in rows written before migration 0005 that it could not tell).
     package var environment: String?
+    /// The app's bundle ID (migration 0020).
+    package var bundleId: String?
     // What a backend queries (migration 0006); not in the initializer, set where they are known.
     /// From the subscription's latest transaction, else its renewal info: the app's UUID for the customer.
     package var appAccountToken: UUID? = nil
@@ -41,9 +43,10 @@ package struct SubscriptionRecord: Hashable, Sendable, Codable, LedgerRow {
     package init(
         originalTransactionId: String, productId: String?, status: Int?, expiresDate: Date?, autoRenewStatus: Int?,
         autoRenewProductId: String?, isInBillingRetry: Bool?, gracePeriodExpiresDate: Date?, lastSignedDate: Date,
-        environment: String? = nil
+        environment: String? = nil, bundleId: String? = nil
     ) {
         self.environment = environment
+        self.bundleId = bundleId
         self.originalTransactionId = originalTransactionId
         self.productId = productId
         self.status = status
@@ -72,6 +75,7 @@ extension SubscriptionRecord {
         .time("grace_period_expires_date", \.gracePeriodExpiresDate, compared: true),
         .time("last_signed_date", \.lastSignedDate),
         .text("environment", \.environment, update: .key, compared: true),
+        .text("bundle_id", \.bundleId, update: .key),
         .uuid("app_account_token", \.appAccountToken, compared: true),
         .text("subscription_group_identifier", \.subscriptionGroupIdentifier, compared: true),
         .text("in_app_ownership_type", \.inAppOwnershipType, compared: true),

@@ -13,6 +13,8 @@ package struct TransactionRecord: Hashable, Sendable, LedgerRow {
     package var isUpgraded: Bool?
     package var signedDate: Date
     package var environment: String?
+    /// The app's bundle ID (migration 0020).
+    package var bundleId: String?
     package var signedTransaction: String
     // What a backend queries (migration 0006); not in the initializer, set where they are known.
     /// The app's own UUID for the customer, when the app set one at purchase.
@@ -40,8 +42,9 @@ package struct TransactionRecord: Hashable, Sendable, LedgerRow {
     package init(
         transactionId: String, originalTransactionId: String, productId: String?, productType: String?, purchaseDate: Date?,
         expiresDate: Date?, revocationDate: Date?, revocationReason: Int?, isUpgraded: Bool?, signedDate: Date,
-        environment: String?, signedTransaction: String
+        environment: String?, bundleId: String?, signedTransaction: String
     ) {
+        self.bundleId = bundleId
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
         self.productId = productId
@@ -75,6 +78,7 @@ extension TransactionRecord {
         .boolean("is_upgraded", \.isUpgraded, compared: true),
         .time("signed_date", \.signedDate),
         .text("environment", \.environment, update: .key, compared: true),
+        .text("bundle_id", \.bundleId, update: .key),
         .uuid("app_account_token", \.appAccountToken, compared: true),
         .text("in_app_ownership_type", \.inAppOwnershipType, compared: true),
         .text("subscription_group_identifier", \.subscriptionGroupIdentifier, compared: true),
@@ -94,6 +98,6 @@ extension TransactionRecord {
     package static let blank = TransactionRecord(
         transactionId: "", originalTransactionId: "", productId: nil, productType: nil, purchaseDate: nil, expiresDate: nil,
         revocationDate: nil, revocationReason: nil, isUpgraded: nil, signedDate: Date(timeIntervalSince1970: 0), environment: nil,
-        signedTransaction: ""
+        bundleId: nil, signedTransaction: ""
     )
 }

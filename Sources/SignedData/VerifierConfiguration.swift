@@ -30,6 +30,9 @@ public struct VerifierConfiguration: Sendable {
         self.maximumPayloadBytes = maximumPayloadBytes
         self.onlineChecks = onlineChecks
     }
+
+    /// The App Store (app and environment) whose payloads this configuration accepts.
+    public var pair: AppStorePair { AppStorePair(bundleId: bundleId, environment: environment) }
 }
 
 /// Current-time validation with OCSP revocation checks of the leaf and the intermediate.

@@ -82,6 +82,7 @@ extension ChangesCommandTests {
             autoRenewProductId: nil, isInBillingRetry: false, gracePeriodExpiresDate: nil, lastSignedDate: Date()
         )
         row.environment = "Sandbox"
+        row.bundleId = "com.example.simulated"
         batch.subscriptions = [row]
         _ = try await store.apply(batch, runId: nil)
     }
@@ -173,6 +174,7 @@ struct FollowLatencyTests {
                 autoRenewProductId: nil, isInBillingRetry: false, gracePeriodExpiresDate: nil, lastSignedDate: Date()
             )
             row.environment = "Sandbox"
+            row.bundleId = "com.example.simulated"
             first.subscriptions = [row]
             _ = try await store.apply(first, runId: nil)
             #expect(await follow.waitFor(1, seconds: 20) != nil, "the follower printed the first change")
@@ -187,6 +189,7 @@ struct FollowLatencyTests {
                     autoRenewStatus: 1, autoRenewProductId: nil, isInBillingRetry: false, gracePeriodExpiresDate: nil, lastSignedDate: Date()
                 )
                 row.environment = "Sandbox"
+                row.bundleId = "com.example.simulated"
                 batch.subscriptions = [row]
                 let committing = Date()
                 _ = try await store.apply(batch, runId: nil)

@@ -214,9 +214,9 @@ struct RunLockTests {
         let harness = try RecoveryHarness(customers: 5, seed: 61, outageHours: 10)
         try await RunCommandTests.withSetup(harness, seed: false) { environment, client, scratch in
             let store = LedgerStore(client: client, logger: harness.logger)
-            let holder = try await store.startRun(kind: .run, environment: "Sandbox", windowStart: nil, windowEnd: nil)
+            let holder = try await store.startRun(kind: .run, pair: harness.pair, windowStart: nil, windowEnd: nil)
             let url = try DatabaseURL(try #require(environment["DATABASE_URL"]))
-            let released = try await RunLock.withLock(url, store: store, logger: harness.logger) {
+            let released = try await RunLock.withLock(url, store: store, logger: harness.logger, pair: harness.pair) {
                 let started = ContinuousClock.now
                 let second = try await BuiltBinary.run(["run"] + RunCommandTests.window(harness) + ["--report-dir", scratch.path + "/r"], environment: environment)
                 #expect(second.exitCode == 75, "\(second.combined)")
@@ -313,7 +313,7 @@ struct NightlyCommandTests {
 
             // A failed nightly run after it does not move the start.
             let store = LedgerStore(client: client, logger: harness.logger)
-            let failed = try await store.startRun(kind: .nightly, environment: "Sandbox", windowStart: Date(), windowEnd: Date())
+            let failed = try await store.startRun(kind: .nightly, pair: harness.pair, windowStart: Date(), windowEnd: Date())
             try await store.finishRun(failed, outcome: .failed, countsJSON: "{}")
             let lastSuccess = try #require(try await store.lastSuccessfulRun(kind: .nightly))
             let second = try await BuiltBinary.run(["nightly", "--report-dir", scratch.path + "/c"], environment: environment)
@@ -336,7 +336,10 @@ struct ConsumptionRequestsCommandTests {
             let lock = try await PostgresConnection.connect(
                 configuration: try DatabaseURL(environment["DATABASE_URL"]!).connectionConfiguration(), id: 9, logger: harness.logger
             )
-            _ = try await lock.query("SELECT pg_advisory_lock(\(RunLock.key))", logger: harness.logger).collect()
+            // The lock of the harness's App Store (RunLock: the pair's hash, then the kind's and shard's key).
+            _ = try await lock.query(
+                "SELECT pg_advisory_lock(hashtext(\(harness.pair.description)), \(Int32(truncatingIfNeeded: RunLock.key & 0xFFFF_FFFF)))", logger: harness.logger
+            ).collect()
             let result = try await BuiltBinary.run(
                 ["consumption-requests", "--first-lookback-hours", "200", "--no-progress", "--report-dir", scratch.path + "/c"], environment: environment
             )

@@ -1,15 +1,19 @@
 import Foundation
 @testable import Ledger
 import PostgresNIO
+import SignedData
 import TestSupport
 import Testing
 
 @Suite("The ledger's writes against a real PostgreSQL")
 struct LedgerStoreTests {
+    /// The App Store every row of these tests is of.
+    static let pair = AppStorePair(bundleId: "com.example.ledger", environment: .sandbox)
+
     static func notification(_ uuid: UUID, source: NotificationRecord.Source) -> NotificationRecord {
         NotificationRecord(
             notificationUUID: uuid, notificationType: "DID_RENEW", subtype: nil, signedDate: Date(timeIntervalSince1970: 1_790_000_000),
-            environment: "Sandbox", originalTransactionId: "1000", transactionId: "1001", signedPayload: "a.b.c", source: source
+            environment: "Sandbox", bundleId: Self.pair.bundleId, originalTransactionId: "1000", transactionId: "1001", signedPayload: "a.b.c", source: source
         )
     }
 
@@ -17,7 +21,7 @@ struct LedgerStoreTests {
         TransactionRecord(
             transactionId: id, originalTransactionId: customer, productId: nil, productType: nil, purchaseDate: nil,
             expiresDate: nil, revocationDate: nil, revocationReason: nil, isUpgraded: nil,
-            signedDate: date, environment: "Sandbox", signedTransaction: signed
+            signedDate: date, environment: "Sandbox", bundleId: Self.pair.bundleId, signedTransaction: signed
         )
     }
 
@@ -25,7 +29,8 @@ struct LedgerStoreTests {
         SubscriptionRecord(
             originalTransactionId: "1000", productId: "monthly", status: status, expiresDate: nil, autoRenewStatus: 1,
             autoRenewProductId: "monthly", isInBillingRetry: false, gracePeriodExpiresDate: nil,
-            lastSignedDate: Date(timeIntervalSince1970: seconds), environment: "Sandbox"
+            lastSignedDate: Date(timeIntervalSince1970: seconds), environment: "Sandbox",
+            bundleId: Self.pair.bundleId
         )
     }
 
@@ -55,7 +60,7 @@ struct LedgerStoreTests {
             var older = LedgerBatch(cause: .history)
             older.subscriptions = [Self.subscription(signedAt: 1_000, status: 1)]
             #expect(try await store.apply(older, runId: nil).changedSubscriptions.isEmpty)
-            let row = try #require(try await store.subscriptions(["1000"], environment: "Sandbox")["1000"])
+            let row = try #require(try await store.subscriptions(["1000"], pair: Self.pair)["1000"])
             #expect(row.status == 5, "a late DID_RENEW did not undo the REFUND")
             #expect(row.lastSignedDate.unixMilliseconds == 2_000_000)
         }
@@ -86,7 +91,7 @@ struct LedgerStoreTests {
             }
             let before = try await stored()
 
-            let runId = try await store.startRun(kind: .run, environment: "Sandbox", windowStart: nil, windowEnd: nil)
+            let runId = try await store.startRun(kind: .run, pair: Self.pair, windowStart: nil, windowEnd: nil)
             var again = LedgerBatch(cause: .repair)
             again.transactions = [Self.transaction("1001", customer: "1000", signedAt: Date(timeIntervalSince1970: 2_000), signed: "second.jws.sig")]
             again.subscriptions = [Self.subscription(signedAt: 2_000, status: 1)]
@@ -108,7 +113,7 @@ struct LedgerStoreTests {
             var live = LedgerBatch(cause: .webhook)
             live.subscriptions = [Self.subscription(signedAt: 1_000, status: 1)]
             _ = try await store.apply(live, runId: nil)
-            let runId = try await store.startRun(kind: .run, environment: "Sandbox", windowStart: nil, windowEnd: nil)
+            let runId = try await store.startRun(kind: .run, pair: Self.pair, windowStart: nil, windowEnd: nil)
             // Two pages of one run change the same subscription; a third page's older row changes nothing.
             var first = LedgerBatch(cause: .history)
             first.subscriptions = [Self.subscription(signedAt: 2_000, status: 2)]
@@ -197,7 +202,7 @@ struct LedgerStoreTests {
             let customers = (0..<90).map { "c\($0 * 31)" } + (0..<10).map { "absent-c\($0)" }
             let transactions = (0..<90).map { "t\($0 * 29)" } + (0..<10).map { "absent-t\($0)" } + ["t0"]
             let notifications = (0..<90).map { uuids[$0 * 23] } + (0..<10).map { _ in UUID() } + [uuids[0]]
-            let read = LedgerStore.PageStateRead(environment: "Sandbox", customers: customers, transactions: transactions, notifications: notifications)
+            let read = LedgerStore.PageStateRead(pair: Self.pair, customers: customers, transactions: transactions, notifications: notifications)
             for analyzed in [false, true] {
                 if analyzed {
                     try await client.query(PostgresQuery(unsafeSQL: "ANALYZE " + tables.map { "app_store.\($0)" }.joined(separator: ", ")))
@@ -216,7 +221,7 @@ struct LedgerStoreTests {
                     #expect(plan.contains { $0.contains("Index") && $0.contains(index) }, "\(index) unused: \(shown)")
                 }
             }
-            let state = try await store.pageState(environment: "Sandbox", notifications: notifications, customers: customers, transactions: transactions)
+            let state = try await store.pageState(pair: Self.pair, notifications: notifications, customers: customers, transactions: transactions)
             #expect(state.existingNotifications == Set(notifications.prefix(90)))
             #expect(Set(state.subscriptions.keys) == Set(customers.prefix(90)))
             var expected = Self.subscription(signedAt: 1_790_000_000, status: 31 * 7 % 5 + 1)

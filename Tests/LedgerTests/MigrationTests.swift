@@ -210,15 +210,16 @@ struct MigrationTests {
             )
             for try await line in rows.decode(String.self) { filled.append(line) }
             #expect(filled == ["s 3000 Production", "t 3001 Production", "t 3002 Sandbox", "t 3003 Sandbox"])
-            // The same IDs in the other environment are rows of their own.
+            // The same IDs in the other environment are rows of their own. (Since migration 0020 every
+            // row names its app; these payloads name none, so 0020 gave them '', as here.)
             try await client.query(
                 """
-                INSERT INTO app_store.transactions (transaction_id, original_transaction_id, signed_date, environment, signed_transaction)
-                VALUES ('3001', '3000', now(), 'Sandbox', 'x.y.z')
+                INSERT INTO app_store.transactions (transaction_id, original_transaction_id, signed_date, environment, signed_transaction, bundle_id)
+                VALUES ('3001', '3000', now(), 'Sandbox', 'x.y.z', '')
                 """,
                 logger: logger
             )
-            try await client.query("INSERT INTO app_store.subscriptions (original_transaction_id, last_signed_date, environment) VALUES ('3000', now(), 'Sandbox')", logger: logger)
+            try await client.query("INSERT INTO app_store.subscriptions (original_transaction_id, last_signed_date, environment, bundle_id) VALUES ('3000', now(), 'Sandbox', '')", logger: logger)
             await #expect(throws: (any Error).self) {
                 try await client.query("INSERT INTO app_store.subscriptions (original_transaction_id, last_signed_date) VALUES ('3001', now())", logger: logger)
             }
@@ -240,17 +241,17 @@ struct MigrationTests {
             try await client.query(
                 """
                 INSERT INTO app_store.transactions (transaction_id, original_transaction_id, signed_date, environment, signed_transaction,
-                    app_account_token, price, currency, purchase_date)
-                VALUES ('4001', '4000', now(), 'Production', \(production), '11111111-1111-4111-8111-111111111111', 1000, 'USD', now()),
-                       ('4001', '4000', now(), 'Sandbox', \(sandbox), '22222222-2222-4222-8222-222222222222', 2000, 'EUR', now() - interval '1 day')
+                    app_account_token, price, currency, purchase_date, bundle_id)
+                VALUES ('4001', '4000', now(), 'Production', \(production), '11111111-1111-4111-8111-111111111111', 1000, 'USD', now(), 'com.example.app'),
+                       ('4001', '4000', now(), 'Sandbox', \(sandbox), '22222222-2222-4222-8222-222222222222', 2000, 'EUR', now() - interval '1 day', 'com.example.app')
                 """,
                 logger: logger
             )
             try await client.query(
                 """
-                INSERT INTO app_store.subscriptions (original_transaction_id, environment, last_signed_date, app_account_token)
-                VALUES ('4000', 'Production', now(), '11111111-1111-4111-8111-111111111111'),
-                       ('4000', 'Sandbox', now(), '22222222-2222-4222-8222-222222222222')
+                INSERT INTO app_store.subscriptions (original_transaction_id, environment, last_signed_date, app_account_token, bundle_id)
+                VALUES ('4000', 'Production', now(), '11111111-1111-4111-8111-111111111111', 'com.example.app'),
+                       ('4000', 'Sandbox', now(), '22222222-2222-4222-8222-222222222222', 'com.example.app')
                 """,
                 logger: logger
             )
@@ -382,6 +383,71 @@ struct MigrationTests {
             #expect(try await Self.schemaShape(client).contains("notifications.notification_uuid uuid NO"))
             let outcome = try await Migrator().migrate(client, logger: logger)
             #expect(outcome.applied == Migration.bundled.map(\.name), "idempotent files are recorded on top of psql's work")
+        }
+    }
+
+    /// Migration 0020 keys every row by its app: a ledger written before it takes each row's
+    /// bundle ID from its stored JWS (a notification's data, a transaction's payload), then from
+    /// related rows (subscriptions, accounts and members, consumption requests, the feed), and
+    /// its runs and checkpoints from the ledger's one app; the same IDs may then be stored once
+    /// per app.
+    @Test func migration0020FillsEachRowsAppFromItsPayloadsAndKeysByIt() async throws {
+        func jws(_ json: String) -> String {
+            let payload = Data(json.utf8).base64EncodedString()
+                .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            return "eyJhbGciOiJFUzI1NiJ9.\(payload).c2ln"
+        }
+        let notification = jws(#"{"notificationType":"DID_RENEW","data":{"bundleId":"com.example.one","environment":"Sandbox"}}"#)
+        let transaction = jws(#"{"transactionId":"5001","bundleId":"com.example.one","environment":"Sandbox"}"#)
+        try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
+            _ = try await Migrator(migrations: Migration.bundled.filter { $0.version <= 19 }).migrate(client, logger: logger)
+            for statement in [
+                """
+                INSERT INTO app_store.notifications (notification_uuid, notification_type, signed_date, environment,
+                    original_transaction_id, transaction_id, signed_payload, source)
+                VALUES ('6a0c8f1e-0000-4000-8000-000000000020', 'DID_RENEW', now(), 'Sandbox', '5000', '5001', '\(notification)', 'webhook')
+                """,
+                "INSERT INTO app_store.transactions (transaction_id, original_transaction_id, signed_date, environment, signed_transaction) VALUES ('5001', '5000', now(), 'Sandbox', '\(transaction)')",
+                "INSERT INTO app_store.subscriptions (original_transaction_id, environment, last_signed_date) VALUES ('5000', 'Sandbox', now())",
+                "INSERT INTO app_store.accounts (environment, account_id) VALUES ('Sandbox', '5000')",
+                "INSERT INTO app_store.account_members (environment, original_transaction_id, account_id) VALUES ('Sandbox', '5000', '5000')",
+                "INSERT INTO app_store.runs (run_id, kind, environment, outcome) VALUES ('6a0c8f1e-0000-4000-8000-0000000000aa', 'nightly', 'Sandbox', 'succeeded')",
+                """
+                INSERT INTO app_store.run_checkpoints (environment, window_start, window_end, only_failures, shard, query, position, completed)
+                VALUES ('Sandbox', now() - interval '1 day', now(), false, '0/1', 'pass-1', 0, true)
+                """,
+            ] {
+                try await client.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
+            _ = try await Migrator().migrate(client, logger: logger)
+            var apps: [String] = []
+            let query = """
+                SELECT 'notifications ' || bundle_id FROM app_store.notifications
+                UNION ALL SELECT 'transactions ' || bundle_id FROM app_store.transactions
+                UNION ALL SELECT 'subscriptions ' || bundle_id FROM app_store.subscriptions
+                UNION ALL SELECT 'accounts ' || bundle_id FROM app_store.accounts
+                UNION ALL SELECT 'account_members ' || bundle_id FROM app_store.account_members
+                UNION ALL SELECT 'runs ' || bundle_id FROM app_store.runs
+                UNION ALL SELECT 'run_checkpoints ' || bundle_id FROM app_store.run_checkpoints ORDER BY 1
+                """
+            for try await line in try await client.query(PostgresQuery(unsafeSQL: query), logger: logger).decode(String.self) { apps.append(line) }
+            #expect(apps == ["account_members", "accounts", "notifications", "run_checkpoints", "runs", "subscriptions", "transactions"].map { $0 + " com.example.one" })
+            // Another app's rows of the same IDs are rows of their own; a row without an app is refused.
+            try await client.query(
+                "INSERT INTO app_store.transactions (transaction_id, original_transaction_id, signed_date, environment, signed_transaction, bundle_id) VALUES ('5001', '5000', now(), 'Sandbox', 'x.y.z', 'com.example.two')",
+                logger: logger
+            )
+            try await client.query(
+                "INSERT INTO app_store.subscriptions (original_transaction_id, environment, last_signed_date, bundle_id) VALUES ('5000', 'Sandbox', now(), 'com.example.two')",
+                logger: logger
+            )
+            await #expect(throws: (any Error).self) {
+                try await client.query("INSERT INTO app_store.subscriptions (original_transaction_id, environment, last_signed_date) VALUES ('5001', 'Sandbox', now())", logger: logger)
+            }
+            var columns: [String] = []
+            let view = "SELECT attname FROM pg_attribute WHERE attrelid = 'app_store.entitlements'::regclass AND attnum > 0 ORDER BY attnum"
+            for try await name in try await client.query(PostgresQuery(unsafeSQL: view), logger: logger).decode(String.self) { columns.append(name) }
+            #expect(columns.last == "bundle_id")
         }
     }
 }

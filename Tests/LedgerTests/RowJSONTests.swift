@@ -75,7 +75,7 @@ struct RowJSONTests {
                 try Self.check([
                     NotificationRecord(
                         notificationUUID: UUID(), notificationType: text, subtype: full ? text : nil, signedDate: Self.date(Int64(index)),
-                        environment: text, originalTransactionId: full ? text : nil, transactionId: full ? text : nil,
+                        environment: text, bundleId: text, originalTransactionId: full ? text : nil, transactionId: full ? text : nil,
                         signedPayload: "not in the JSON", source: full ? .history : .webhook
                     )
                 ])
@@ -84,7 +84,7 @@ struct RowJSONTests {
                         transactionId: text, originalTransactionId: text, productId: full ? text : nil, productType: full ? text : nil,
                         purchaseDate: full ? Self.date(1) : nil, expiresDate: full ? Self.date(-2) : nil,
                         revocationDate: full ? Self.date(3) : nil, revocationReason: full ? index : nil, isUpgraded: full ? true : nil,
-                        signedDate: Self.date(4), environment: full ? text : nil, signedTransaction: "not in the JSON"
+                        signedDate: Self.date(4), environment: full ? text : nil, bundleId: full ? text : nil, signedTransaction: "not in the JSON"
                     )
                 ])
                 try Self.check([Self.subscription(index, text, full: full), Self.subscription(index + 1, text, full: !full)])
@@ -146,6 +146,6 @@ struct RowJSONTests {
                 "renewalPrice", "currency", "offerType", "offerIdentifier",
             ]
         )
-        #expect(TransactionRecord.columns.filter { !$0.compared }.map(\.name) == ["transaction_id", "signed_date"])
+        #expect(TransactionRecord.columns.filter { !$0.compared }.map(\.name) == ["transaction_id", "signed_date", "bundle_id"])
     }
 }

@@ -198,7 +198,7 @@ struct ChangeFeedTests {
                 try await Self.lines(
                     client, "SELECT coalesce(before ->> 'team_note', '-') || ' → ' || coalesce(after ->> 'team_note', '-') FROM app_store.changes ORDER BY id")
             }
-            try await write("INSERT INTO app_store.subscriptions (environment, original_transaction_id, last_signed_date) VALUES ('Sandbox', '1000000000000001', now())")
+            try await write("INSERT INTO app_store.subscriptions (bundle_id, environment, original_transaction_id, last_signed_date) VALUES ('com.example.simulated', 'Sandbox', '1000000000000001', now())")
             try await client.query("ALTER TABLE app_store.subscriptions ADD COLUMN team_note text", logger: logger)
             try await write("UPDATE app_store.subscriptions SET team_note = 'first'")
             // Before the triggers are written again the column is not in the feed's form, so the
@@ -249,6 +249,7 @@ struct ChangeFeedTests {
                                 lastSignedDate: Date(timeIntervalSince1970: 1_000)
                             )
                             row.environment = "Sandbox"
+                            row.bundleId = "com.example.simulated"
                             batch.subscriptions = [row]
                             _ = try await store.apply(batch, runId: nil)
                         }
@@ -289,6 +290,7 @@ struct ChangeFeedTests {
                                 lastSignedDate: Date(timeIntervalSince1970: 1_000 + tick)
                             )
                             row.environment = "Sandbox"
+                            row.bundleId = "com.example.simulated"
                             batch.subscriptions = [row]
                             _ = try await store.apply(batch, runId: nil)
                         }

@@ -89,8 +89,8 @@ struct ConcurrentWritersTests {
             for try await (x, y) in try await client.query(
                 """
                 SELECT a.key, b.key FROM
-                    (SELECT 'c' || g AS key, hashtext('Sandbox:c' || g) AS hash FROM generate_series(1, 300000) AS g) AS a
-                    JOIN (SELECT 'c' || g AS key, hashtext('Sandbox:c' || g) AS hash FROM generate_series(1, 300000) AS g) AS b
+                    (SELECT 'c' || g AS key, hashtext('com.example.simulated Sandbox:c' || g) AS hash FROM generate_series(1, 300000) AS g) AS a
+                    JOIN (SELECT 'c' || g AS key, hashtext('com.example.simulated Sandbox:c' || g) AS hash FROM generate_series(1, 300000) AS g) AS b
                     ON a.hash = b.hash AND a.key < b.key
                 """,
                 logger: logger
@@ -106,14 +106,14 @@ struct ConcurrentWritersTests {
             let release = AsyncStream.makeStream(of: Void.self)
             async let holder: Void = client.withTransaction(logger: logger) { connection in
                 try await connection.query(
-                    "SELECT pg_advisory_xact_lock(hashtext('appstore-reconcile.customer'), hashtext('Sandbox:' || \(z)))", logger: logger)
+                    "SELECT pg_advisory_xact_lock(hashtext('appstore-reconcile.customer'), hashtext('com.example.simulated Sandbox:' || \(z)))", logger: logger)
                 held.continuation.yield()
                 for await _ in release.stream { break }
             }
             for await _ in held.stream { break }
             let write = { @Sendable (customers: [String]) async -> String? in
                 do {
-                    _ = try await store.applyLocked(environment: "Sandbox", notifications: [], customers: customers, transactions: [], runId: nil) { _ in
+                    _ = try await store.applyLocked(pair: AppStorePair(bundleId: "com.example.simulated", environment: .sandbox), notifications: [], customers: customers, transactions: [], runId: nil) { _ in
                         (LedgerBatch(cause: .webhook), ())
                     }
                     return nil

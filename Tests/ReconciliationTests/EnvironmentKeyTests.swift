@@ -50,8 +50,8 @@ struct EnvironmentKeyTests {
                     "SELECT environment || ' ' || coalesce(product_id, '-') FROM app_store.transactions WHERE transaction_id = '\(transactionId)' ORDER BY 1"
                 )
                 return (
-                    try await store.subscriptions([customer], environment: "Sandbox")[customer],
-                    try await store.subscriptions([customer], environment: "Production")[customer], transactions
+                    try await store.subscriptions([customer], pair: try sandbox.verifier().configuration.pair)[customer],
+                    try await store.subscriptions([customer], pair: try production.verifier().configuration.pair)[customer], transactions
                 )
             }
 

@@ -92,7 +92,7 @@ struct RecoveryTests {
                         newest[notification.originalTransactionId] = notification
                     }
                 }
-                let stored = try await store.subscriptions(Array(newest.keys), environment: harness.scenario.configuration.environment.rawValue)
+                let stored = try await store.subscriptions(Array(newest.keys), pair: harness.pair)
                 for (customer, notification) in newest {
                     let row = try #require(stored[customer])
                     #expect(row.lastSignedDate.unixMilliseconds == notification.signedDate, "\(customer)")

@@ -42,7 +42,7 @@ struct RepairTests {
                 let window = try harness.window()
                 let apiClient = try harness.client(baseURL)
                 // The passes one at a time, as ReconciliationRun composes them, to look between them.
-                let runId = try await store.startRun(kind: .run, environment: harness.scenario.configuration.environment.rawValue, windowStart: window.start, windowEnd: window.end)
+                let runId = try await store.startRun(kind: .run, pair: harness.pair, windowStart: window.start, windowEnd: window.end)
                 let passOne = try await NotificationRecovery(client: apiClient, verifier: try harness.verifier(), store: store, logger: harness.logger).run(.init(window: window, runId: runId))
                 let before = try await harness.mismatches(store)
                 #expect(!before.isEmpty, "pass 1 alone cannot set these customers right")
@@ -209,7 +209,7 @@ struct RepairTests {
                 let store = LedgerStore(client: client, logger: harness.logger)
                 let target = CustomerRepair.Target(customer: customer.originalTransactionId, reasons: [.named])
                 _ = try await harness.repair(baseURL, store).repair([target], dryRun: false)
-                #expect(try await store.accountState(environment: environment, of: customer.originalTransactionId).revision != nil)
+                #expect(try await store.accountState(pair: harness.pair, of: customer.originalTransactionId).revision != nil)
                 // Support is right: the ledger holds a wrong row, of a transaction Apple never changed since.
                 let wrong = try #require(customer.transactionVersions.first?.transaction.transactionId)
                 try await client.query("UPDATE app_store.transactions SET expires_date = expires_date + interval '300 days' WHERE transaction_id = \(wrong)")
@@ -222,7 +222,7 @@ struct RepairTests {
                 #expect(repairs.first?.outcome == .repaired)
                 #expect(repairs.first?.transactionsChanged.contains(wrong) == true)
                 #expect(try await harness.mismatches(store, accounts: [customer]) == [])
-                #expect(try await store.accountState(environment: environment, of: customer.originalTransactionId).revision != nil, "the new revision is stored")
+                #expect(try await store.accountState(pair: harness.pair, of: customer.originalTransactionId).revision != nil, "the new revision is stored")
             }
         }
     }
@@ -292,7 +292,7 @@ struct RepairTests {
                     let declined = try #require(own.first { $0.type == .refundDeclined })
                     let upgrade = try #require(own.first { $0.type == .didChangeRenewalPref && $0.subtype == .upgrade })
                     try await ingest.ingest(signedPayloads: own.filter { $0.signedDate <= declined.signedDate }.map { try harness.api.signNotification($0) })
-                    let row = try await store.subscriptions([account.originalTransactionId], environment: "Sandbox")[account.originalTransactionId]
+                    let row = try await store.subscriptions([account.originalTransactionId], pair: harness.pair)[account.originalTransactionId]
                     #expect(row?.productId == upgrade.transaction.productId, "\(account.originalTransactionId): the monthly plan")
                     #expect(row?.expiresDate?.unixMilliseconds == upgrade.transaction.expiresDate, "\(account.originalTransactionId): its expiry")
                     #expect(upgrade.transaction.productId?.hasSuffix(".monthly") == true)
@@ -326,15 +326,15 @@ struct RepairTests {
             try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
                 try await harness.seedDeliveredNotifications(store)
-                let stored = try await store.subscriptions([account.originalTransactionId], environment: "Sandbox")[account.originalTransactionId]
+                let stored = try await store.subscriptions([account.originalTransactionId], pair: harness.pair)[account.originalTransactionId]
                 #expect(stored?.appAccountToken == UUID(uuidString: account.latestTransaction.appAccountToken!), "the old token, as notified")
                 let repairs = try await harness.repair(baseURL, store).repair([.init(customer: account.originalTransactionId, reasons: [.named])], dryRun: false)
                 #expect(repairs.first?.outcome == .repaired, "counted as changed")
                 #expect(repairs.first?.changes.contains { $0.field == "appAccountToken" && $0.after == token } == true, "\(repairs.first?.changes ?? [])")
                 #expect(repairs.first?.transactionsChanged.isEmpty == false)
-                let row = try await store.subscriptions([account.originalTransactionId], environment: "Sandbox")[account.originalTransactionId]
+                let row = try await store.subscriptions([account.originalTransactionId], pair: harness.pair)[account.originalTransactionId]
                 #expect(row?.appAccountToken == UUID(uuidString: token))
-                let tokens = try await store.transactions(ofCustomer: account.originalTransactionId, environment: "Sandbox").map(\.appAccountToken)
+                let tokens = try await store.transactions(ofCustomer: account.originalTransactionId, pair: harness.pair).map(\.appAccountToken)
                 #expect(!tokens.isEmpty && tokens.allSatisfy { $0 == UUID(uuidString: token) })
             }
         }
@@ -422,13 +422,13 @@ struct RepairTests {
                 let store = LedgerStore(client: client, logger: harness.logger)
                 var batch = LedgerBatch(cause: .repair)
                 batch.accounts = [
-                    AccountVerification(environment: environment, accountId: customer.originalTransactionId, members: [], revision: .store("not-a-revision-apple-knows"))
+                    AccountVerification(pair: harness.pair, accountId: customer.originalTransactionId, members: [], revision: .store("not-a-revision-apple-knows"))
                 ]
                 _ = try await store.apply(batch, runId: nil)
                 let repairs = try await harness.repair(baseURL, store).repair([.init(customer: customer.originalTransactionId, reasons: [.named])], dryRun: false)
                 // The ledger was empty: the whole history, fetched from scratch, is new.
                 #expect(repairs.first?.transactionsAdded.count == Set(customer.transactionVersions.map { $0.transaction.transactionId! }).count)
-                let stored = try await store.accountState(environment: environment, of: customer.originalTransactionId).revision
+                let stored = try await store.accountState(pair: harness.pair, of: customer.originalTransactionId).revision
                 #expect(stored != nil && stored != "not-a-revision-apple-knows")
             }
         }

@@ -12,7 +12,7 @@ import Testing
     static let allowed: [String: Set<String>] = [
         "Decisions": ["Foundation", "SignedData", "AppStoreServerModel", "LedgerModel", "FailureKind", "Crypto"],
         "FailureKind": [],
-        "LedgerModel": ["Foundation", "Crypto"],
+        "LedgerModel": ["Foundation", "Crypto", "SignedData"],
         "AppStoreServerModel": ["Foundation", "SignedData"],
     ]
 

@@ -35,6 +35,9 @@ package struct RecoveryHarness: Sendable {
 
     package var scenario: Scenario { api.scenario }
 
+    /// The simulated App Store: its app and environment.
+    package var pair: AppStorePair { AppStorePair(bundleId: scenario.configuration.bundleId, environment: scenario.configuration.environment) }
+
     package func verifier() throws -> SignedDataVerifier {
         let configuration = scenario.configuration
         return try SignedDataVerifier(
@@ -85,8 +88,8 @@ package struct RecoveryHarness: Sendable {
     package func mismatches(_ store: LedgerStore, accounts: [Scenario.Customer]? = nil) async throws -> [String] {
         var problems: [String] = []
         let accounts = accounts ?? scenario.customers
-        let environment = scenario.configuration.environment.rawValue
-        let rows = try await store.subscriptions(accounts.flatMap { $0.subscriptions.map(\.originalTransactionId) }, environment: environment)
+        let pair = AppStorePair(bundleId: scenario.configuration.bundleId, environment: scenario.configuration.environment)
+        let rows = try await store.subscriptions(accounts.flatMap { $0.subscriptions.map(\.originalTransactionId) }, pair: pair)
         for customer in accounts {
             for subscription in customer.subscriptions {
                 let id = subscription.originalTransactionId
@@ -101,13 +104,14 @@ package struct RecoveryHarness: Sendable {
                 if row.autoRenewStatus != subscription.renewalInfo?.autoRenewStatus { problems.append("\(id): autoRenewStatus") }
                 if row.productId != subscription.latestTransaction.productId { problems.append("\(id): productId") }
                 if row.environment != scenario.configuration.environment.rawValue { problems.append("\(id): environment") }
+                if row.bundleId != scenario.configuration.bundleId { problems.append("\(id): bundleId") }
             }
             let id = customer.originalTransactionId
             var truth: [String: TransactionPayload] = [:]
             for version in customer.transactionVersions { truth[version.transaction.transactionId!] = version.transaction }
             var stored: [String: TransactionRecord] = [:]
             for purchase in customer.purchases {
-                for row in try await store.transactions(ofCustomer: purchase.originalTransactionId, environment: environment) { stored[row.transactionId] = row }
+                for row in try await store.transactions(ofCustomer: purchase.originalTransactionId, pair: pair) { stored[row.transactionId] = row }
             }
             if Set(stored.keys) != Set(truth.keys) { problems.append("\(id): transactions \(stored.keys.sorted()) ≠ \(truth.keys.sorted())") }
             for (transactionId, expected) in truth {

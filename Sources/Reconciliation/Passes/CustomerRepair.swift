@@ -59,7 +59,7 @@ package struct CustomerRepair: Sendable {
         self.concurrency = max(1, concurrency)
     }
 
-    var environment: String { verifier.configuration.environment.rawValue }
+    var pair: AppStorePair { verifier.configuration.pair }
 
     /// Only what Apple issues is sent to it: a transaction ID is a string of digits.
     package static func isWellFormedTransactionId(_ id: String) -> Bool {
@@ -81,7 +81,7 @@ package struct CustomerRepair: Sendable {
     ) async throws {
         var cursor: String?
         while true {
-            let views = try await store.customerViews(environment: environment, after: cursor, limit: chunk)
+            let views = try await store.customerViews(pair: pair, after: cursor, limit: chunk)
             guard let last = views.last else { return }
             cursor = last.originalTransactionId
             let extra = try await more(views.map(\.originalTransactionId))
@@ -195,10 +195,10 @@ package struct CustomerRepair: Sendable {
             entry.failure = "'\(target.transactionId.prefix(40))' is not a transaction ID Apple issues (digits only): not sent to Apple"
             return RepairResult(entry: entry)
         }
-        let environment = self.environment
+        let pair = self.pair
         // The account row, its members and their rows, in one lease; the rows' writes below are
         // guarded by signedDate in SQL, so a live write between this read and them is never undone.
-        let state = try await store.accountState(environment: environment, of: target.customer)
+        let state = try await store.accountState(pair: pair, of: target.customer)
         let need = handled.claim(state.accountId ?? target.customer, transactionHistory: target.needsTransactionHistory)
         guard need != .nothing else { return RepairResult(entry: nil) }
 
@@ -289,7 +289,7 @@ package struct CustomerRepair: Sendable {
                 var batch = LedgerBatch(cause: .repair)
                 batch.accounts = [
                     AccountVerification(
-                        environment: environment, accountId: state.accountId ?? target.customer, members: state.members + [target.customer],
+                        pair: pair, accountId: state.accountId ?? target.customer, members: state.members + [target.customer],
                         revision: .unchanged, verified: true, transactionsChecked: true, appleAnswer: error.code.map { "\($0.rawValue)" }
                     )
                 ]
@@ -318,7 +318,7 @@ package struct CustomerRepair: Sendable {
         var storedTransactions = state.transactions
         let unknown = members.subtracting(known).sorted()
         if !unknown.isEmpty {
-            let more = try await store.rows(of: unknown, environment: environment)
+            let more = try await store.rows(of: unknown, pair: pair)
             storedSubscriptions.merge(more.subscriptions) { stored, _ in stored }
             storedTransactions += more.transactions
         }
@@ -354,7 +354,7 @@ package struct CustomerRepair: Sendable {
         if !wholeAnswerVerified, case .store = revision { revision = state.revision == nil ? .forget : .unchanged }
         batch.accounts = [
             AccountVerification(
-                environment: environment, accountId: accountId, members: members.sorted(), revision: revision, verified: wholeAnswerVerified,
+                pair: pair, accountId: accountId, members: members.sorted(), revision: revision, verified: wholeAnswerVerified,
                 transactionsChecked: target.needsTransactionHistory
             )
         ]
@@ -495,7 +495,7 @@ extension CustomerRepair {
         // A rejected payload's IDs are unverified: Apple is asked only about those that verified
         // data in the ledger already holds, with those IDs.
         let rejectedCustomers = passOne.rejectedCustomers.filter(Self.isWellFormedTransactionId)
-        for customer in try await store.knows(originalTransactionIds: Array(rejectedCustomers), environment: environment) where shard.owns(customer: customer) {
+        for customer in try await store.knows(originalTransactionIds: Array(rejectedCustomers), pair: pair) where shard.owns(customer: customer) {
             named[customer, default: ([], true)].reasons.insert(.payloadRejected)
         }
         if dryRun {
@@ -511,14 +511,14 @@ extension CustomerRepair {
         // recovered and pass 2 did not check.
         let runId = dryRun ? nil : passOne.runId
         let store = self.store
-        let environment = self.environment
+        let pair = self.pair
         // Only a dry run needs pass 1's overlay: a real run's pass 1 is in the ledger already.
         return try await repair(dryRun: dryRun, overlay: dryRun ? passOne.overlay : .init(), runId: runId) { emit in
             try await scan(
                 now: now,
                 more: { customers in
                     var extra: [String: (reasons: Set<GapReason>, needsHistory: Bool)] = [:]
-                    let recovered = try await store.recoveredCustomers(among: customers, environment: environment, from: window.start, to: window.end, sinceRun: runId)
+                    let recovered = try await store.recoveredCustomers(among: customers, pair: pair, from: window.start, to: window.end, sinceRun: runId)
                     for (customer, needsHistory) in recovered {
                         extra[customer] = ([.recoveredInWindow], needsHistory)
                     }
@@ -535,7 +535,7 @@ extension CustomerRepair {
             var cursor: String?
             while true {
                 let customers = try await store.customersRecoveredWithoutSubscription(
-                    environment: environment, from: window.start, to: window.end, sinceRun: runId, after: cursor, limit: 500
+                    pair: pair, from: window.start, to: window.end, sinceRun: runId, after: cursor, limit: 500
                 )
                 guard let last = customers.last else { break }
                 cursor = last.customer

@@ -58,7 +58,7 @@ package struct NotificationIngest: Sendable {
     package func ingest(verified inputs: [RecoveryPlanner.Input], commitBy: ContinuousClock.Instant? = nil) async throws -> [Outcome] {
         let deliverTo = self.deliverTo
         let (written, plan) = try await PageInputs.applyLocked(
-            inputs, environment: verifier.configuration.environment, store: store, runId: nil, commitBy: commitBy
+            inputs, pair: verifier.configuration.pair, store: store, runId: nil, commitBy: commitBy
         ) { snapshot in
             var memory = RecoveryPlanner.RunMemory()
             var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory, source: .webhook)

@@ -45,9 +45,9 @@ package struct NotificationRecovery: Sendable {
         }
 
         /// Where this run's checkpoints live.
-        package func checkpointScope(_ environment: AppStoreEnvironment) -> CheckpointScope {
+        package func checkpointScope(_ pair: AppStorePair) -> CheckpointScope {
             CheckpointScope(
-                environment: environment.rawValue, windowStart: window.start, windowEnd: window.end, onlyFailures: onlyFailures,
+                pair: pair, windowStart: window.start, windowEnd: window.end, onlyFailures: onlyFailures,
                 shard: shard.description
             )
         }
@@ -120,10 +120,10 @@ package struct NotificationRecovery: Sendable {
     package func run(_ options: Options) async throws -> PassOneResult {
         precondition(options.dryRun || options.runId != nil, "a pass 1 that writes belongs to a recorded run")
         let startedAt = Date()
-        let environment = verifier.configuration.environment
+        let pair = verifier.configuration.pair
         let runId = options.runId ?? UUID()
         let plan = QueryPlan(window: options.shard.subWindow(of: options.window), onlyFailures: options.onlyFailures, onlyTypes: options.onlyTypes)
-        let scope = options.checkpointScope(environment)
+        let scope = options.checkpointScope(pair)
         let checkpointing = !options.dryRun && options.checkpoints
         var tally = Tally(missed: try ReportList(), rejected: try ReportList(), timeline: ReportTimeline(start: plan.window.start, end: plan.window.end))
         let requestsBefore = client.counts.requests[.notificationHistory] ?? 0
@@ -285,7 +285,7 @@ package struct NotificationRecovery: Sendable {
                         let inputs = next.inputs
                         // A dry run reads the next page's ledger state now; a real run reads it under its customers' locks.
                         upcoming = .taken(
-                            next, inputs.isEmpty || !options.dryRun ? nil : Task { try await PageInputs.snapshot(for: inputs, environment: verifier.configuration.environment, store: store) })
+                            next, inputs.isEmpty || !options.dryRun ? nil : Task { try await PageInputs.snapshot(for: inputs, pair: verifier.configuration.pair, store: store) })
                     } else {
                         upcoming = .ended
                     }
@@ -351,7 +351,7 @@ package struct NotificationRecovery: Sendable {
         var outcome: LedgerBatchOutcome?
         if options.dryRun {
             let snapshot: RecoveryPlanner.LedgerSnapshot
-            if let started { snapshot = try await started.value } else { snapshot = try await PageInputs.snapshot(for: inputs, environment: verifier.configuration.environment, store: store) }
+            if let started { snapshot = try await started.value } else { snapshot = try await PageInputs.snapshot(for: inputs, pair: verifier.configuration.pair, store: store) }
             plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &tally.memory)
         } else {
             // Read, planned and written with the page's customers locked (issue 31: a live
@@ -360,7 +360,7 @@ package struct NotificationRecovery: Sendable {
             let memory = tally.memory
             let deliverTo = options.deliverTo
             async let written = PageInputs.applyLocked(
-                inputs, environment: verifier.configuration.environment, store: store, runId: runId, checkpoint: deferred.isEmpty ? checkpoint : nil
+                inputs, pair: verifier.configuration.pair, store: store, runId: runId, checkpoint: deferred.isEmpty ? checkpoint : nil
             ) { snapshot in
                 var memory = memory
                 var plan = RecoveryPlanner.plan(inputs, ledger: snapshot, memory: &memory)

@@ -21,12 +21,12 @@ enum PageInputs {
     /// What the ledger holds of `environment` (the verifier's: every verified payload is of it)
     /// for a page's verified notifications.
     static func snapshot(
-        for inputs: [RecoveryPlanner.Input], environment: AppStoreEnvironment, store: LedgerStore
+        for inputs: [RecoveryPlanner.Input], pair: AppStorePair, store: LedgerStore
     ) async throws -> RecoveryPlanner.LedgerSnapshot {
         let keys = Keys(inputs)
         // pageState looks each key up once, duplicates aside.
         let state = try await store.pageState(
-            environment: environment.rawValue, notifications: keys.notifications, customers: keys.customers, transactions: keys.transactions)
+            pair: pair, notifications: keys.notifications, customers: keys.customers, transactions: keys.transactions)
         return snapshot(of: state)
     }
 
@@ -47,13 +47,13 @@ enum PageInputs {
     /// Reads, plans and writes a page with its customers locked (`LedgerStore.applyLocked`):
     /// `plan` decides from what the ledger holds inside that transaction.
     static func applyLocked<Planned: Sendable>(
-        _ inputs: [RecoveryPlanner.Input], environment: AppStoreEnvironment, store: LedgerStore, runId: UUID?,
+        _ inputs: [RecoveryPlanner.Input], pair: AppStorePair, store: LedgerStore, runId: UUID?,
         checkpoint: (QueryCheckpoint, CheckpointScope)? = nil, commitBy: ContinuousClock.Instant? = nil,
         plan: (RecoveryPlanner.LedgerSnapshot) throws -> (LedgerBatch, Planned)
     ) async throws -> (LedgerBatchOutcome, Planned) {
         let keys = Keys(inputs)
         return try await store.applyLocked(
-            environment: environment.rawValue, notifications: keys.notifications, customers: keys.customers, transactions: keys.transactions,
+            pair: pair, notifications: keys.notifications, customers: keys.customers, transactions: keys.transactions,
             runId: runId, checkpoint: checkpoint, commitBy: commitBy
         ) { state in try plan(snapshot(of: state)) }
     }

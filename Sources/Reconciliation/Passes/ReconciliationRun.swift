@@ -65,10 +65,10 @@ package struct ReconciliationRun: Sendable {
             do {
                 result = try await lockedRun(request)
             } catch {
-                if request.metricsFile != nil { await figures.read(from: store, kind: request.kind) }
+                if request.metricsFile != nil { await figures.read(from: store, kind: request.kind, pair: verifier.configuration.pair) }
                 throw error
             }
-            if request.metricsFile != nil { await figures.read(from: store, kind: request.kind) }
+            if request.metricsFile != nil { await figures.read(from: store, kind: request.kind, pair: verifier.configuration.pair) }
             writeMetrics(request, outcome: result.outcome, startedAt: startedAt, counts: result.counts, figures: figures, redelivery: result.redelivery)
             return result
         } catch {
@@ -83,9 +83,9 @@ package struct ReconciliationRun: Sendable {
         let shard = request.shard
         events(.recovering(window: window, environment: environment, passOne: shard.isWhole ? nil : shard.subWindow(of: window), shard: shard, dryRun: request.dryRun))
         if request.dryRun { return try await recordedRun(request, window: window) }
-        return try await RunLock.withLock(databaseURL, store: store, logger: logger, kind: request.kind, shardIndex: shard.isWhole ? nil : shard.index) {
+        return try await RunLock.withLock(databaseURL, store: store, logger: logger, pair: verifier.configuration.pair, kind: request.kind, shardIndex: shard.isWhole ? nil : shard.index) {
             // Runs under this lock still recorded as running died: the lock is ours.
-            let abandoned = try await store.abandonDeadRuns(kinds: RunLock.kinds(sharing: request.kind), shard: shard.isWhole ? nil : shard.description)
+            let abandoned = try await store.abandonDeadRuns(pair: verifier.configuration.pair, kinds: RunLock.kinds(sharing: request.kind), shard: shard.isWhole ? nil : shard.description)
             if abandoned > 0 { events(.abandonedDeadRuns(abandoned)) }
             return try await recordedRun(request, window: window)
         }
@@ -101,13 +101,13 @@ package struct ReconciliationRun: Sendable {
             // Only nightly runs move the start: a manual run of some other window says nothing
             // about the time since the last nightly one.
             let window = try NightlyWindow.choose(
-                lastSuccessfulWindowEnd: try await store.lastSuccessfulRun(kind: request.kind)?.windowEnd, firstStart: firstStart, now: present,
+                lastSuccessfulWindowEnd: try await store.lastSuccessfulRun(kind: request.kind, pair: verifier.configuration.pair)?.windowEnd, firstStart: firstStart, now: present,
                 overlap: overlap, settle: settle, environment: environment
             )
             // A nightly run that died left checkpoints for its window: finish that window (same
             // start, its end) rather than start over; the next night continues from it.
             if !request.fresh,
-                let unfinished = try await store.unfinishedWindow(kind: request.kind, environment: environment.rawValue, shard: request.shard.description),
+                let unfinished = try await store.unfinishedWindow(kind: request.kind, pair: verifier.configuration.pair, shard: request.shard.description),
                 unfinished.start.unixMilliseconds == window.start.unixMilliseconds, unfinished.end <= window.end
             {
                 events(.resumingUnfinishedNightlyWindow)
@@ -120,7 +120,7 @@ package struct ReconciliationRun: Sendable {
     /// Both passes under one row of `app_store.runs` (none in a dry run), then the re-delivery.
     func recordedRun(_ request: Request, window: OutageWindow) async throws -> RunResult {
         let shard = request.shard
-        let scope = NotificationRecovery.Options(window: window, onlyFailures: request.onlyFailures, shard: shard).checkpointScope(environment)
+        let scope = NotificationRecovery.Options(window: window, onlyFailures: request.onlyFailures, shard: shard).checkpointScope(verifier.configuration.pair)
         let result = try await recorded(request.kind, mode: request.mode, window: window, shard: shard) { result in
             let options = NotificationRecovery.Options(
                 window: window, dryRun: request.dryRun, onlyFailures: request.onlyFailures, runId: result.runId, shard: shard,
@@ -183,7 +183,7 @@ package struct ReconciliationRun: Sendable {
         let runId = mode == .dryRun
             ? nil
             : try await store.startRun(
-                kind: kind, environment: environment.rawValue, windowStart: window?.start, windowEnd: window?.end,
+                kind: kind, pair: verifier.configuration.pair, windowStart: window?.start, windowEnd: window?.end,
                 shard: shard.isWhole ? nil : shard.description
             )
         var result = RunResult(kind: kind, id: runId ?? UUID(), mode: mode, environment: environment, shard: shard, startedAt: startedAt, finishedAt: startedAt)
@@ -226,7 +226,7 @@ package struct ReconciliationRun: Sendable {
         var announced = false
         while true {
             let done = try await store.shardsWithPassOneDone(
-                environment: environment.rawValue, windowStart: window.start, windowEnd: window.end, onlyFailures: request.onlyFailures
+                pair: verifier.configuration.pair, windowStart: window.start, windowEnd: window.end, onlyFailures: request.onlyFailures
             )
             let waiting = all.subtracting(done).sorted()
             if waiting.isEmpty { return }
@@ -285,7 +285,7 @@ package struct ReconciliationRun: Sendable {
         case .named(let transactionIds):
             for id in transactionIds {
                 guard CustomerRepair.isWellFormedTransactionId(id) else { throw NotATransactionId(text: id) }
-                let customer = try await store.customer(ofTransaction: id, environment: environment.rawValue) ?? id
+                let customer = try await store.customer(ofTransaction: id, pair: verifier.configuration.pair) ?? id
                 targets.append(CustomerRepair.Target(customer: customer, transactionId: id, reasons: [.named]))
             }
         }
@@ -303,8 +303,8 @@ package struct ReconciliationRun: Sendable {
             }
         }
         if dryRun { return try await repairAll() }
-        return try await RunLock.withLock(databaseURL, store: store, logger: logger, kind: .repair) {
-            let abandoned = try await store.abandonDeadRuns(kinds: RunLock.kinds(sharing: .repair), shard: nil)
+        return try await RunLock.withLock(databaseURL, store: store, logger: logger, pair: verifier.configuration.pair, kind: .repair) {
+            let abandoned = try await store.abandonDeadRuns(pair: verifier.configuration.pair, kinds: RunLock.kinds(sharing: .repair), shard: nil)
             if abandoned > 0 { events(.abandonedDeadRuns(abandoned)) }
             return try await repairAll()
         }
@@ -332,9 +332,9 @@ final class LedgerFigures: Sendable {
     var value: (runs: [String: Int]?, lastSuccess: Date?) { state.withLock { $0 } }
 
     /// Reads without throwing: the database may be why the run ended.
-    func read(from store: LedgerStore, kind: RunKind) async {
+    func read(from store: LedgerStore, kind: RunKind, pair: AppStorePair) async {
         let runs = try? await store.runsByOutcome()
-        let last = try? await store.lastSuccessfulRun(kind: kind)?.finishedAt
+        let last = try? await store.lastSuccessfulRun(kind: kind, pair: pair)?.finishedAt
         state.withLock { $0 = (runs, last) }
     }
 }
