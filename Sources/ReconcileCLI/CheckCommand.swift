@@ -30,48 +30,34 @@ struct CheckCommand: AsyncParsableCommand {
                 print("\(passed ? "ok  " : "FAIL") \(line)")
                 if !passed { failures += 1 }
             }
-            let settings = options.settings
             let logger = Logger(label: "appstore-reconcile.check")
-
+            var pairs: [ConfigurationOptions.Pair] = []
             do {
-                let verifier = try settings.verifierConfiguration()
-                report(true, "root certificates: \(verifier.rootCertificates.count) loaded; bundle \(verifier.bundleId), \(verifier.environment)")
+                pairs = try options.pairs()
             } catch {
-                report(false, "root certificates / app settings: \(error)")
+                report(false, "configuration: \(error)")
             }
-
-            var client: AppStoreServerAPIClient?
-            do {
-                let configuration = try settings.apiConfiguration(warn: { printError($0, level: .warning) })
-                report(true, "private key \(configuration.credentials.keyId) loads; API at \(configuration.baseURL)")
-                client = AppStoreServerAPIClient(configuration: configuration, logger: logger)
-            } catch {
-                report(false, "API credentials: \(error)")
-            }
-
-            if let client {
+            for pair in pairs {
+                let settings = pair.settings
+                let name = pairs.count > 1 ? "\(pair.pair): " : ""
                 do {
-                    let token = try await client.requestTestNotification().testNotificationToken
-                    report(true, "Apple accepts the credentials (Request a Test Notification answered)")
-                    let deadline = Date().addingTimeInterval(webhookTimeout)
-                    var result: String?
-                    while Date() < deadline {
-                        let status = try await client.testNotificationStatus(token: token)
-                        if let attempt = status.sendAttempts?.last {
-                            result = attempt.sendAttemptResult.rawValue
-                            break
-                        }
-                        try await Task.sleep(for: .seconds(2))
-                    }
-                    switch result {
-                    case "SUCCESS"?: report(true, "Apple reached the webhook with the test notification (SUCCESS)")
-                    case let other?: report(false, "Apple could not reach the webhook: \(other)")
-                    case nil: report(false, "Apple reported no delivery of the test notification within \(Int(webhookTimeout)) s")
-                    }
+                    let verifier = try settings.verifierConfiguration()
+                    report(true, "\(name)root certificates: \(verifier.rootCertificates.count) loaded; bundle \(verifier.bundleId), \(verifier.environment)")
                 } catch {
-                    report(false, "Apple: \(error)")
+                    report(false, "\(name)root certificates / app settings: \(error)")
                 }
+
+                var client: AppStoreServerAPIClient?
+                do {
+                    let configuration = try settings.apiConfiguration(warn: { printError($0, level: .warning) })
+                    report(true, "\(name)private key \(configuration.credentials.keyId) loads; API at \(configuration.baseURL)")
+                    client = AppStoreServerAPIClient(configuration: configuration, logger: logger)
+                } catch {
+                    report(false, "\(name)API credentials: \(error)")
+                }
+                if let client { await checkApple(client, name: name, report: report) }
             }
+            let settings = try options.database.settings
 
             do {
                 let url = try settings.databaseURL()
@@ -88,6 +74,31 @@ struct CheckCommand: AsyncParsableCommand {
                 printError("\(failures) check(s) failed", level: .error)
                 throw ExitCode(ExitStatus.configuration)
             }
+        }
+    }
+
+    /// Apple accepts the credentials and reaches the webhook: Request a Test Notification, then its status.
+    private func checkApple(_ client: AppStoreServerAPIClient, name: String, report: (Bool, String) -> Void) async {
+        do {
+            let token = try await client.requestTestNotification().testNotificationToken
+            report(true, "\(name)Apple accepts the credentials (Request a Test Notification answered)")
+            let deadline = Date().addingTimeInterval(webhookTimeout)
+            var result: String?
+            while Date() < deadline {
+                let status = try await client.testNotificationStatus(token: token)
+                if let attempt = status.sendAttempts?.last {
+                    result = attempt.sendAttemptResult.rawValue
+                    break
+                }
+                try await Task.sleep(for: .seconds(2))
+            }
+            switch result {
+            case "SUCCESS"?: report(true, "\(name)Apple reached the webhook with the test notification (SUCCESS)")
+            case let other?: report(false, "\(name)Apple could not reach the webhook: \(other)")
+            case nil: report(false, "\(name)Apple reported no delivery of the test notification within \(Int(webhookTimeout)) s")
+            }
+        } catch {
+            report(false, "\(name)Apple: \(error)")
         }
     }
 }

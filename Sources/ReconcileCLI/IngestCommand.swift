@@ -27,7 +27,7 @@ struct IngestCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withExitStatus {
-            let settings = options.settings
+            let settings = try options.settings
             let verifier = try SignedDataVerifier(try settings.verifierConfiguration())
             let databaseURL = try settings.databaseURL()
             let data: Data

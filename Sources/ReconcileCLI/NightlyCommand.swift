@@ -60,7 +60,7 @@ extension NightlyCommand {
     /// The retention of `app_store.rejected_payloads`, before the run: anyone can POST to
     /// `serve`, so what it rejects must not pile up for ever.
     func pruneRejectedPayloads() async throws {
-        let url = try options.settings.databaseURL()
+        let url = try options.database.settings.databaseURL()
         let logger = Logger(label: "appstore-reconcile.nightly")
         let days = keepRejectedDays
         let deleted = try await LedgerDatabase.withClient(url, logger: logger) { client in

@@ -4,6 +4,7 @@ import Decisions
 import Foundation
 import Ledger
 import Reconciliation
+import SignedData
 
 /// The flags every recovering command shares (`run`, `nightly`).
 struct RecoveryRunOptions: ParsableArguments {
@@ -30,6 +31,9 @@ struct RecoveryRunOptions: ParsableArguments {
             """
     )
     var rateLimitWaitMinutes = 60.0
+
+    @Option(help: "With several apps or environments configured: how many of them are recovered at once, each within its own rate budget.")
+    var concurrentPairs = 4
 
     @Flag(help: "Stop after pass 1: do not repair Apple accounts from Apple's present state (pass 2).")
     var skipRepair = false
@@ -79,8 +83,8 @@ struct RecoveryRunOptions: ParsableArguments {
     mutating func validate() throws {
         guard rateLimitWaitMinutes >= 0 else { throw ValidationError("--rate-limit-wait-minutes must not be negative") }
         guard rateFactor > 0, rateFactor <= 100 else { throw ValidationError("--rate-factor must be above 0 and at most 100") }
-        guard retryAttempts >= 1, repairConcurrency >= 1, shardWait >= 0 else {
-            throw ValidationError("--retry-attempts and --repair-concurrency must be at least 1, --shard-wait not negative")
+        guard retryAttempts >= 1, repairConcurrency >= 1, concurrentPairs >= 1, shardWait >= 0 else {
+            throw ValidationError("--retry-attempts, --repair-concurrency and --concurrent-pairs must be at least 1, --shard-wait not negative")
         }
         try DeliveryOption.resolve(&deliverTo, headers: deliverHeader, urlOption: "--deliver-to", headerOption: "--deliver-header", variable: "APPSTORE_DELIVER_TO")
     }
@@ -96,17 +100,42 @@ extension RecoveryRunOptions {
         )
     }
 
-    /// Runs the request with the configuration's client, verifier and ledger, SIGTERM and
-    /// SIGINT stopping it gracefully; writes the report, prints the summary, and maps the
-    /// outcome to the exit code.
+    /// Runs the request for every (app, environment) pair the configuration selects, SIGTERM and
+    /// SIGINT stopping it gracefully; writes the reports, prints the summary, and maps the
+    /// outcome to the exit code. One pair: as a one-app run always did (its report in
+    /// --report-dir). Several: side by side (`runReconciliations`), each pair's report in
+    /// `DIR/<bundleId>/<environment>/` and `DIR/report.html` linking them.
     func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions) async throws {
-        let result = try await runReconciliation(
-            configuration.settings, label: request.kind.rawValue, progress: !noProgress,
-            adjust: {
-                $0.forRun(shard: request.shard, rateFactor: rateFactor, retryAttempts: retryAttempts, rateLimitWait: .seconds(rateLimitWaitMinutes * 60))
-            },
-            job: .recovery(request)
-        )
-        try conclude(result, reportDirectory: reportDir, summary: \.summaryLine)
+        let pairs = try configuration.pairs()
+        let adjust = { (api: AppStoreServerAPIConfiguration) in
+            api.forRun(shard: request.shard, rateFactor: rateFactor, retryAttempts: retryAttempts, rateLimitWait: .seconds(rateLimitWaitMinutes * 60))
+        }
+        if pairs.count == 1 {
+            let result = try await runReconciliation(
+                pairs[0].settings, label: request.kind.rawValue, progress: !noProgress, adjust: adjust,
+                job: .recovery(try self.request(request, for: pairs[0]))
+            )
+            try conclude(result, reportDirectory: reportDir, summary: \.summaryLine)
+            return
+        }
+        var jobs: [AppStorePair: RunService.Job] = [:]
+        for pair in pairs { jobs[pair.pair] = .recovery(try self.request(request, for: pair)) }
+        let results = try await runReconciliations(pairs, label: request.kind.rawValue, concurrency: concurrentPairs, adjust: adjust) { jobs[$0.pair]! }
+        try conclude(results, reportDirectory: reportDir, dryRun: dryRun, title: "appstore-reconcile \(request.kind.rawValue): \(pairs.count) App Stores", summary: \.summaryLine)
+    }
+
+    /// The request for one pair: the configuration file's `deliverTo` for it when neither
+    /// --deliver-to nor APPSTORE_DELIVER_TO gave a handler.
+    func request(_ request: ReconciliationRun.Request, for pair: ConfigurationOptions.Pair) throws -> ReconciliationRun.Request {
+        guard request.deliverTo == nil, let text = pair.deliverTo else { return request }
+        var request = request
+        do {
+            var target = try DeliveryTarget(text)
+            for header in deliverHeader { if case .success(let parsed) = header.parsed { target.headers = target.headers.adding(parsed) } }
+            request.deliverTo = target
+        } catch let error as DeliveryTargetError {
+            throw ConfigurationError(setting: "deliverTo.\(pair.pair.environment) of \(pair.pair.bundleId) in the configuration file", problem: error.description)
+        }
+        return request
     }
 }

@@ -55,11 +55,16 @@ struct RepairCommand: AsyncParsableCommand {
         try await withExitStatus {
             let choice: ReconciliationRun.AccountChoice = transactionIds.isEmpty ? .ledgerScan : .named(transactionIds: transactionIds)
             let mode: RunMode = dryRun ? .dryRun : .apply
-            let result = try await runReconciliation(
-                options.settings, label: "repair", progress: !noProgress, job: .repair(choice, mode: mode, concurrency: concurrency)
-            )
             let directory = reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-repair", dryRun: dryRun)
-            try conclude(result, reportDirectory: directory, summary: \.repairSummaryLine)
+            let pairs = try options.pairs()
+            let job = RunService.Job.repair(choice, mode: mode, concurrency: concurrency)
+            if pairs.count == 1 {
+                let result = try await runReconciliation(pairs[0].settings, label: "repair", progress: !noProgress, job: job)
+                try conclude(result, reportDirectory: directory, summary: \.repairSummaryLine)
+                return
+            }
+            let results = try await runReconciliations(pairs, label: "repair", concurrency: 4) { _ in job }
+            try conclude(results, reportDirectory: directory, dryRun: dryRun, title: "appstore-reconcile repair: \(pairs.count) App Stores", summary: \.repairSummaryLine)
         }
     }
 }

@@ -73,6 +73,11 @@ package struct Settings: Sendable {
         self.values = values
     }
 
+    /// Settings given whole (one pair of a configuration file).
+    package init(values: [Name: String]) {
+        self.values = values
+    }
+
     package func isSet(_ name: Name) -> Bool { values[name] != nil }
 
     package func require(_ name: Name) throws -> String {

@@ -1,0 +1,115 @@
+import AppStoreSimulator
+import Foundation
+import Ledger
+import PostgresNIO
+import SignedData
+import TestSupport
+import ThrowawayPostgres
+import Testing
+
+/// One configuration file of two apps, each in its own environment and its own simulated App
+/// Store (its own PKI, credentials and rate budget), over one ledger.
+@Suite("Several apps and environments from one configuration file")
+struct DeploymentTests {
+    /// The configuration file a team would write for these simulators.
+    static func configuration(_ apps: [(RecoveryHarness, SimulatorFiles, String)], database: String) -> String {
+        var text = "database: \(database)\nrootCertificates: [\(apps.map(\.1.rootCertificatePath).joined(separator: ", "))]\napps:\n"
+        for (harness, files, baseURL) in apps {
+            let configuration = harness.scenario.configuration
+            text += """
+                  - bundleId: \(configuration.bundleId)
+                    appAppleId: \(configuration.appAppleId)
+                    issuerId: \(harness.api.credentials.issuerId)
+                    keyId: \(harness.api.credentials.keyId)
+                    privateKey: \(files.privateKeyPath)
+                    environments: [\(configuration.environment.rawValue)]
+                    apiBaseURL:
+                      \(configuration.environment.rawValue): \(baseURL)
+
+                """
+        }
+        return text
+    }
+
+    /// Every pair's missed notifications applied and nothing else, every pair's rows equal to its
+    /// App Store's truth, each pair's report in DIR/<bundleId>/<environment>/ and DIR/report.html
+    /// linking them. Each simulator accepts only its own app's JWT (issuer, key, `bid`) and knows
+    /// only its own accounts, so a run that asked one with another's credentials or accounts
+    /// would have failed or been refused. Then `--app B --environment Production` runs only B.
+    @Test func oneRunOverTwoAppsAppliesEachPairsMissedNotificationsAndWritesEachPairsReport() async throws {
+        let one = try RecoveryHarness(customers: 30, seed: 71, environment: .sandbox, outageHours: 12) { $0.bundleId = "com.example.one" }
+        let two = try RecoveryHarness(customers: 30, seed: 72, environment: .production, outageHours: 12) { $0.bundleId = "com.example.two" }
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("deployment-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let oneFiles = try SimulatorFiles.write(for: one.api, in: scratch.path + "/one")
+        let twoFiles = try SimulatorFiles.write(for: two.api, in: scratch.path + "/two")
+        try await SimulatorServer.withRunning(one.api) { oneURL in
+            try await SimulatorServer.withRunning(two.api) { twoURL in
+                try await TestDatabase.withFreshLedger { client, url in
+                    let store = LedgerStore(client: client, logger: one.logger)
+                    try await one.seedDeliveredNotifications(store)
+                    try await two.seedDeliveredNotifications(store)
+                    let file = scratch.path + "/appstore.yaml"
+                    try Self.configuration([(one, oneFiles, oneURL), (two, twoFiles, twoURL)], database: url.connectionString)
+                        .write(toFile: file, atomically: true, encoding: .utf8)
+                    let start = min(one.scenario.configuration.now, two.scenario.configuration.now)
+                        .addingTimeInterval(-max(one.scenario.configuration.history, two.scenario.configuration.history) - 3600)
+                    let window = ["--start", start.formatted(.iso8601), "--end", String(Date().unixMilliseconds)]
+                    let directory = scratch.path + "/reports"
+                    let run = try await BuiltBinary.run(["run", "--config", file, "--report-dir", directory, "--no-progress"] + window)
+                    #expect(run.exitCode == 0, "\(run.combined)")
+                    let missed = Set((one.scenario.missedNotifications + two.scenario.missedNotifications).map(\.uuid))
+                    #expect(try await RecoveryHarness.historyUUIDs(client) == missed, "each pair's missed notifications, nothing else")
+                    #expect(try await one.mismatches(store).isEmpty)
+                    #expect(try await two.mismatches(store).isEmpty)
+                    for path in ["com.example.one/Sandbox", "com.example.two/Production"] {
+                        #expect(FileManager.default.fileExists(atPath: "\(directory)/\(path)/report.html"), "\(path)")
+                        #expect(FileManager.default.fileExists(atPath: "\(directory)/\(path)/report.json"), "\(path)")
+                    }
+                    let summary = try String(contentsOfFile: directory + "/report.html", encoding: .utf8)
+                    #expect(summary.contains("href=\"com.example.one/Sandbox/report.html\"") && summary.contains("href=\"com.example.two/Production/report.html\""))
+                    var apps: [String] = []
+                    let rows = try await client.query("SELECT DISTINCT bundle_id || ' ' || environment FROM app_store.notifications ORDER BY 1")
+                    for try await line in rows.decode(String.self) { apps.append(line) }
+                    #expect(apps == ["com.example.one Sandbox", "com.example.two Production"])
+
+                    let requestsOfOne = one.api.requestCounts.values.reduce(0, +)
+                    let narrowed = try await BuiltBinary.run(
+                        ["run", "--config", file, "--app", "com.example.two", "--environment", "Production", "--report-dir", scratch.path + "/two-only", "--no-progress"]
+                            + window
+                    )
+                    #expect(narrowed.exitCode == 0, "\(narrowed.combined)")
+                    #expect(one.api.requestCounts.values.reduce(0, +) == requestsOfOne, "app one's App Store was not asked")
+                    #expect(FileManager.default.fileExists(atPath: scratch.path + "/two-only/report.html"), "one pair: today's layout")
+                    var runs: [String] = []
+                    for try await line in try await client.query("SELECT bundle_id || ' ' || environment FROM app_store.runs ORDER BY started_at").decode(String.self) {
+                        runs.append(line)
+                    }
+                    #expect(runs.count == 3 && runs.last == "com.example.two Production", "\(runs)")
+                }
+            }
+        }
+    }
+
+    /// A configuration file that cannot be used stops every command with exit 78 and a message
+    /// naming the key and the file, before anything is asked or written.
+    @Test(arguments: [
+        ("apps:\n  - bundleId: com.example.app\n    environments: [Sandbox]\n    issuerId: i\n    keyId: k\n    privateKey: /nonexistent/key.p8\n", "apps[0].privateKey"),
+        ("apps:\n  - bundleId: com.example.app\n    environments: [Production]\n    issuerId: i\n    keyId: k\n    privateKey: KEY\n", "apps[0].appAppleId"),
+        ("apps:\n  - bundleId: com.example.app\n    environments: [Sandbox]\n    issuerId: i\n    keyId: k\n    privateKey: KEY\n    colour: blue\n", "apps[0].colour"),
+        ("apps:\n  - {bundleId: a, environments: [Sandbox], issuerId: i, keyId: k, privateKey: KEY}\n  - {bundleId: a, environments: [Production], appAppleId: 1, issuerId: i, keyId: k, privateKey: KEY}\n", "apps[1].bundleId"),
+        ("apps: [\n", "the configuration file"),
+    ])
+    func aConfigurationErrorIsExit78NamingTheKeyAndTheFile(text: String, key: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keyFile = directory.path + "/key.p8"
+        try "not a key".write(toFile: keyFile, atomically: true, encoding: .utf8)
+        let file = directory.path + "/appstore.yaml"
+        try text.replacingOccurrences(of: "KEY", with: keyFile).write(toFile: file, atomically: true, encoding: .utf8)
+        let run = try await BuiltBinary.run(["run", "--config", file, "--start", "2026-11-01T00:00:00Z", "--end", "2026-11-02T00:00:00Z"])
+        #expect(run.exitCode == 78, "\(run.combined)")
+        #expect(run.standardError.contains(key) && run.standardError.contains(file), "\(run.standardError)")
+    }
+}
