@@ -44,7 +44,7 @@ UPDATE app_store.consumption_requests c SET bundle_id = (
 WHERE c.bundle_id IS NULL;
 UPDATE app_store.account_members m SET bundle_id = coalesce(
     (SELECT s.bundle_id FROM app_store.subscriptions s
-     WHERE s.environment = m.environment AND s.original_transaction_id = m.original_transaction_id),
+     WHERE s.environment = m.environment AND s.original_transaction_id = m.original_transaction_id ORDER BY s.bundle_id LIMIT 1),
     (SELECT t.bundle_id FROM app_store.transactions t
      WHERE t.environment = m.environment AND t.original_transaction_id = m.original_transaction_id LIMIT 1))
 WHERE m.bundle_id IS NULL;
@@ -54,7 +54,7 @@ UPDATE app_store.accounts a SET bundle_id = (
 WHERE a.bundle_id IS NULL;
 UPDATE app_store.changes c SET bundle_id = coalesce(
     (SELECT s.bundle_id FROM app_store.subscriptions s
-     WHERE s.environment = c.environment AND s.original_transaction_id = c.original_transaction_id),
+     WHERE s.environment = c.environment AND s.original_transaction_id = c.original_transaction_id ORDER BY s.bundle_id LIMIT 1),
     (SELECT t.bundle_id FROM app_store.transactions t
      WHERE t.environment = c.environment AND t.original_transaction_id = c.original_transaction_id LIMIT 1))
 WHERE c.bundle_id IS NULL;

@@ -74,7 +74,8 @@ package struct ConfigurationFile: Sendable, Hashable {
         } catch let error as ConfigurationFileError {
             throw error
         } catch {
-            throw reader.error(nil, "is not valid YAML: \(String(describing: error).prefix(300))")
+            // Only where: the parser's message quotes the line, which may hold a password.
+            throw reader.error(nil, "is not valid YAML\(Self.where(error))")
         }
         let top = try reader.mapping(root, at: nil, keys: ["database", "rootCertificates", "apps"])
         var file = ConfigurationFile(path: path, database: nil, rootCertificates: nil, apps: [])
@@ -95,6 +96,17 @@ package struct ConfigurationFile: Sendable, Hashable {
             file.apps.append(app)
         }
         return file
+    }
+}
+
+extension ConfigurationFile {
+    /// The parser's problem and position, without the quoted line.
+    static func `where`(_ error: any Error) -> String {
+        switch error as? YamlError {
+        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+            " (line \(mark.line), column \(mark.column): \(problem.prefix(120)))"
+        default: ""
+        }
     }
 }
 
@@ -201,7 +213,8 @@ private struct Reader {
             throw error("\(key).appAppleId", "is required when Production is listed (the app's numeric App Store ID)")
         }
         let privateKey = try string(try required("privateKey"), at: "\(key).privateKey")
-        guard keyReadable(privateKey) else { throw error("\(key).privateKey", "names a file that cannot be read: \(privateKey)") }
+        // The value is not echoed: it should be a path, but may be a key pasted in.
+        guard keyReadable(privateKey) else { throw error("\(key).privateKey", "names a file that cannot be read") }
         return ConfigurationFile.App(
             bundleId: bundleId, appAppleId: appAppleId,
             issuerId: try string(try required("issuerId"), at: "\(key).issuerId"),

@@ -19,18 +19,22 @@ func runReconciliations(
     let logger = Logger(label: "appstore-reconcile.\(label)")
     let database = LedgerDatabase.client(databaseURL, logger: logger)
     let store = LedgerStore(client: database, logger: logger)
-    var services: [(AppStorePair, RunService)] = []
+    // A pair whose settings cannot be used (its key file, its roots) is that pair's failure.
+    var services: [(AppStorePair, Result<RunService, any Error>)] = []
     for pair in pairs {
         let prefix = "\(pair.pair): "
-        let reconciliation = ReconciliationRun(
-            client: AppStoreServerAPIClient(configuration: adjust(try pair.settings.apiConfiguration(warn: { printError(prefix + $0, level: .warning) })), logger: logger),
-            verifier: try SignedDataVerifier(try pair.settings.verifierConfiguration()), store: store, databaseURL: databaseURL, logger: logger,
-            events: { printError(prefix + $0.message, level: $0.level) }
-        )
-        services.append((pair.pair, RunService(reconciliation, job: job(pair), stopRequested: { printError(prefix + "stopping: finishing the batch in hand…") })))
+        services.append((pair.pair, Result {
+            let reconciliation = ReconciliationRun(
+                client: AppStoreServerAPIClient(configuration: adjust(try pair.settings.apiConfiguration(warn: { printError(prefix + $0, level: .warning) })), logger: logger),
+                verifier: try SignedDataVerifier(try pair.settings.verifierConfiguration()), store: store, databaseURL: databaseURL, logger: logger,
+                events: { printError(prefix + $0.message, level: $0.level) }
+            )
+            return RunService(reconciliation, job: job(pair), stopRequested: { printError(prefix + "stopping: finishing the batch in hand…") })
+        }))
     }
-    try await runUntilDone(PairsService(runs: services.map(\.1), concurrency: concurrency), beside: database, logger: logger)
-    return services.map { pair, service in (pair, Result { try service.result() }) }
+    let runnable = services.compactMap { try? $0.1.get() }
+    try await runUntilDone(PairsService(runs: runnable, concurrency: concurrency), beside: database, logger: logger)
+    return services.map { pair, service in (pair, Result { try service.get().result() }) }
 }
 
 /// Runs the pairs' services, at most `concurrency` at a time; each keeps its own result.
@@ -90,8 +94,17 @@ func conclude(
                 continue
             }
             let report = RecoveryReport(run)
-            try report.writeFiles(to: directory + "/" + pair.path)
             let line = summary(report)
+            do {
+                try report.writeFiles(to: directory + "/" + pair.path)
+            } catch {
+                // This pair's report is lost, not the others' nor the summary.
+                let failure = FailureReport(error)
+                statuses.append(ExitStatus.of(failure.kind))
+                entries.append(.init(pair: pair, outcome: run.outcome.rawValue, summary: line + " (report not written: \(failure.line))", hasReport: false))
+                printError("\(pair): \(failure.line)", level: failure.level)
+                continue
+            }
             entries.append(.init(pair: pair, outcome: run.outcome.rawValue, summary: line, hasReport: true))
             print("\(pair): " + (run.dryRun ? "dry run: " : "done: ") + line)
             if run.problems.any { printError("\(pair): finished with problems: see \(directory)/\(pair.path)/report.html", level: .warning) }

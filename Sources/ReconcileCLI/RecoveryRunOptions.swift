@@ -33,7 +33,10 @@ struct RecoveryRunOptions: ParsableArguments {
     var rateLimitWaitMinutes = 60.0
 
     @Option(help: "With several apps or environments configured: how many of them are recovered at once, each within its own rate budget.")
-    var concurrentPairs = 4
+    var concurrentPairs = Self.defaultConcurrentPairs
+
+    /// Pairs recovered at once unless --concurrent-pairs says otherwise.
+    static let defaultConcurrentPairs = 4
 
     @Flag(help: "Stop after pass 1: do not repair Apple accounts from Apple's present state (pass 2).")
     var skipRepair = false
@@ -119,16 +122,22 @@ extension RecoveryRunOptions {
             return
         }
         var jobs: [AppStorePair: RunService.Job] = [:]
-        for pair in pairs { jobs[pair.pair] = .recovery(try self.request(request, for: pair)) }
+        for pair in pairs { jobs[pair.pair] = .recovery(try self.request(request, for: pair, several: true)) }
         let results = try await runReconciliations(pairs, label: request.kind.rawValue, concurrency: concurrentPairs, adjust: adjust) { jobs[$0.pair]! }
         try conclude(results, reportDirectory: reportDir, dryRun: dryRun, title: "appstore-reconcile \(request.kind.rawValue): \(pairs.count) App Stores", summary: \.summaryLine)
     }
 
     /// The request for one pair: the configuration file's `deliverTo` for it when neither
     /// --deliver-to nor APPSTORE_DELIVER_TO gave a handler.
-    func request(_ request: ReconciliationRun.Request, for pair: ConfigurationOptions.Pair) throws -> ReconciliationRun.Request {
-        guard request.deliverTo == nil, let text = pair.deliverTo else { return request }
+    func request(_ request: ReconciliationRun.Request, for pair: ConfigurationOptions.Pair, several: Bool = false) throws -> ReconciliationRun.Request {
         var request = request
+        // Several pairs: a metrics file each (`NAME-<bundleId>-<environment>.prom`), since the file has no pair label.
+        if let file = request.metricsFile, several {
+            let url = URL(fileURLWithPath: file)
+            let name = url.deletingPathExtension().lastPathComponent + "-\(pair.pair.bundleId)-\(pair.pair.environment.rawValue)"
+            request.metricsFile = url.deletingLastPathComponent().appendingPathComponent(name).appendingPathExtension(url.pathExtension.isEmpty ? "prom" : url.pathExtension).path
+        }
+        guard request.deliverTo == nil, let text = pair.deliverTo else { return request }
         do {
             var target = try DeliveryTarget(text)
             for header in deliverHeader { if case .success(let parsed) = header.parsed { target.headers = target.headers.adding(parsed) } }

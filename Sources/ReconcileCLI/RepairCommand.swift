@@ -56,14 +56,15 @@ struct RepairCommand: AsyncParsableCommand {
             let choice: ReconciliationRun.AccountChoice = transactionIds.isEmpty ? .ledgerScan : .named(transactionIds: transactionIds)
             let mode: RunMode = dryRun ? .dryRun : .apply
             let directory = reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-repair", dryRun: dryRun)
-            let pairs = try options.pairs()
+            // Named transaction IDs belong to one App Store: they need the configuration narrowed to it.
+            let pairs = transactionIds.isEmpty ? try options.pairs() : [try options.onePair()]
             let job = RunService.Job.repair(choice, mode: mode, concurrency: concurrency)
             if pairs.count == 1 {
                 let result = try await runReconciliation(pairs[0].settings, label: "repair", progress: !noProgress, job: job)
                 try conclude(result, reportDirectory: directory, summary: \.repairSummaryLine)
                 return
             }
-            let results = try await runReconciliations(pairs, label: "repair", concurrency: 4) { _ in job }
+            let results = try await runReconciliations(pairs, label: "repair", concurrency: RecoveryRunOptions.defaultConcurrentPairs) { _ in job }
             try conclude(results, reportDirectory: directory, dryRun: dryRun, title: "appstore-reconcile repair: \(pairs.count) App Stores", summary: \.repairSummaryLine)
         }
     }

@@ -111,5 +111,18 @@ struct DeploymentTests {
         let run = try await BuiltBinary.run(["run", "--config", file, "--start", "2026-11-01T00:00:00Z", "--end", "2026-11-02T00:00:00Z"])
         #expect(run.exitCode == 78, "\(run.combined)")
         #expect(run.standardError.contains(key) && run.standardError.contains(file), "\(run.standardError)")
+        #expect(!run.standardError.contains("/nonexistent/key.p8"), "a privateKey value is never echoed: it may be a key pasted in")
+    }
+
+    /// A file the YAML parser cannot read is reported by line and column: the parser's own
+    /// message quotes the line, which may hold the database password.
+    @Test func aMalformedFileNamesWhereButNeverQuotesTheLine() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID().uuidString).yaml").path
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        try "database: postgresql://reconcile:hunter2secret@db/app\napps: [\n  - {bundleId: a\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let run = try await BuiltBinary.run(["status", "--config", file])
+        #expect(run.exitCode == 78, "\(run.combined)")
+        #expect(run.standardError.contains("line"), "\(run.standardError)")
+        #expect(!run.combined.contains("hunter2secret"))
     }
 }
