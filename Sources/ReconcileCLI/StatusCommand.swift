@@ -3,6 +3,7 @@ import Foundation
 import Ledger
 import Logging
 import Reconciliation
+import SignedData
 
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -28,6 +29,9 @@ struct StatusCommand: AsyncParsableCommand {
         var running: Bool
         var lockHolder: String?
         var runs: [LedgerStore.RunSummary]
+        /// With runs of more than one App Store among the recent ones: each one's last success
+        /// ("com.example.app Sandbox"), so that one that stopped succeeding is not hidden by another.
+        var lastSuccessByAppStore: [String: LedgerStore.RunSummary?]?
     }
 
     func run() async throws {
@@ -39,11 +43,18 @@ struct StatusCommand: AsyncParsableCommand {
                 let lastSuccess = try await store.lastSuccessfulRun()
                 let held = try await store.runLockHeld()
                 let holder = held ? try await store.runningRun(anyShard: true) : nil
+                let runs = try await store.recentRuns(limit: limit)
+                let pairs = Set(runs.compactMap { run in run.bundleId.map { AppStorePair(bundleId: $0, environment: AppStoreEnvironment(rawValue: run.environment)) } })
+                var byPair: [String: LedgerStore.RunSummary?]?
+                if pairs.count > 1 {
+                    byPair = [:]
+                    for pair in pairs.sorted() { byPair?[pair.description] = .some(try await store.lastSuccessfulRun(pair: pair)) }
+                }
                 return Status(
                     lastSuccess: lastSuccess,
                     secondsSinceLastSuccess: lastSuccess?.finishedAt.map { Int(Date().timeIntervalSince($0)) },
                     running: held, lockHolder: holder.map { "\($0.kind) run \($0.id.uuidString.lowercased()) on \($0.host ?? "?") (pid \($0.pid.map(String.init) ?? "?")) since \($0.startedAt.formatted(.iso8601))" },
-                    runs: try await store.recentRuns(limit: limit)
+                    runs: runs, lastSuccessByAppStore: byPair
                 )
             }
             if json {
@@ -58,10 +69,13 @@ struct StatusCommand: AsyncParsableCommand {
             } else {
                 print("Last success: none recorded.")
             }
+            for (pair, last) in (status.lastSuccessByAppStore ?? [:]).sorted(by: { $0.key < $1.key }) {
+                print("  \(pair): \(last.flatMap { run in run.finishedAt.map { "\(run.kind) run finished \($0.formatted(.iso8601)), \(Self.age(Int(Date().timeIntervalSince($0)))) ago" } } ?? "none recorded").")
+            }
             print(status.running ? "In progress: \(status.lockHolder ?? "a run (no row recorded yet)")." : "In progress: nothing (the run lock is free).")
             guard !status.runs.isEmpty else { return }
             print("\nRecent runs:")
-            print("  started               kind       outcome                    window                                        fetched  missed  applied  rejected  duration")
+            print("  started               kind       outcome                    window                                        fetched  missed  applied  rejected  duration  app")
             for run in status.runs {
                 let window = run.windowStart.map { "\($0.formatted(.iso8601)) to \(run.windowEnd?.formatted(.iso8601) ?? "?")" } ?? "-"
                 let duration = run.finishedAt.map { Self.age(Int($0.timeIntervalSince(run.startedAt))) } ?? "-"
@@ -73,7 +87,8 @@ struct StatusCommand: AsyncParsableCommand {
                         + "\(String(run.counts["fetched"] ?? 0).padding(toLength: 7, withPad: " ", startingAt: 0))  "
                         + "\(String(run.counts["missed"] ?? 0).padding(toLength: 6, withPad: " ", startingAt: 0))  "
                         + "\(String(run.counts["applied"] ?? 0).padding(toLength: 7, withPad: " ", startingAt: 0))  "
-                        + "\(String(run.counts["rejected"] ?? 0).padding(toLength: 8, withPad: " ", startingAt: 0))  \(duration)"
+                        + "\(String(run.counts["rejected"] ?? 0).padding(toLength: 8, withPad: " ", startingAt: 0))  \(duration.padding(toLength: 8, withPad: " ", startingAt: 0))  "
+                        + "\(run.bundleId.map { "\($0) \(run.environment)" } ?? run.environment)"
                 )
             }
         }

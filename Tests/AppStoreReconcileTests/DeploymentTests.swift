@@ -86,6 +86,11 @@ struct DeploymentTests {
                         runs.append(line)
                     }
                     #expect(runs.count == 3 && runs.last == "com.example.two Production", "\(runs)")
+                    // status reads the database from the file, and names each App Store's last success.
+                    let status = try await BuiltBinary.run(["status", "--config", file])
+                    #expect(status.exitCode == 0, "\(status.combined)")
+                    #expect(status.standardOutput.contains("  com.example.one Sandbox: run run finished"), "\(status.standardOutput)")
+                    #expect(status.standardOutput.contains("  com.example.two Production: run run finished"), "\(status.standardOutput)")
                 }
             }
         }

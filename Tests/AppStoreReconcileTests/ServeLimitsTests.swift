@@ -168,8 +168,10 @@ struct ServeLimitsTests {
         }
         let waited = ContinuousClock.now - started
         #expect(answer.text.hasPrefix("HTTP/1.1 408"), "\(answer.text.prefix(80))")
-        // After the 2 s body timeout, well before the 30 s idle timeout (a loaded machine adds seconds).
-        #expect(waited >= .seconds(2) && waited < .seconds(20), "answered after \(waited)")
+        // After the 2 s body timeout, before the 30 s idle timeout (which would close without a
+        // 408). Under the whole suite on two cores this took up to 20.x s (session 22): the 408
+        // itself is what tells the body timeout from the idle one, the bound only that it came first.
+        #expect(waited >= .seconds(2) && waited < .seconds(30), "answered after \(waited)")
         if !answer.closed { answer.closed = await Self.received(slow, within: .seconds(2)).closed }
         #expect(answer.closed, "the connection is closed after the 408")
 
