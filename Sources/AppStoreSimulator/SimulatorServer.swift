@@ -12,18 +12,35 @@ package enum SimulatorServer {
         _ api: SimulatedAPI, port: Int = 0, logger: Logger = Logger(label: "appstore-simulator"),
         _ body: @Sendable (String) async throws -> Result
     ) async throws -> Result {
+        try await withRunning(port: port, logger: logger, latency: { _ in api.options.latency }, handle: api.handle, body)
+    }
+
+    /// Serves every app of `store` (one environment's host, `bid` picking the app) while `body` runs.
+    package static func withRunning<Result: Sendable>(
+        _ store: SimulatedAppStore, port: Int = 0, logger: Logger = Logger(label: "appstore-simulator"),
+        _ body: @Sendable (String) async throws -> Result
+    ) async throws -> Result {
+        try await withRunning(
+            port: port, logger: logger, latency: { store.app(authorization: $0)?.options.latency ?? .zero }, handle: store.handle, body)
+    }
+
+    private static func withRunning<Result: Sendable>(
+        port: Int, logger: Logger, latency: @escaping @Sendable (String?) -> Duration,
+        handle: @escaping @Sendable (String, String, [(String, String)], String?, [UInt8], Date) -> SimulatedAPI.Answer,
+        _ body: @Sendable (String) async throws -> Result
+    ) async throws -> Result {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         // Stopping the server by cancellation makes Hummingbird log errors about its channels.
         var quiet = logger
         quiet.logLevel = .critical
-        let latency = api.options.latency
         let responder = CallbackResponder<BasicRequestContext> { request, _ in
             var request = request
             let bytes = try await request.collectBody(upTo: 1 << 20)
-            if latency > .zero { try await Task.sleep(for: latency) }
-            let answer = api.handle(
-                method: request.method.rawValue, path: request.uri.path, query: parseQuery(request.uri.query),
-                authorization: request.headers[.authorization], body: Array(bytes.readableBytesView)
+            let authorization = request.headers[.authorization]
+            let delay = latency(authorization)
+            if delay > .zero { try await Task.sleep(for: delay) }
+            let answer = handle(
+                request.method.rawValue, request.uri.path, parseQuery(request.uri.query), authorization, Array(bytes.readableBytesView), Date()
             )
             var headers = HTTPFields()
             for (name, value) in answer.headers {

@@ -53,15 +53,17 @@ package struct ConfigurationFile: Sendable, Hashable {
 
     package func app(_ bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }
 
-    /// Reads and checks the file at `path`.
-    package static func load(path: String) throws -> ConfigurationFile {
+    /// Reads and checks the file at `path`. `keysNeeded: false` for a command that calls no
+    /// Apple API (`serve`): its private keys need not be readable where it runs, so the public
+    /// receiver can run without them.
+    package static func load(path: String, keysNeeded: Bool = true) throws -> ConfigurationFile {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw ConfigurationFileError(file: path, key: nil, problem: "cannot be read")
         }
         guard let text = String(data: data, encoding: .utf8) else {
             throw ConfigurationFileError(file: path, key: nil, problem: "is not UTF-8 text")
         }
-        return try parse(text, path: path, keyReadable: { FileManager.default.isReadableFile(atPath: $0) })
+        return try parse(text, path: path, keyReadable: { keysNeeded ? FileManager.default.isReadableFile(atPath: $0) : true })
     }
 
     /// Parses and checks YAML text; `keyReadable` says whether a private key path can be read.

@@ -24,8 +24,8 @@ package struct ReceiverSettings: Sendable {
     package var idleTimeout: Duration = .seconds(30)
     /// The time a client has to send a request's whole body.
     package var bodyTimeout: Duration = .seconds(10)
-    /// Where each recorded notification is forwarded, and how.
-    package var forwardTo: DeliveryTarget?
+    /// Where each App Store's recorded notifications are forwarded (none: not forwarded), and how.
+    package var forwardTo: [AppStorePair: DeliveryTarget] = [:]
     package var forwardPolicy = DeliveryPolicy(rounds: 1)
 
     package init() {}
@@ -40,21 +40,30 @@ package struct ReceiverApplication: Sendable {
     package let application: Application<CallbackResponder<ReceiverRequestContext>>
     package let routes: ReceiverRoutes
 
-    /// The receiver of `settings`, verifying with `verifier` and recording in the ledger at
-    /// `databaseURL`; `onListening` is told the port once the listener is bound.
+    /// The receiver of `settings` for every App Store of `verifiers` (one each, at least one),
+    /// recording in the ledger at `databaseURL`; `onListening` is told the port once the listener
+    /// is bound. One listener, one queue to the database within one set of bounds, one forwarder
+    /// per target, whatever the number of App Stores.
     package init(
-        _ settings: ReceiverSettings, verifier: SignedDataVerifier, databaseURL: DatabaseURL, logger: Logger,
+        _ settings: ReceiverSettings, verifiers: [SignedDataVerifier], databaseURL: DatabaseURL, logger: Logger,
         onListening: @escaping @Sendable (Int) async -> Void = { _ in }
     ) {
         let limits = BatchedIngest.Limits()
         // A batch's statements end by the server's clock before a request's answer is due.
         let database = LedgerDatabase.client(databaseURL, logger: logger, statementTimeout: limits.write)
         let store = LedgerStore(client: database, logger: logger)
-        let forwarder = settings.forwardTo.map { NotificationForwarder(store: store, target: $0, policy: settings.forwardPolicy, logger: logger) }
-        let ingest = NotificationIngest(verifier: verifier, store: store, deliverTo: settings.forwardTo?.key)
-        let batched = BatchedIngest(ingest: ingest, limits: limits)
+        var byTarget: [String: NotificationForwarder] = [:]
+        var forwarders: [AppStorePair: NotificationForwarder] = [:]
+        for (pair, target) in settings.forwardTo.sorted(by: { $0.key < $1.key }) {
+            let forwarder = byTarget[target.key] ?? NotificationForwarder(store: store, target: target, policy: settings.forwardPolicy, logger: logger)
+            byTarget[target.key] = forwarder
+            forwarders[pair] = forwarder
+        }
+        let ingests = verifiers.map { NotificationIngest(verifier: $0, store: store, deliverTo: settings.forwardTo[$0.configuration.pair]?.key) }
+        let batched = BatchedIngest(ingests: ingests, limits: limits)
         let routes = ReceiverRoutes(
-            path: settings.path, receiver: NotificationReceiver(ingest: ingest, batched: batched), forwarder: forwarder, metrics: ServeMetrics(),
+            path: settings.path, receiver: NotificationReceiver(ingests: ingests, batched: batched), forwarders: forwarders,
+            metrics: ServeMetrics(pairs: ingests.map(\.verifier.configuration.pair)),
             database: database, logger: logger, inFlight: RequestsInFlight(maximum: settings.maximumRequests, readingBytes: settings.maximumReadingBytes),
             bodyTimeout: settings.bodyTimeout
         )
@@ -80,10 +89,16 @@ package struct ReceiverApplication: Sendable {
                 address: .hostname(settings.host, port: port), serverName: "appstore-reconcile",
                 availableConnectionsDelegate: MaximumAvailableConnections(settings.maximumConnections)
             ),
-            services: [routes.database, batched] + (routes.forwarder.map { [$0] } ?? []),
+            services: [routes.database, batched] + Self.distinct(routes.forwarders.sorted { $0.key < $1.key }.map(\.value)),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? port) },
             logger: quiet
         )
+    }
+
+    /// Each forwarder once, in the order given.
+    private static func distinct(_ forwarders: [NotificationForwarder]) -> [any Service] {
+        var seen: Set<ObjectIdentifier> = []
+        return forwarders.filter { seen.insert(ObjectIdentifier($0)).inserted }
     }
 
     /// Runs until SIGTERM or SIGINT, then stops gracefully.

@@ -7,16 +7,19 @@ import Logging
 import NIOCore
 import PostgresNIO
 import Reconciliation
+import SignedData
 import Synchronization
 
 /// What `serve` answers, by path and method: Apple's notification POSTs at `path` (read within
 /// `bodyTimeout` and the bounds of `inFlight`, then verified and recorded by `receiver`),
 /// `/livez`, `/healthz` and `/metrics`; 404 and 405 for anything else. Each answer is counted
-/// in `metrics`; a notification recorded wakes the forwarder.
+/// in `metrics`, a notification's under its App Store; a notification recorded wakes its App
+/// Store's forwarder.
 package struct ReceiverRoutes: Sendable {
     package let path: String
     package let receiver: NotificationReceiver
-    package let forwarder: NotificationForwarder?
+    /// Each App Store's forwarder, if it forwards (App Stores with one target share one).
+    package let forwarders: [AppStorePair: NotificationForwarder]
     package let metrics: ServeMetrics
     /// For `/healthz`: the migrations applied.
     package let database: PostgresClient
@@ -25,12 +28,13 @@ package struct ReceiverRoutes: Sendable {
     package let bodyTimeout: Duration
 
     package init(
-        path: String, receiver: NotificationReceiver, forwarder: NotificationForwarder?, metrics: ServeMetrics, database: PostgresClient, logger: Logger,
+        path: String, receiver: NotificationReceiver, forwarders: [AppStorePair: NotificationForwarder] = [:], metrics: ServeMetrics, database: PostgresClient,
+        logger: Logger,
         inFlight: RequestsInFlight, bodyTimeout: Duration
     ) {
         self.path = path
         self.receiver = receiver
-        self.forwarder = forwarder
+        self.forwarders = forwarders
         self.metrics = metrics
         self.database = database
         self.logger = logger
@@ -50,7 +54,7 @@ package struct ReceiverRoutes: Sendable {
             let stopReading: @Sendable () -> Void = { channel.close(mode: .input, promise: nil) }
             if let length = request.headers[.contentLength].flatMap(Int.init), length > NotificationReceiver.maximumBodyBytes {
                 stopReading()
-                return respond(await receiver.answer(body: nil), started: started)
+                return respond(await receiver.routedAnswer(body: nil), started: started)
             }
             let body: [UInt8]?
             switch await Self.body(of: request, within: bodyTimeout, admission: admission, on: channel.eventLoop, stopReading: stopReading) {
@@ -60,7 +64,7 @@ package struct ReceiverRoutes: Sendable {
                 body = nil
             case .overloaded:
                 stopReading()
-                return respond(.overloaded, started: started)
+                return respond(.init(answer: .overloaded), started: started)
             case .cut:
                 // Nobody is left to answer: counted, not logged (an idle timeout, a client gone).
                 metrics.record(other: "body_cut")
@@ -72,9 +76,9 @@ package struct ReceiverRoutes: Sendable {
             }
             // From here the request counts as answering (a graceful stop waits for it), if there is room.
             guard admission.answering() else {
-                return respond(.overloaded, started: started)
+                return respond(.init(answer: .overloaded), started: started)
             }
-            return respond(await receiver.answer(body: body), started: started)
+            return respond(await receiver.routedAnswer(body: body), started: started)
         case (path, _):
             metrics.record(other: "method_not_allowed")
             var response = Self.text(405, "method not allowed: POST only\n")
@@ -98,10 +102,20 @@ package struct ReceiverRoutes: Sendable {
             }
         case ("/metrics", .get):
             metrics.record(other: "metrics")
+            // Every target's, added up; left out when the ledger does not answer for one of them.
             var forwards: DeliveryCounts?
-            if let target = forwarder?.redelivery.target {
+            let keys = Set(forwarders.values.map(\.redelivery.target.key)).sorted()
+            if !keys.isEmpty {
                 let store = receiver.ingest.store
-                forwards = try? await NotificationReceiver.within(.seconds(3), { try await store.deliveryCounts(to: target.key) }) ?? nil
+                forwards = try? await NotificationReceiver.within(.seconds(3)) {
+                    var total = DeliveryCounts(pending: 0, failed: 0)
+                    for key in keys {
+                        let counts = try await store.deliveryCounts(to: key)
+                        total.pending += counts.pending
+                        total.failed += counts.failed
+                    }
+                    return total
+                }
             }
             var response = Self.text(200, metrics.text(forwards: forwards))
             response.headers[.contentType] = "text/plain; version=0.0.4"
@@ -112,11 +126,12 @@ package struct ReceiverRoutes: Sendable {
         }
     }
 
-    func respond(_ answer: NotificationReceiver.Answer, started: ContinuousClock.Instant) -> Response {
+    func respond(_ routed: NotificationReceiver.Routed, started: ContinuousClock.Instant) -> Response {
+        let answer = routed.answer
         let elapsed = ContinuousClock.now - started
-        metrics.record(answer, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-        if answer.status != 200 { logger.notice("answered \(answer.status): \(answer.outcome)") }
-        if answer == .recorded { forwarder?.wake() }
+        metrics.record(answer, of: routed.pair, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        if answer.status != 200 { logger.notice("answered \(answer.status): \(answer.outcome)\(routed.pair.map { " (\($0))" } ?? "")") }
+        if answer == .recorded, let pair = routed.pair { forwarders[pair]?.wake() }
         var response = Self.text(answer.status, answer.text)
         if let seconds = answer.retryAfter { response.headers[.retryAfter] = String(seconds) }
         return response

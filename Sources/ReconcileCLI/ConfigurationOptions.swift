@@ -65,8 +65,9 @@ struct ConfigurationOptions: ParsableArguments {
 
     /// Every configured (app, environment) pair `--app` and `--environment` select, in the
     /// configuration's order. A configuration error names the key and the file (exit 78).
-    func pairs(process: [String: String] = ProcessInfo.processInfo.environment) throws -> [Pair] {
-        guard let file = try database.configurationFile(process: process) else {
+    /// `keysNeeded: false` for a command that calls no Apple API (`serve`).
+    func pairs(process: [String: String] = ProcessInfo.processInfo.environment, keysNeeded: Bool = true) throws -> [Pair] {
+        guard let file = try database.configurationFile(process: process, keysNeeded: keysNeeded) else {
             return try oneAppPairs(process: process)
         }
         let selectedEnvironments = try environments.map { text in
@@ -147,10 +148,10 @@ struct DatabaseOptions: ParsableArguments {
     var config: String?
 
     /// The configuration file given, read and checked; nil when none is.
-    func configurationFile(process: [String: String] = ProcessInfo.processInfo.environment) throws -> ConfigurationFile? {
+    func configurationFile(process: [String: String] = ProcessInfo.processInfo.environment, keysNeeded: Bool = true) throws -> ConfigurationFile? {
         guard let path = config ?? process["APPSTORE_CONFIG"].flatMap({ $0.isEmpty ? nil : $0 }) else { return nil }
         do {
-            return try ConfigurationFile.load(path: path)
+            return try ConfigurationFile.load(path: path, keysNeeded: keysNeeded)
         } catch let error as ConfigurationFileError {
             throw ConfigurationError(setting: error.key.map { "\($0) in \(error.file)" } ?? "the configuration file \(error.file)", problem: error.problem)
         }

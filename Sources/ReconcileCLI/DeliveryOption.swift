@@ -1,6 +1,8 @@
 import ArgumentParser
 import Decisions
 import Foundation
+import Reconciliation
+import SignedData
 
 /// A handler's URL on the command line (`--deliver-to`, `--forward-to`, `deliver --to`) or in its
 /// environment variable, parsed once, when it is read. A bad one is a usage error (exit 64)
@@ -73,5 +75,22 @@ enum DeliveryOption {
             }
         }
         url = DeliveryURLArgument(target: target)
+    }
+}
+
+extension ConfigurationOptions.Pair {
+    /// Where this pair's notifications go: `given` (a flag or its variable) when set, else the
+    /// configuration file's `deliverTo` for the pair with `headers`; nil when neither names one.
+    /// A `deliverTo` that is not a handler's URL is a configuration error naming it (exit 78).
+    func deliveryTarget(given: DeliveryTarget?, headers: [DeliveryHeaderArgument]) throws -> DeliveryTarget? {
+        if let given { return given }
+        guard let text = deliverTo else { return nil }
+        do {
+            var target = try DeliveryTarget(text)
+            for header in headers { if case .success(let parsed) = header.parsed { target.headers = target.headers.adding(parsed) } }
+            return target
+        } catch let error as DeliveryTargetError {
+            throw ConfigurationError(setting: "deliverTo.\(pair.environment) of \(pair.bundleId) in the configuration file", problem: error.description)
+        }
     }
 }

@@ -137,14 +137,7 @@ extension RecoveryRunOptions {
             let name = url.deletingPathExtension().lastPathComponent + "-\(pair.pair.bundleId)-\(pair.pair.environment.rawValue)"
             request.metricsFile = url.deletingLastPathComponent().appendingPathComponent(name).appendingPathExtension(url.pathExtension.isEmpty ? "prom" : url.pathExtension).path
         }
-        guard request.deliverTo == nil, let text = pair.deliverTo else { return request }
-        do {
-            var target = try DeliveryTarget(text)
-            for header in deliverHeader { if case .success(let parsed) = header.parsed { target.headers = target.headers.adding(parsed) } }
-            request.deliverTo = target
-        } catch let error as DeliveryTargetError {
-            throw ConfigurationError(setting: "deliverTo.\(pair.pair.environment) of \(pair.pair.bundleId) in the configuration file", problem: error.description)
-        }
+        request.deliverTo = try pair.deliveryTarget(given: request.deliverTo, headers: deliverHeader)
         return request
     }
 }

@@ -114,7 +114,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
     }
 
-    /// The receiver's settings, from the flags.
+    /// The receiver's settings, from the flags (forwarding aside: see `run`).
     var settings: ReceiverSettings {
         var settings = ReceiverSettings()
         (settings.host, settings.port, settings.path) = (listen.host, listen.port, path)
@@ -122,28 +122,44 @@ struct ServeCommand: AsyncParsableCommand {
         settings.maximumRequests = maxRequests
         settings.maximumReadingBytes = maxReadingMegabytes * 1024 * 1024
         (settings.idleTimeout, settings.bodyTimeout) = (.seconds(idleTimeout), .seconds(bodyTimeout))
-        settings.forwardTo = forwardTo?.target
         settings.forwardPolicy = DeliveryPolicy(rounds: 1, requestTimeout: .seconds(forwardTimeout), maximumAttempts: forwardMaxAttempts, concurrency: forwardConcurrency)
         return settings
     }
 
     func run() async throws {
         try await withExitStatus(logFormat: logFormat, job: true) {
-            var configuration = try options.settings.verifierConfiguration()
-            if onlineChecks { configuration.onlineChecks = OnlineChecks(transport: HTTPOCSPTransport()) }
-            let verifier = try SignedDataVerifier(configuration)
-            let databaseURL = try options.settings.databaseURL()
+            // Every configured App Store, each with its own verifier (its app, appAppleId, environment).
+            // serve calls no Apple API: the keys the file names need not be readable here.
+            let pairs = try options.pairs(keysNeeded: false)
+            let online = onlineChecks ? OnlineChecks(transport: HTTPOCSPTransport()) : nil
+            var settings = self.settings
+            var verifiers: [SignedDataVerifier] = []
+            for pair in pairs {
+                var configuration = try pair.settings.verifierConfiguration()
+                configuration.onlineChecks = online
+                verifiers.append(try SignedDataVerifier(configuration))
+                settings.forwardTo[pair.pair] = try pair.deliveryTarget(given: forwardTo?.target, headers: forwardHeader)
+            }
+            let databaseURL = try pairs[0].settings.databaseURL()
             let logger = Logger(label: "appstore-reconcile.serve")
             try await LedgerDatabase.checkReachable(databaseURL, logger: logger)
-            let settings = self.settings
-            let receiver = ReceiverApplication(settings, verifier: verifier, databaseURL: databaseURL, logger: logger) { port in
-                printError(
-                    "serve: listening on \(settings.host):\(port), POST \(settings.path)" + (settings.forwardTo.map { ", forwarding to \($0.description)" } ?? ""))
+            let listening = Self.listeningLine(settings, pairs: pairs.map(\.pair))
+            let receiver = ReceiverApplication(settings, verifiers: verifiers, databaseURL: databaseURL, logger: logger) { port in
+                printError(listening(port))
             }
             let watch = await ServeShutdown.watch(receiver.routes.inFlight, answering: receiver.routes.receiver.deadline, linger: .seconds(3))
             defer { watch.cancel() }
             try await receiver.run()
             printError("serve: stopped")
         }
+    }
+
+    /// What serve says once it listens: where, for which App Stores, forwarding where (scheme
+    /// and host only: a URL may hold a credential).
+    static func listeningLine(_ settings: ReceiverSettings, pairs: [AppStorePair]) -> @Sendable (Int) -> String {
+        let stores = pairs.map(\.description).joined(separator: ", ")
+        let targets = Set(settings.forwardTo.values.map(\.description)).sorted()
+        let forwarding = targets.isEmpty ? "" : ", forwarding to \(targets.joined(separator: ", "))"
+        return { port in "serve: listening on \(settings.host):\(port), POST \(settings.path) for \(stores)\(forwarding)" }
     }
 }

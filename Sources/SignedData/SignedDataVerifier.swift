@@ -117,20 +117,10 @@ public final class SignedDataVerifier: Sendable {
     /// Takes the app's identity from `data`, else `summary`, else `externalPurchaseToken`, else
     /// `appData`, as Apple's verifier does; `appAppleId` is compared in Production only.
     func checkIdentity(of payload: NotificationPayload) -> Rejection? {
-        let bundleId: String?
-        let appAppleId: Int64?
-        let environment: AppStoreEnvironment?
-        if let data = payload.data {
-            (bundleId, appAppleId, environment) = (data.bundleId, data.appAppleId, data.environment)
-        } else if let summary = payload.summary {
-            (bundleId, appAppleId, environment) = (summary.bundleId, summary.appAppleId, summary.environment)
-        } else if let token = payload.externalPurchaseToken {
-            (bundleId, appAppleId, environment) = (token.bundleId, token.appAppleId, token.inferredEnvironment)
-        } else if let appData = payload.appData {
-            (bundleId, appAppleId, environment) = (appData.bundleId, appData.appAppleId, appData.environment)
-        } else {
+        guard let identity = payload.identity else {
             return Rejection(.malformed, "the notification has none of data, summary, externalPurchaseToken and appData")
         }
+        let (bundleId, appAppleId, environment) = (identity.bundleId, identity.appAppleId, identity.environment)
         if bundleId != configuration.bundleId { return wrongBundle(bundleId) }
         if configuration.environment == .production && appAppleId != configuration.appAppleId {
             return wrongApp(appAppleId)

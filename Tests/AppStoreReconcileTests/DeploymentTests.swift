@@ -1,6 +1,7 @@
 import AppStoreSimulator
 import Foundation
 import Ledger
+import NIOHTTP1
 import PostgresNIO
 import SignedData
 import TestSupport
@@ -129,5 +130,121 @@ struct DeploymentTests {
         #expect(run.exitCode == 78, "\(run.combined)")
         #expect(run.standardError.contains("line"), "\(run.standardError)")
         #expect(!run.combined.contains("hunter2secret"))
+    }
+}
+
+/// One `serve` for every app and environment of a configuration: one listener, one path.
+@Suite("serve for every app and environment")
+struct DeploymentServeTests {
+    /// Two apps of one team (one key, one Apple), each in Production and Sandbox, and two that
+    /// the deployment does not receive: another app, and an app claiming the first's bundle ID
+    /// with another appAppleId.
+    struct World {
+        let stores: [RecoveryHarness]
+        let otherApp: RecoveryHarness
+        let otherAppAppleId: RecoveryHarness
+
+        init() throws {
+            let now = Date()
+            let apple = (pki: try TestPKI(TestPKI.Options(referenceTime: now)), credentials: SimulatorCredentials())
+            func store(_ bundleId: String, _ environment: AppStoreEnvironment, _ appAppleId: Int64, seed: UInt64) throws -> RecoveryHarness {
+                try RecoveryHarness(customers: 3, seed: seed, environment: environment, now: now, apple: apple) {
+                    $0.bundleId = bundleId
+                    $0.appAppleId = appAppleId
+                }
+            }
+            stores = [
+                try store("com.example.one", .production, 1_000_000_001, seed: 91), try store("com.example.one", .sandbox, 1_000_000_001, seed: 92),
+                try store("com.example.two", .production, 1_000_000_002, seed: 93), try store("com.example.two", .sandbox, 1_000_000_002, seed: 94),
+            ]
+            otherApp = try store("com.example.other", .production, 1_000_000_003, seed: 95)
+            otherAppAppleId = try store("com.example.one", .production, 1_000_000_009, seed: 96)
+        }
+
+        /// The configuration of the two apps, in both environments. Its key files do not exist:
+        /// serve calls no Apple API, so the public receiver runs without the API keys.
+        func configuration(database: String, files: SimulatorFiles) -> String {
+            """
+            database: \(database)
+            rootCertificates: [\(files.rootCertificatePath)]
+            apps:
+              - bundleId: com.example.one
+                appAppleId: 1000000001
+                issuerId: \(stores[0].api.credentials.issuerId)
+                keyId: \(stores[0].api.credentials.keyId)
+                privateKey: /nonexistent/SubscriptionKey.p8
+                environments: [Production, Sandbox]
+              - bundleId: com.example.two
+                appAppleId: 1000000002
+                issuerId: \(stores[0].api.credentials.issuerId)
+                keyId: \(stores[0].api.credentials.keyId)
+                privateKey: /nonexistent/SubscriptionKey.p8
+                environments: [Production, Sandbox]
+
+            """
+        }
+    }
+
+    static func body(_ harness: RecoveryHarness) throws -> String {
+        let notification = try #require(harness.scenario.notifications.last)
+        return "{\"signedPayload\":\"\(try harness.api.signNotification(notification))\"}"
+    }
+
+    /// Each of the four App Stores' notifications is answered 200 and recorded under its own app
+    /// and environment; one of an app the configuration does not name, and one with another
+    /// appAppleId, are answered 400 and kept in rejected_payloads with a reason naming them;
+    /// /metrics counts each App Store's notifications under its labels.
+    @Test func oneServeRecordsEveryAppAndEnvironmentAndRejectsAnUnconfiguredAppOrAppAppleId() async throws {
+        let world = try World()
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("serve-apps-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let files = try SimulatorFiles.write(for: world.stores[0].api, in: scratch)
+        try await TestDatabase.withFreshLedger { client, url in
+            let file = scratch + "/appstore.yaml"
+            try world.configuration(database: url.connectionString, files: files).write(toFile: file, atomically: true, encoding: .utf8)
+            let (server, serve, log) = try await ServeCommandTests.spawnServe(
+                arguments: ["--config", file], environment: [:], scratch: scratch)
+            defer {
+                serve.send(SIGKILL)
+            }
+            let endpoint = server + "/apple/notifications"
+            for store in world.stores {
+                let (status, text) = try await ServeCommandTests.post(endpoint, try Self.body(store))
+                #expect(status == 200, "\(store.pair): \(text)")
+            }
+            let other = try await ServeCommandTests.post(endpoint, try Self.body(world.otherApp))
+            #expect(other.0 == 400 && other.1.contains("wrong_bundle"), "\(other)")
+            let impostor = try await ServeCommandTests.post(endpoint, try Self.body(world.otherAppAppleId))
+            #expect(impostor.0 == 400 && impostor.1.contains("wrong_app"), "\(impostor)")
+
+            var recorded: [String] = []
+            let rows = try await client.query("SELECT bundle_id || ' ' || environment || ' ' || count(*) FROM app_store.notifications GROUP BY bundle_id, environment ORDER BY 1")
+            for try await line in rows.decode(String.self) { recorded.append(line) }
+            #expect(recorded == ["com.example.one Production 1", "com.example.one Sandbox 1", "com.example.two Production 1", "com.example.two Sandbox 1"])
+            var transactions: [String] = []
+            for try await line in try await client.query("SELECT DISTINCT bundle_id || ' ' || environment FROM app_store.transactions ORDER BY 1").decode(String.self) {
+                transactions.append(line)
+            }
+            #expect(transactions == ["com.example.one Production", "com.example.one Sandbox", "com.example.two Production", "com.example.two Sandbox"])
+            var rejected: [String] = []
+            for try await (reason, detail) in try await client.query("SELECT reason, detail FROM app_store.rejected_payloads ORDER BY reason").decode((String, String).self) {
+                rejected.append(reason + ": " + detail)
+            }
+            #expect(rejected.count == 2, "\(rejected)")
+            #expect(rejected.first { $0.hasPrefix("wrong_app") }?.contains("1000000009") == true, "\(rejected)")
+            #expect(rejected.first { $0.hasPrefix("wrong_bundle") }?.contains("com.example.other Production") == true, "\(rejected)")
+
+            let metrics = try await ServeCommandTests.post(server + "/metrics", "", method: .GET).1
+            for store in world.stores {
+                let series = metrics.split(separator: "\n").filter {
+                    $0.hasPrefix("appstore_reconcile_serve_notifications_total{") && $0.contains("bundle_id=\"\(store.pair.bundleId)\"")
+                        && $0.contains("environment=\"\(store.pair.environment.rawValue)\"") && $0.contains("outcome=\"recorded\"")
+                }
+                #expect(series.count == 1 && series.first?.hasSuffix(" 1") == true, "\(store.pair): \(series)")
+            }
+            #expect(!metrics.contains("com.example.other"), "no series for an app the configuration does not name")
+            #expect(try String(contentsOfFile: log, encoding: .utf8).contains("for com.example.one Production, com.example.one Sandbox, com.example.two Production, com.example.two Sandbox"))
+        }
     }
 }

@@ -55,6 +55,12 @@ struct ServeCommandTests {
         var environment = Dictionary(uniqueKeysWithValues: files.environment(for: harness.api, baseURL: "http://127.0.0.1:9"))
         environment["DATABASE_URL"] = url.connectionString
         environment.merge(extra) { _, new in new }
+        return try await spawnServe(arguments: arguments, environment: environment, scratch: scratch)
+    }
+
+    /// Starts `serve` with `arguments` and `environment` on a free loopback port, logging to
+    /// `scratch`/serve.log; its base URL, the process, and its log path.
+    static func spawnServe(arguments: [String], environment: [String: String], scratch: String) async throws -> (base: String, process: ChildProcess, log: String) {
         let log = scratch + "/serve.log"
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let descriptor = open(log, O_WRONLY)

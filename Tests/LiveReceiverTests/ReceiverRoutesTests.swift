@@ -38,7 +38,7 @@ struct ReceiverRoutesTests {
             let batched = BatchedIngest(ingest: ingest, limits: limits)
             let receiver = NotificationReceiver(ingest: ingest, batched: batched, deadline: .seconds(120))
             let routes = ReceiverRoutes(
-                path: "/apple/notifications", receiver: receiver, forwarder: nil, metrics: ServeMetrics(),
+                path: "/apple/notifications", receiver: receiver, metrics: ServeMetrics(),
                 database: database, logger: logger, inFlight: RequestsInFlight(maximum: 8, readingBytes: 1 << 20), bodyTimeout: .seconds(5)
             )
             let application = ReceiverApplication(routes, batched: batched, settings: ReceiverSettings(), logger: logger)

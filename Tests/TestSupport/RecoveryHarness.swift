@@ -17,7 +17,10 @@ package struct RecoveryHarness: Sendable {
     /// A sandbox world (Apple never retries there) whose outage covers most of its history, so
     /// that every kind of notification is missed somewhere.
     /// - Parameter now: the world's present; harnesses built with the same one (and seed) hold the same world.
-    package init(customers: Int = 150, seed: UInt64 = 21, environment: AppStoreEnvironment = .sandbox, outageHours: Double = 96, options: SimulatorOptions = SimulatorOptions(), silenced: Set<String> = [], now: Date = Date(), configure: (inout Scenario.Configuration) -> Void = { _ in }) throws {
+    /// - Parameter apple: the PKI and the team key to share with other harnesses (several apps of
+    ///   one team, signed by one Apple); by default, a PKI and a key of its own.
+    package init(customers: Int = 150, seed: UInt64 = 21, environment: AppStoreEnvironment = .sandbox, outageHours: Double = 96, options: SimulatorOptions = SimulatorOptions(), silenced: Set<String> = [], now: Date = Date(),
+        apple: (pki: TestPKI, credentials: SimulatorCredentials)? = nil, configure: (inout Scenario.Configuration) -> Void = { _ in }) throws {
         var configuration = Scenario.Configuration()
         configuration.now = now
         configuration.seed = seed
@@ -27,7 +30,9 @@ package struct RecoveryHarness: Sendable {
         configuration.outage = now.addingTimeInterval(-(outageHours + 1) * 3600)..<now.addingTimeInterval(-3600)
         configuration.silencedNotifications = silenced
         configure(&configuration)
-        api = try SimulatedAPI(scenario: Scenario(configuration), options: options)
+        // `apple`: one Apple (one PKI) and one team key shared with other harnesses, as several
+        // apps of one team are.
+        api = try SimulatedAPI(scenario: Scenario(configuration), options: options, credentials: apple?.credentials ?? SimulatorCredentials(), pki: apple?.pki)
         var logger = Logger(label: "recovery-tests")
         logger.logLevel = .error
         self.logger = logger

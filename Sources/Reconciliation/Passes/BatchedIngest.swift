@@ -2,6 +2,7 @@ import Decisions
 import Foundation
 import Ledger
 import ServiceLifecycle
+import SignedData
 import Synchronization
 
 /// `serve`'s path to the ledger under load: each request verifies its own payload (in parallel,
@@ -32,6 +33,8 @@ package final class BatchedIngest: Service, Sendable {
 
     private struct Waiting: Sendable {
         var id: UInt64
+        /// The App Store it is recorded under: a batch holds one App Store's notifications.
+        var pair: AppStorePair
         var input: RecoveryPlanner.Input
         var bytes: Int
         /// Taken by a writer only before this instant.
@@ -44,7 +47,10 @@ package final class BatchedIngest: Service, Sendable {
     /// Not queued: the queue is full.
     package struct Overloaded: Error {}
 
+    /// The first App Store's ingest (the only one, but for a `serve` of several apps).
     package let ingest: NotificationIngest
+    /// Every App Store's ingest: one queue, its bounds shared, and batches of one App Store each.
+    package let ingests: [AppStorePair: NotificationIngest]
     package let maximumBatch: Int
     package let writers: Int
     package let limits: Limits
@@ -68,8 +74,16 @@ package final class BatchedIngest: Service, Sendable {
     /// a third batch fills, so the database and the verification overlap. Against two writers of
     /// at most 200, in alternating runs of `reconcile-benchmark`'s serve part at 256 connections:
     /// 2,392, 2,380, 2,576 and 2,296 notifications/s against 2,225, 2,129, 2,438 and 2,302.
-    package init(ingest: NotificationIngest, maximumBatch: Int = 100, writers: Int = 3, limits: Limits = Limits()) {
-        self.ingest = ingest
+    package convenience init(ingest: NotificationIngest, maximumBatch: Int = 100, writers: Int = 3, limits: Limits = Limits()) {
+        self.init(ingests: [ingest], maximumBatch: maximumBatch, writers: writers, limits: limits)
+    }
+
+    /// The writers of several App Stores' notifications (`ingests`, at least one, each of its own
+    /// App Store): one queue within one set of `limits`, whatever the number of apps.
+    package init(ingests: [NotificationIngest], maximumBatch: Int = 100, writers: Int = 3, limits: Limits = Limits()) {
+        precondition(!ingests.isEmpty, "BatchedIngest needs an App Store to record")
+        self.ingest = ingests[0]
+        self.ingests = Dictionary(ingests.map { ($0.verifier.configuration.pair, $0) }, uniquingKeysWith: { first, _ in first })
         self.maximumBatch = max(1, maximumBatch)
         self.writers = max(1, writers)
         self.limits = limits
@@ -83,12 +97,19 @@ package final class BatchedIngest: Service, Sendable {
     /// request must be answered by `answerBy`. Throws `Overloaded` when the queue is full,
     /// `GivenUp` when there is no time left to write it, `CancellationError` when the caller gave up.
     package func ingest(signedPayload: String, answerBy: ContinuousClock.Instant) async throws -> NotificationIngest.Outcome {
-        let input = await ingest.verify(signedPayload)
+        try await ingest(verified: await ingest.verify(signedPayload), of: ingest.verifier.configuration.pair, bytes: signedPayload.utf8.count, answerBy: answerBy)
+    }
+
+    /// Records a payload already verified by `pair`'s verifier (`bytes` long) with the others
+    /// waiting; as `ingest(signedPayload:answerBy:)`.
+    package func ingest(
+        verified input: RecoveryPlanner.Input, of pair: AppStorePair, bytes: Int, answerBy: ContinuousClock.Instant
+    ) async throws -> NotificationIngest.Outcome {
+        precondition(ingests[pair] != nil, "\(pair) is not an App Store of this BatchedIngest")
         try Task.checkCancellation()
         // Taken no later than what leaves a batch its whole statement time, and half a second to spare.
         let due = min(ContinuousClock.now + limits.wait, answerBy - limits.write - .milliseconds(500))
         guard due > .now else { throw GivenUp() }
-        let bytes = signedPayload.utf8.count
         let id = queue.withLock { queue in
             defer { queue.nextId += 1 }
             return queue.nextId
@@ -98,7 +119,7 @@ package final class BatchedIngest: Service, Sendable {
                 let admission = queue.withLock { queue -> Admission in
                     guard !queue.closed else { return .closed }
                     guard queue.waiting.count < limits.queuedNotifications, queue.bytes + bytes <= limits.queuedBytes else { return .full }
-                    queue.waiting.append(Waiting(id: id, input: input, bytes: bytes, due: due, continuation: continuation))
+                    queue.waiting.append(Waiting(id: id, pair: pair, input: input, bytes: bytes, due: due, continuation: continuation))
                     queue.bytes += bytes
                     return .queued
                 }
@@ -158,8 +179,16 @@ package final class BatchedIngest: Service, Sendable {
                     expired.append(waiting)
                     return true
                 }
-                let taken = Array(queue.waiting.prefix(maximumBatch))
-                queue.waiting.removeFirst(taken.count)
+                // The oldest's App Store, and as many more of it as a batch holds, in their order.
+                var taken: [Waiting] = []
+                if let pair = queue.waiting.first?.pair {
+                    var kept: [Waiting] = []
+                    kept.reserveCapacity(queue.waiting.count)
+                    for waiting in queue.waiting {
+                        if waiting.pair == pair && taken.count < maximumBatch { taken.append(waiting) } else { kept.append(waiting) }
+                    }
+                    queue.waiting = kept
+                }
                 queue.bytes -= (expired + taken).reduce(0) { $0 + $1.bytes }
                 return (taken, expired, !queue.waiting.isEmpty)
             }
@@ -204,7 +233,7 @@ package final class BatchedIngest: Service, Sendable {
     /// second before any of the batch's requests is answered 503 (each was taken by its `due`,
     /// which is its deadline less `limits.write` and half a second).
     private func record(_ batch: [Waiting]) async throws -> [NotificationIngest.Outcome]? {
-        let ingest = self.ingest
+        guard let ingest = batch.first.flatMap({ ingests[$0.pair] }) else { return [] }
         let inputs = batch.map(\.input)
         let commitBy = ContinuousClock.now + limits.write
         return try await NotificationReceiver.within(limits.write + .seconds(1)) { try await ingest.ingest(verified: inputs, commitBy: commitBy) }

@@ -1,3 +1,4 @@
+import Decisions
 import Foundation
 import Ledger
 import SignedData
@@ -64,7 +65,13 @@ package struct NotificationReceiver: Sendable {
     /// certificate chain); anything far larger is not Apple's.
     package static let maximumBodyBytes = 256 * 1024
 
-    package let ingest: NotificationIngest
+    /// The first App Store's ingest: its store is the ledger every App Store's shares.
+    package var ingest: NotificationIngest { ingests[0] }
+    /// Every App Store this receives, in the configuration's order, each verified by its own
+    /// verifier (its app, its `appAppleId`, its environment) and recorded under its own key.
+    package let ingests: [NotificationIngest]
+    /// The App Stores of `ingests`, in their order.
+    package let pairs: [AppStorePair]
     /// When set, concurrent notifications are recorded together (`serve`); else one by one.
     package let batched: BatchedIngest?
     /// How long recording may take before the answer is 503: the database's pool waits for a
@@ -72,45 +79,88 @@ package struct NotificationReceiver: Sendable {
     package let deadline: Duration
 
     package init(ingest: NotificationIngest, batched: BatchedIngest? = nil, deadline: Duration = .seconds(10)) {
-        self.ingest = ingest
+        self.init(ingests: [ingest], batched: batched, deadline: deadline)
+    }
+
+    /// The receiver of several App Stores (at least one; `batched`, when given, writes for each
+    /// of them): a notification goes to the App Store its payload names (`NotificationRoute`).
+    package init(ingests: [NotificationIngest], batched: BatchedIngest? = nil, deadline: Duration = .seconds(10)) {
+        precondition(!ingests.isEmpty, "a receiver needs an App Store to record")
+        self.ingests = ingests
+        self.pairs = ingests.map(\.verifier.configuration.pair)
         self.batched = batched
         self.deadline = deadline
     }
 
+    /// An answer, and the App Store whose notification it answers (nil before one was known,
+    /// or for an App Store this does not receive).
+    package struct Routed: Sendable, Hashable {
+        package var answer: Answer
+        package var pair: AppStorePair?
+
+        package init(answer: Answer, pair: AppStorePair? = nil) {
+            self.answer = answer
+            self.pair = pair
+        }
+    }
+
     /// The answer for a POST whose body is `body` (nil: it was over the limit).
     package func answer(body: [UInt8]?) async -> Answer {
-        guard let body, body.count <= Self.maximumBodyBytes else { return .badBody("the body is over \(Self.maximumBodyBytes) bytes") }
+        await routedAnswer(body: body).answer
+    }
+
+    /// The answer for a POST whose body is `body`, and the App Store it was recorded under.
+    package func routedAnswer(body: [UInt8]?) async -> Routed {
+        let (answer, pair) = await answerAndPair(body: body)
+        return Routed(answer: answer, pair: pair)
+    }
+
+    private func answerAndPair(body: [UInt8]?) async -> (Answer, AppStorePair?) {
+        guard let body, body.count <= Self.maximumBodyBytes else { return (.badBody("the body is over \(Self.maximumBodyBytes) bytes"), nil) }
         guard let jws = NotificationBody.signedPayload(in: body) else {
-            return .badBody("expected Apple's body {\"signedPayload\": \"…\"}")
+            return (.badBody("expected Apple's body {\"signedPayload\": \"…\"}"), nil)
         }
         // No JWS holds one, and PostgreSQL cannot store it in text: refused here, not by the
         // database (where it would fail a batch and read as an outage).
-        guard !Self.holdsNUL(jws) else { return .badBody("the signedPayload holds a NUL character") }
+        guard !Self.holdsNUL(jws) else { return (.badBody("the signedPayload holds a NUL character"), nil) }
+        // With one App Store, nothing is read before verifying (its verifier names what is wrong).
+        let claimed = pairs.count > 1 ? UnverifiedPayload.claimedPair(ofNotification: jws) : nil
+        let route = NotificationRoute.choose(claimed: claimed, configured: pairs)
+        let (ingest, pair): (NotificationIngest, AppStorePair?)
+        switch route {
+        case .pair(let chosen): (ingest, pair) = (ingests[pairs.firstIndex(of: chosen)!], chosen)
+        case .unconfigured: (ingest, pair) = (ingests[0], nil)
+        }
+        let pairs = self.pairs
         do {
-            let ingest = self.ingest
             let batched = self.batched
             let answerBy = ContinuousClock.now + deadline
             let record: @Sendable () async throws -> NotificationIngest.Outcome = {
+                var input = await ingest.verify(jws)
+                if case .unconfigured(let claimed) = route, case .rejected(let judged) = input.outcome {
+                    input.outcome = .rejected(NotificationRoute.rejection(unconfigured: claimed, judged: judged, configured: pairs))
+                }
                 if let batched {
-                    try await batched.ingest(signedPayload: jws, answerBy: answerBy)
+                    return try await batched.ingest(
+                        verified: input, of: ingest.verifier.configuration.pair, bytes: jws.utf8.count, answerBy: answerBy)
                 } else {
-                    try await ingest.ingest(signedPayload: jws)
+                    return try await ingest.ingest(verified: [input])[0]
                 }
             }
             guard let outcome = try await Self.within(deadline, record) else {
-                return .unavailable("no answer from the database within \(deadline)")
+                return (.unavailable("no answer from the database within \(deadline)"), pair)
             }
             switch outcome {
-            case .recorded: return .recorded
-            case .duplicate: return .alreadyRecorded
-            case .rejected(let rejection): return .rejected(rejection.reason)
-            case .retryLater(let reason): return .retryLater(reason)
+            case .recorded: return (.recorded, pair ?? ingest.verifier.configuration.pair)
+            case .duplicate: return (.alreadyRecorded, pair ?? ingest.verifier.configuration.pair)
+            case .rejected(let rejection): return (.rejected(rejection.reason), pair)
+            case .retryLater(let reason): return (.retryLater(reason), pair)
             }
         } catch is BatchedIngest.Overloaded {
-            return .overloaded
+            return (.overloaded, pair)
         } catch {
             // The database, most likely; its message may quote data, so only the kind is kept.
-            return .unavailable(String(describing: type(of: error)))
+            return (.unavailable(String(describing: type(of: error))), pair)
         }
     }
 

@@ -6,7 +6,9 @@ import SignedData
 /// `serve`'s figures since it started, for `GET /metrics`: requests by outcome, rejections by
 /// reason, and a histogram of how long notification POSTs took to answer; recorded through
 /// swift-metrics' API, exposed by swift-prometheus. Labels take values from fixed sets only, and
-/// every series exists from the start (a scraper sees zeros, not gaps).
+/// every series exists from the start (a scraper sees zeros, not gaps). Notifications are also
+/// counted by the App Store they were recorded under (`bundle_id`, `environment`): the
+/// configured App Stores only, so an attacker naming other apps adds no series.
 package final class ServeMetrics: Sendable {
     /// Histogram bounds, seconds.
     static let bounds: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15]
@@ -18,9 +20,34 @@ package final class ServeMetrics: Sendable {
     private let requests: [String: CoreMetrics.Counter]
     private let rejections: [RejectionReason: CoreMetrics.Counter]
     private let duration: CoreMetrics.Timer
+    /// By App Store, then outcome.
+    private let notifications: [AppStorePair: [String: CoreMetrics.Counter]]
 
-    package init() {
+    /// The outcomes a notification of a configured App Store is counted under.
+    static let notificationOutcomes = ["recorded", "already_recorded", "rejected", "retry_later", "unavailable", "overloaded"]
+
+    /// The metrics of a `serve` receiving `pairs` (none: no per-App-Store family).
+    package init(pairs: [AppStorePair] = []) {
         let families = self.families
+        notifications = Dictionary(
+            uniqueKeysWithValues: Set(pairs).sorted().map { pair in
+                (
+                    pair,
+                    Dictionary(
+                        uniqueKeysWithValues: Self.notificationOutcomes.map { outcome in
+                            (
+                                outcome,
+                                families.counter(
+                                    "appstore_reconcile_serve_notifications_total",
+                                    [("bundle_id", pair.bundleId), ("environment", pair.environment.rawValue), ("outcome", outcome)],
+                                    help: "Notifications answered, by the configured App Store they are of and outcome (\(Self.notificationOutcomes.joined(separator: ", ")))."
+                                )
+                            )
+                        }
+                    )
+                )
+            }
+        )
         requests = Dictionary(
             uniqueKeysWithValues: Self.outcomes.map { outcome in
                 (
@@ -49,9 +76,10 @@ package final class ServeMetrics: Sendable {
         )
     }
 
-    /// A notification POST and how long its answer took.
-    package func record(_ answer: NotificationReceiver.Answer, seconds: Double) {
+    /// A notification POST, the configured App Store it is of (when known), and how long its answer took.
+    package func record(_ answer: NotificationReceiver.Answer, of pair: AppStorePair? = nil, seconds: Double) {
         requests[answer.outcome]?.increment()
+        if let pair { notifications[pair]?[answer.outcome]?.increment() }
         if case .rejected(let reason) = answer { rejections[reason]?.increment() }
         duration.recordNanoseconds(Int64((seconds * 1e9).rounded()))
     }
