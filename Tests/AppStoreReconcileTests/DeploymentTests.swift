@@ -97,6 +97,114 @@ struct DeploymentTests {
         }
     }
 
+    /// Two apps of one team (one key, one Apple), each in Production and Sandbox: the simulated
+    /// App Store has one host per environment, and the JWT's `bid` picks the app there.
+    struct FourAppStores {
+        let harnesses: [RecoveryHarness]
+        let production: SimulatedAppStore
+        let sandbox: SimulatedAppStore
+
+        init(customers: Int = 30, outageHours: Double = 12) throws {
+            let now = Date()
+            let apple = (pki: try TestPKI(TestPKI.Options(referenceTime: now)), credentials: SimulatorCredentials())
+            var harnesses: [RecoveryHarness] = []
+            for (index, (bundleId, environment)) in [
+                ("com.example.one", AppStoreEnvironment.production), ("com.example.one", .sandbox), ("com.example.two", .production), ("com.example.two", .sandbox),
+            ].enumerated() {
+                harnesses.append(
+                    try RecoveryHarness(customers: customers, seed: 101 + UInt64(index), environment: environment, outageHours: outageHours, now: now, apple: apple) {
+                        $0.bundleId = bundleId
+                        $0.appAppleId = bundleId == "com.example.one" ? 1_000_000_001 : 1_000_000_002
+                    }
+                )
+            }
+            self.harnesses = harnesses
+            production = try SimulatedAppStore(harnesses.filter { $0.pair.environment == .production }.map(\.api))
+            sandbox = try SimulatedAppStore(harnesses.filter { $0.pair.environment == .sandbox }.map(\.api))
+        }
+
+        func harness(_ bundleId: String, _ environment: AppStoreEnvironment) -> RecoveryHarness {
+            harnesses.first { $0.pair == AppStorePair(bundleId: bundleId, environment: environment) }!
+        }
+
+        /// The configuration file of both apps in both environments, each host at its URL.
+        func configuration(database: String, files: SimulatorFiles, production: String, sandbox: String) -> String {
+            var text = "database: \(database)\nrootCertificates: [\(files.rootCertificatePath)]\napps:\n"
+            for (bundleId, appAppleId) in [("com.example.one", 1_000_000_001), ("com.example.two", 1_000_000_002)] {
+                text += """
+                      - bundleId: \(bundleId)
+                        appAppleId: \(appAppleId)
+                        issuerId: \(harnesses[0].api.credentials.issuerId)
+                        keyId: \(harnesses[0].api.credentials.keyId)
+                        privateKey: \(files.privateKeyPath)
+                        environments: [Production, Sandbox]
+                        apiBaseURL: {Production: "\(production)", Sandbox: "\(sandbox)"}
+
+                    """
+            }
+            return text
+        }
+
+        /// Every request each App Store answered, added up.
+        func requests(_ harness: RecoveryHarness) -> Int { harness.api.requestCounts.values.reduce(0, +) }
+    }
+
+    /// `run --app com.example.two --environment Sandbox` asks only that App Store and changes only
+    /// its rows; then one `run` over the configuration applies exactly each pair's missed
+    /// notifications, every pair's rows equal its truth, each app's host was asked only with that
+    /// app's JWT (the `bid` picks the app, whose own checks refuse any other) and each App Store
+    /// only about its own customers; each pair's reports are in DIR/<bundleId>/<environment>/.
+    @Test func aNarrowedRunAsksOnlyItsAppStoreThenOneRunOverFourAppStoresAppliesEachOnesMissedNotifications() async throws {
+        let world = try FourAppStores()
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("four-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let files = try SimulatorFiles.write(for: world.harnesses[0].api, in: scratch.path)
+        try await SimulatorServer.withRunning(world.production) { production in
+            try await SimulatorServer.withRunning(world.sandbox) { sandbox in
+                try await TestDatabase.withFreshLedger { client, url in
+                    let store = LedgerStore(client: client, logger: world.harnesses[0].logger)
+                    for harness in world.harnesses { try await harness.seedDeliveredNotifications(store) }
+                    let file = scratch.path + "/appstore.yaml"
+                    try world.configuration(database: url.connectionString, files: files, production: production, sandbox: sandbox)
+                        .write(toFile: file, atomically: true, encoding: .utf8)
+                    let start = world.harnesses.map(\.scenario.configuration.now).min()!
+                        .addingTimeInterval(-world.harnesses.map(\.scenario.configuration.history).max()! - 3600)
+                    let window = ["--start", start.formatted(.iso8601), "--end", String(Date().unixMilliseconds), "--no-progress"]
+
+                    let twoSandbox = world.harness("com.example.two", .sandbox)
+                    let narrowed = try await BuiltBinary.run(
+                        ["run", "--config", file, "--app", "com.example.two", "--environment", "Sandbox", "--report-dir", scratch.path + "/narrowed"] + window)
+                    #expect(narrowed.exitCode == 0, "\(narrowed.combined)")
+                    for harness in world.harnesses where harness.pair != twoSandbox.pair {
+                        #expect(world.requests(harness) == 0, "\(harness.pair) was not asked")
+                        #expect(!(try await harness.mismatches(store)).isEmpty, "\(harness.pair)'s rows are as seeded: its missed notifications are still missing")
+                    }
+                    #expect(world.requests(twoSandbox) > 0)
+                    #expect(try await RecoveryHarness.historyUUIDs(client) == Set(twoSandbox.scenario.missedNotifications.map(\.uuid)))
+                    #expect(try await twoSandbox.mismatches(store).isEmpty)
+
+                    let directory = scratch.path + "/reports"
+                    let run = try await BuiltBinary.run(["run", "--config", file, "--report-dir", directory] + window)
+                    #expect(run.exitCode == 0, "\(run.combined)")
+                    let missed = Set(world.harnesses.flatMap(\.scenario.missedNotifications).map(\.uuid))
+                    #expect(try await RecoveryHarness.historyUUIDs(client) == missed, "each pair's missed notifications, nothing else")
+                    for harness in world.harnesses {
+                        #expect(try await harness.mismatches(store).isEmpty, "\(harness.pair)")
+                        #expect(world.requests(harness) > 0, "\(harness.pair) was asked")
+                        let strangers = harness.api.transactionHistoryRequests.filter { harness.scenario.customer(forTransactionId: $0.id) == nil }
+                        #expect(strangers.isEmpty, "\(harness.pair) was asked only about its own customers: \(strangers.map(\.id))")
+                        #expect(FileManager.default.fileExists(atPath: "\(directory)/\(harness.pair.path)/report.json"), "\(harness.pair)")
+                    }
+                    var rows: [String] = []
+                    for try await line in try await client.query("SELECT DISTINCT bundle_id || ' ' || environment FROM app_store.subscriptions ORDER BY 1").decode(String.self) {
+                        rows.append(line)
+                    }
+                    #expect(rows == ["com.example.one Production", "com.example.one Sandbox", "com.example.two Production", "com.example.two Sandbox"])
+                }
+            }
+        }
+    }
+
     /// A configuration file that cannot be used stops every command with exit 78 and a message
     /// naming the key and the file, before anything is asked or written.
     @Test(arguments: [
