@@ -54,17 +54,17 @@ package struct ReceiverRoutes: Sendable {
             let stopReading: @Sendable () -> Void = { channel.close(mode: .input, promise: nil) }
             if let length = request.headers[.contentLength].flatMap(Int.init), length > NotificationReceiver.maximumBodyBytes {
                 stopReading()
-                return respond(await receiver.routedAnswer(body: nil), started: started)
+                return Self.closing(respond(await receiver.routedAnswer(body: nil), started: started))
             }
             let body: [UInt8]?
             switch await Self.body(of: request, within: bodyTimeout, admission: admission, on: channel.eventLoop, stopReading: stopReading) {
             case .read(let bytes): body = bytes
             case .tooLarge:
                 stopReading()
-                body = nil
+                return Self.closing(respond(await receiver.routedAnswer(body: nil), started: started))
             case .overloaded:
                 stopReading()
-                return respond(.init(answer: .overloaded), started: started)
+                return Self.closing(respond(.init(answer: .overloaded), started: started))
             case .cut:
                 // Nobody is left to answer: counted, not logged (an idle timeout, a client gone).
                 metrics.record(other: "body_cut")
@@ -72,7 +72,7 @@ package struct ReceiverRoutes: Sendable {
             case .tooSlow:
                 metrics.record(other: "body_timeout")
                 logger.notice("answered 408: the body did not arrive within \(bodyTimeout)")
-                return Self.text(408, "request timeout: the body did not arrive within \(bodyTimeout)\n")
+                return Self.closing(Self.text(408, "request timeout: the body did not arrive within \(bodyTimeout)\n"))
             }
             // From here the request counts as answering (a graceful stop waits for it), if there is room.
             guard admission.answering() else {
@@ -178,6 +178,14 @@ package struct ReceiverRoutes: Sendable {
         }
         // Input ended by the timer reads as the body's end: what arrived is not the whole body.
         return expiry.passed.load(ordering: .sequentiallyConsistent) ? .tooSlow : .read(Array(collected.readableBytesView))
+    }
+
+    /// `response`, saying the connection ends with it: its request's input was closed unread, so
+    /// a client must not send another request on it (one that did saw "I/O on closed channel").
+    static func closing(_ response: Response) -> Response {
+        var response = response
+        response.headers[.connection] = "close"
+        return response
     }
 
     static func text(_ status: Int, _ body: String) -> Response {

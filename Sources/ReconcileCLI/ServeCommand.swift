@@ -101,7 +101,13 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var options: ConfigurationOptions
 
     mutating func validate() throws {
-        try DeliveryOption.resolve(&forwardTo, headers: forwardHeader, urlOption: "--forward-to", headerOption: "--forward-header", variable: "APPSTORE_FORWARD_TO")
+        // Headers without --forward-to go with the configuration file's deliverTo (checked in run).
+        let forwardToGiven = forwardTo != nil || !(ProcessInfo.processInfo.environment["APPSTORE_FORWARD_TO"] ?? "").isEmpty
+        try DeliveryOption.resolve(
+            &forwardTo, headers: forwardToGiven ? forwardHeader : [], urlOption: "--forward-to", headerOption: "--forward-header", variable: "APPSTORE_FORWARD_TO")
+        for header in forwardHeader {
+            if case .failure(let error) = header.parsed { throw ValidationError("--forward-header \(error.description)") }
+        }
         guard maxConnections >= 1, maxRequests >= 1, maxReadingMegabytes >= 1 else {
             throw ValidationError("--max-connections, --max-requests and --max-reading-megabytes must be at least 1")
         }
@@ -139,6 +145,9 @@ struct ServeCommand: AsyncParsableCommand {
                 configuration.onlineChecks = online
                 verifiers.append(try SignedDataVerifier(configuration))
                 settings.forwardTo[pair.pair] = try pair.deliveryTarget(given: forwardTo?.target, headers: forwardHeader)
+            }
+            if !forwardHeader.isEmpty && settings.forwardTo.isEmpty {
+                throw ConfigurationError(setting: "--forward-header", problem: "needs --forward-to, or a deliverTo in the configuration file for a pair serve receives")
             }
             let databaseURL = try pairs[0].settings.databaseURL()
             let logger = Logger(label: "appstore-reconcile.serve")

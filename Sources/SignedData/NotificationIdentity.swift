@@ -37,15 +37,3 @@ extension NotificationPayload {
         }
     }
 }
-
-extension UnverifiedPayload {
-    /// The App Store a notification *claims* to be of, read without verifying it: only for
-    /// choosing which app's verifier verifies it (`serve` with several apps), which then checks
-    /// the same fields again after the signature. Nothing over `namesReadLimit`; nil when
-    /// unreadable or naming no app and environment.
-    public static func claimedPair(ofNotification jws: String) -> AppStorePair? {
-        guard jws.utf8.count <= namesReadLimit, let parts = CompactJWS(jws), let bytes = Base64URL.decode(parts.payload) else { return nil }
-        let payload = NotificationPayload.decodeFast(bytes) ?? (try? JSONDecoder().decode(NotificationPayload.self, from: Data(bytes)))
-        return payload?.identity?.pair
-    }
-}

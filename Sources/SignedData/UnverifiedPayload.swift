@@ -58,6 +58,18 @@ public enum UnverifiedPayload {
         return names
     }
 
+    /// The App Store a notification *claims* to be of, read without verifying it: only for
+    /// choosing which app's verifier verifies it (`serve` with several apps), which then checks
+    /// the same fields again after the signature. Not capped at `namesReadLimit`: a genuine
+    /// notification of any size its verifier takes must reach its own verifier; the caller bounds
+    /// the input (serve's body limit), and the verifier decodes the same bytes again anyway.
+    /// nil when unreadable or naming no app and environment.
+    public static func claimedPair(ofNotification jws: String) -> AppStorePair? {
+        guard let parts = CompactJWS(jws), let bytes = Base64URL.decode(parts.payload) else { return nil }
+        let payload = NotificationPayload.decodeFast(bytes) ?? (try? JSONDecoder().decode(NotificationPayload.self, from: Data(bytes)))
+        return payload?.identity?.pair
+    }
+
     /// `notificationUUID` when the payload is readable and has one.
     public static func notificationUUID(of jws: String) -> String? {
         if case .string(let uuid) = fields(of: jws)?["notificationUUID"] { return String(uuid.prefix(64)) }

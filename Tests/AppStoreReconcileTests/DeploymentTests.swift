@@ -205,6 +205,63 @@ struct DeploymentTests {
         }
     }
 
+    /// How long each App Store's run took, from its row (started to finished), by `bundle_id`.
+    static func runSeconds(_ client: PostgresClient) async throws -> [String: Double] {
+        var seconds: [String: Double] = [:]
+        let rows = try await client.query("SELECT bundle_id, extract(epoch FROM finished_at - started_at)::float8 FROM app_store.runs WHERE finished_at IS NOT NULL")
+        for try await (bundleId, duration) in rows.decode((String, Double).self) { seconds[bundleId] = duration }
+        return seconds
+    }
+
+    /// A 429 storm on app one's endpoint (its first answers say: not before 30 s from now) holds
+    /// app one's run, and not app two's, which runs beside it with its own client and rate
+    /// budget: app two's run takes about what it takes alone (measured first, in a ledger of its
+    /// own), far less than the 30 s app one is held; app one waits the Retry-After out (no
+    /// request before it) and finishes too. Were the App Stores run one after the other, or
+    /// under one rate budget, app two would wait the 30 s with app one.
+    @Test func a429StormOnOneAppsEndpointDoesNotSlowTheOtherAppsRun() async throws {
+        let world = try FourAppStores()
+        let one = world.harness("com.example.one", .production)
+        let two = world.harness("com.example.two", .production)
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("storm-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let files = try SimulatorFiles.write(for: one.api, in: scratch.path)
+        let hold: TimeInterval = 30
+        try await SimulatorServer.withRunning(world.production) { production in
+            let start = world.harnesses.map(\.scenario.configuration.now).min()!.addingTimeInterval(-world.harnesses.map(\.scenario.configuration.history).max()! - 3600)
+            let arguments = ["--environment", "Production", "--start", start.formatted(.iso8601), "--end", String(Date().unixMilliseconds), "--no-progress"]
+            // App two alone, in a ledger of its own: the time its run takes on this machine now.
+            let alone = try await TestDatabase.withFreshLedger { client, url in
+                try await two.seedDeliveredNotifications(LedgerStore(client: client, logger: two.logger))
+                let file = scratch.path + "/alone.yaml"
+                try world.configuration(database: url.connectionString, files: files, production: production, sandbox: "http://127.0.0.1:9")
+                    .write(toFile: file, atomically: true, encoding: .utf8)
+                let run = try await BuiltBinary.run(["run", "--config", file, "--app", "com.example.two", "--report-dir", scratch.path + "/alone"] + arguments)
+                #expect(run.exitCode == 0, "\(run.combined)")
+                return try #require(try await Self.runSeconds(client)["com.example.two"])
+            }
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: one.logger)
+                try await one.seedDeliveredNotifications(store)
+                try await two.seedDeliveredNotifications(store)
+                let file = scratch.path + "/both.yaml"
+                try world.configuration(database: url.connectionString, files: files, production: production, sandbox: "http://127.0.0.1:9")
+                    .write(toFile: file, atomically: true, encoding: .utf8)
+                let until = Int64((Date().timeIntervalSince1970 + hold) * 1000)
+                one.api.inject(Array(repeating: .error(status: 429, errorCode: 4_290_000, message: "Rate limit exceeded.", retryAfterMilliseconds: until), count: 3))
+                let run = try await BuiltBinary.run(["run", "--config", file, "--report-dir", scratch.path + "/both"] + arguments)
+                #expect(run.exitCode == 0, "\(run.combined)")
+                let seconds = try await Self.runSeconds(client)
+                let (oneSeconds, twoSeconds) = (try #require(seconds["com.example.one"]), try #require(seconds["com.example.two"]))
+                #expect(one.api.requestsBeforeRetryAfter.isEmpty, "app one waited its Retry-After out: \(one.api.requestsBeforeRetryAfter)")
+                #expect(oneSeconds >= hold - 2, "app one was held by its 429s: \(oneSeconds) s")
+                #expect(twoSeconds < hold / 2 && twoSeconds <= max(3 * alone, alone + 5), "app two: \(twoSeconds) s beside the storm, \(alone) s alone")
+                #expect(try await one.mismatches(store).isEmpty)
+                #expect(try await two.mismatches(store).isEmpty)
+            }
+        }
+    }
+
     /// A configuration file that cannot be used stops every command with exit 78 and a message
     /// naming the key and the file, before anything is asked or written.
     @Test(arguments: [
@@ -293,6 +350,18 @@ struct DeploymentServeTests {
         }
     }
 
+    /// The body of another of `harness`'s notifications, signed by its Apple with an unknown
+    /// field of `bytes` characters added (Apple adds fields; a verifier ignores those it does not know).
+    static func padded(_ harness: RecoveryHarness, bytes: Int) throws -> String {
+        let notification = try #require(harness.scenario.notifications.dropLast().last)
+        let parts = try harness.api.signNotification(notification).split(separator: ".")
+        let payload = try #require(Base64URL.decode(parts[1]))
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any])
+        object["padding"] = String(repeating: "x", count: bytes)
+        let signed = try harness.api.pki.signer().sign(json: Array(try JSONSerialization.data(withJSONObject: object)))
+        return "{\"signedPayload\":\"\(signed)\"}"
+    }
+
     static func body(_ harness: RecoveryHarness) throws -> String {
         let notification = try #require(harness.scenario.notifications.last)
         return "{\"signedPayload\":\"\(try harness.api.signNotification(notification))\"}"
@@ -325,11 +394,20 @@ struct DeploymentServeTests {
             #expect(other.0 == 400 && other.1.contains("wrong_bundle"), "\(other)")
             let impostor = try await ServeCommandTests.post(endpoint, try Self.body(world.otherAppAppleId))
             #expect(impostor.0 == 400 && impostor.1.contains("wrong_app"), "\(impostor)")
+            // A forgery claiming a configured App Store: 400, counted under no App Store.
+            var forged = try Self.body(world.stores[0])
+            let index = forged.index(forged.endIndex, offsetBy: -8)
+            forged.replaceSubrange(index...index, with: forged[index] == "A" ? "B" : "A")
+            #expect(try await ServeCommandTests.post(endpoint, forged).0 == 400)
+            // A genuine notification over 64 KB of an App Store other than the first still reaches its own verifier.
+            let large = try Self.padded(world.stores[3], bytes: 70_000)
+            let (largeStatus, largeText) = try await ServeCommandTests.post(endpoint, large)
+            #expect(largeStatus == 200, "\(largeText)")
 
             var recorded: [String] = []
             let rows = try await client.query("SELECT bundle_id || ' ' || environment || ' ' || count(*) FROM app_store.notifications GROUP BY bundle_id, environment ORDER BY 1")
             for try await line in rows.decode(String.self) { recorded.append(line) }
-            #expect(recorded == ["com.example.one Production 1", "com.example.one Sandbox 1", "com.example.two Production 1", "com.example.two Sandbox 1"])
+            #expect(recorded == ["com.example.one Production 1", "com.example.one Sandbox 1", "com.example.two Production 1", "com.example.two Sandbox 2"])
             var transactions: [String] = []
             for try await line in try await client.query("SELECT DISTINCT bundle_id || ' ' || environment FROM app_store.transactions ORDER BY 1").decode(String.self) {
                 transactions.append(line)
@@ -339,7 +417,7 @@ struct DeploymentServeTests {
             for try await (reason, detail) in try await client.query("SELECT reason, detail FROM app_store.rejected_payloads ORDER BY reason").decode((String, String).self) {
                 rejected.append(reason + ": " + detail)
             }
-            #expect(rejected.count == 2, "\(rejected)")
+            #expect(rejected.count == 3, "\(rejected)")
             #expect(rejected.first { $0.hasPrefix("wrong_app") }?.contains("1000000009") == true, "\(rejected)")
             #expect(rejected.first { $0.hasPrefix("wrong_bundle") }?.contains("com.example.other Production") == true, "\(rejected)")
 
@@ -349,9 +427,16 @@ struct DeploymentServeTests {
                     $0.hasPrefix("appstore_reconcile_serve_notifications_total{") && $0.contains("bundle_id=\"\(store.pair.bundleId)\"")
                         && $0.contains("environment=\"\(store.pair.environment.rawValue)\"") && $0.contains("outcome=\"recorded\"")
                 }
-                #expect(series.count == 1 && series.first?.hasSuffix(" 1") == true, "\(store.pair): \(series)")
+                let expected = store.pair == world.stores[3].pair ? 2 : 1
+                #expect(series.count == 1 && series.first?.hasSuffix(" \(expected)") == true, "\(store.pair): \(series)")
             }
             #expect(!metrics.contains("com.example.other"), "no series for an app the configuration does not name")
+            // The wrong appAppleId is Apple's payload of com.example.one Production; the forgery is no one's.
+            let rejectedOfOne = metrics.split(separator: "\n").filter {
+                $0.hasPrefix("appstore_reconcile_serve_notifications_total{") && $0.contains("bundle_id=\"com.example.one\"")
+                    && $0.contains("environment=\"Production\"") && $0.contains("outcome=\"rejected\"")
+            }
+            #expect(rejectedOfOne.count == 1 && rejectedOfOne.first?.hasSuffix(" 1") == true, "\(rejectedOfOne)")
             #expect(try String(contentsOfFile: log, encoding: .utf8).contains("for com.example.one Production, com.example.one Sandbox, com.example.two Production, com.example.two Sandbox"))
         }
     }

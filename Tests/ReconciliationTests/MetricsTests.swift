@@ -26,7 +26,8 @@ import Testing
     }
 
     static func serveText() -> String {
-        let metrics = ServeMetrics()
+        let pair = AppStorePair(bundleId: "com.example.app", environment: .production)
+        let metrics = ServeMetrics(pairs: [pair])
         metrics.record(.rejected(.badSignature), seconds: 0.003)
         metrics.record(other: "health")
         var forwards = DeliveryCounts()
@@ -66,6 +67,8 @@ import Testing
         #expect(serve.contains("appstore_reconcile_serve_request_duration_seconds_bucket{le=\"+Inf\"} 1\n"))
         #expect(serve.contains("appstore_reconcile_serve_request_duration_seconds_count 1\n"))
         #expect(serve.contains("appstore_reconcile_serve_pending_forwards 2.0\n"))
+        #expect(serve.contains("appstore_reconcile_serve_notifications_total{bundle_id=\"com.example.app\",environment=\"Production\",outcome=\"recorded\"} 0\n"), "every configured App Store's series from the start")
+        #expect(!serve.contains("appstore_reconcile_serve_notifications_total{bundle_id=\"com.example.app\",environment=\"Production\",outcome=\"rejected\"} 1"), "a bad signature is no App Store's")
     }
 
     @Test func theForwardGaugesAreLeftOutWhenTheLedgerDidNotAnswerNotShownAtTheirLastValues() {

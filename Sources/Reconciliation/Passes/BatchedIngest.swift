@@ -181,7 +181,10 @@ package final class BatchedIngest: Service, Sendable {
                 }
                 // The oldest's App Store, and as many more of it as a batch holds, in their order.
                 var taken: [Waiting] = []
-                if let pair = queue.waiting.first?.pair {
+                if ingests.count == 1 {
+                    taken = Array(queue.waiting.prefix(maximumBatch))
+                    queue.waiting.removeFirst(taken.count)
+                } else if let pair = queue.waiting.first?.pair {
                     var kept: [Waiting] = []
                     kept.reserveCapacity(queue.waiting.count)
                     for waiting in queue.waiting {
@@ -233,7 +236,8 @@ package final class BatchedIngest: Service, Sendable {
     /// second before any of the batch's requests is answered 503 (each was taken by its `due`,
     /// which is its deadline less `limits.write` and half a second).
     private func record(_ batch: [Waiting]) async throws -> [NotificationIngest.Outcome]? {
-        guard let ingest = batch.first.flatMap({ ingests[$0.pair] }) else { return [] }
+        // Never an empty batch nor an App Store not given at init (`ingest(verified:of:…)` checks).
+        guard let ingest = batch.first.flatMap({ ingests[$0.pair] }) else { return nil }
         let inputs = batch.map(\.input)
         let commitBy = ContinuousClock.now + limits.write
         return try await NotificationReceiver.within(limits.write + .seconds(1)) { try await ingest.ingest(verified: inputs, commitBy: commitBy) }

@@ -92,8 +92,10 @@ package struct NotificationReceiver: Sendable {
         self.deadline = deadline
     }
 
-    /// An answer, and the App Store whose notification it answers (nil before one was known,
-    /// or for an App Store this does not receive).
+    /// An answer, and the configured App Store whose notification it answers: only when that is
+    /// proven (recorded, already recorded, or rejected after its signature held for what it
+    /// says); nil for anything whose bytes could be anyone's, so that a forgery naming an app
+    /// is never counted under it.
     package struct Routed: Sendable, Hashable {
         package var answer: Answer
         package var pair: AppStorePair?
@@ -111,24 +113,21 @@ package struct NotificationReceiver: Sendable {
 
     /// The answer for a POST whose body is `body`, and the App Store it was recorded under.
     package func routedAnswer(body: [UInt8]?) async -> Routed {
-        let (answer, pair) = await answerAndPair(body: body)
-        return Routed(answer: answer, pair: pair)
-    }
-
-    private func answerAndPair(body: [UInt8]?) async -> (Answer, AppStorePair?) {
-        guard let body, body.count <= Self.maximumBodyBytes else { return (.badBody("the body is over \(Self.maximumBodyBytes) bytes"), nil) }
+        guard let body, body.count <= Self.maximumBodyBytes else { return Routed(answer: .badBody("the body is over \(Self.maximumBodyBytes) bytes")) }
         guard let jws = NotificationBody.signedPayload(in: body) else {
-            return (.badBody("expected Apple's body {\"signedPayload\": \"…\"}"), nil)
+            return Routed(answer: .badBody("expected Apple's body {\"signedPayload\": \"…\"}"))
         }
         // No JWS holds one, and PostgreSQL cannot store it in text: refused here, not by the
         // database (where it would fail a batch and read as an outage).
-        guard !Self.holdsNUL(jws) else { return (.badBody("the signedPayload holds a NUL character"), nil) }
+        guard !Self.holdsNUL(jws) else { return Routed(answer: .badBody("the signedPayload holds a NUL character")) }
         // With one App Store, nothing is read before verifying (its verifier names what is wrong).
         let claimed = pairs.count > 1 ? UnverifiedPayload.claimedPair(ofNotification: jws) : nil
         let route = NotificationRoute.choose(claimed: claimed, configured: pairs)
+        // An unconfigured App Store's payload is judged by the first App Store's verifier: only
+        // to tell Apple's from a forgery (the roots are the deployment's, shared by every App Store).
         let (ingest, pair): (NotificationIngest, AppStorePair?)
         switch route {
-        case .pair(let chosen): (ingest, pair) = (ingests[pairs.firstIndex(of: chosen)!], chosen)
+        case .pair(let chosen): (ingest, pair) = (ingests.first { $0.verifier.configuration.pair == chosen } ?? ingests[0], chosen)
         case .unconfigured: (ingest, pair) = (ingests[0], nil)
         }
         let pairs = self.pairs
@@ -148,19 +147,20 @@ package struct NotificationReceiver: Sendable {
                 }
             }
             guard let outcome = try await Self.within(deadline, record) else {
-                return (.unavailable("no answer from the database within \(deadline)"), pair)
+                return Routed(answer: .unavailable("no answer from the database within \(deadline)"))
             }
+            let recordedUnder = ingest.verifier.configuration.pair
             switch outcome {
-            case .recorded: return (.recorded, pair ?? ingest.verifier.configuration.pair)
-            case .duplicate: return (.alreadyRecorded, pair ?? ingest.verifier.configuration.pair)
-            case .rejected(let rejection): return (.rejected(rejection.reason), pair)
-            case .retryLater(let reason): return (.retryLater(reason), pair)
+            case .recorded: return Routed(answer: .recorded, pair: recordedUnder)
+            case .duplicate: return Routed(answer: .alreadyRecorded, pair: recordedUnder)
+            case .rejected(let rejection): return Routed(answer: .rejected(rejection.reason), pair: rejection.reason.provesItsSigner ? pair : nil)
+            case .retryLater(let reason): return Routed(answer: .retryLater(reason))
             }
         } catch is BatchedIngest.Overloaded {
-            return (.overloaded, pair)
+            return Routed(answer: .overloaded)
         } catch {
             // The database, most likely; its message may quote data, so only the kind is kept.
-            return (.unavailable(String(describing: type(of: error))), pair)
+            return Routed(answer: .unavailable(String(describing: type(of: error))))
         }
     }
 

@@ -7,8 +7,10 @@ import SignedData
 /// reason, and a histogram of how long notification POSTs took to answer; recorded through
 /// swift-metrics' API, exposed by swift-prometheus. Labels take values from fixed sets only, and
 /// every series exists from the start (a scraper sees zeros, not gaps). Notifications are also
-/// counted by the App Store they were recorded under (`bundle_id`, `environment`): the
-/// configured App Stores only, so an attacker naming other apps adds no series.
+/// counted by the configured App Store they are proven to be of (`bundle_id`, `environment`):
+/// recorded, already recorded, or rejected after the signature held. The configured App Stores
+/// only, so an attacker naming other apps adds no series, and a forgery naming one counts under
+/// none.
 package final class ServeMetrics: Sendable {
     /// Histogram bounds, seconds.
     static let bounds: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15]
@@ -24,7 +26,7 @@ package final class ServeMetrics: Sendable {
     private let notifications: [AppStorePair: [String: CoreMetrics.Counter]]
 
     /// The outcomes a notification of a configured App Store is counted under.
-    static let notificationOutcomes = ["recorded", "already_recorded", "rejected", "retry_later", "unavailable", "overloaded"]
+    static let notificationOutcomes = ["recorded", "already_recorded", "rejected"]
 
     /// The metrics of a `serve` receiving `pairs` (none: no per-App-Store family).
     package init(pairs: [AppStorePair] = []) {
@@ -40,7 +42,7 @@ package final class ServeMetrics: Sendable {
                                 families.counter(
                                     "appstore_reconcile_serve_notifications_total",
                                     [("bundle_id", pair.bundleId), ("environment", pair.environment.rawValue), ("outcome", outcome)],
-                                    help: "Notifications answered, by the configured App Store they are of and outcome (\(Self.notificationOutcomes.joined(separator: ", ")))."
+                                    help: "Notifications answered, by the configured App Store they are proven to be of (signature checked) and outcome (\(Self.notificationOutcomes.joined(separator: ", ")))."
                                 )
                             )
                         }
