@@ -21,7 +21,11 @@ struct DetectOutageCommand: AsyncParsableCommand {
             covered shows only what they never delivered. Reads no payload and writes nothing to the database. \
             Writes report.html (a chart of the period with each outage shaded), report.md and report.json into \
             --report-dir. Needs the API settings (APPSTORE_ISSUER_ID, APPSTORE_KEY_ID, APPSTORE_PRIVATE_KEY, APPSTORE_BUNDLE_ID, \
-            APPSTORE_ENVIRONMENT), not the database.
+            APPSTORE_ENVIRONMENT, or a configuration file), not the database.
+
+            With a configuration file: every pair it lists (--app and --environment narrow them), four at once, each \
+            line and `run` command naming its pair, --json a list (with bundleId), reports in DIR/<bundleId>/<environment>/; \
+            one pair's failure is that pair's, and the exit code the most serious.
 
             \(ExitStatus.summary)
             """
@@ -48,6 +52,8 @@ struct DetectOutageCommand: AsyncParsableCommand {
     @OptionGroup var options: ConfigurationOptions
 
     struct Output: Codable {
+        /// Set when several pairs were scanned.
+        var bundleId: String?
         var scannedFrom: Date
         var scannedTo: Date
         var environment: String
@@ -63,45 +69,47 @@ struct DetectOutageCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withExitStatus {
-            let configuration = try options.settings.apiConfiguration(warn: { printError($0, level: .warning) })
-            let client = AppStoreServerAPIClient(configuration: configuration, logger: Logger(label: "appstore-reconcile.detect-outage"))
+            let pairs = try options.pairs()
+            let several = pairs.count > 1
             let now = Date()
-            let scan = OutageScan(client: client, progress: ProgressLine(enabled: true, writeLine: { printError($0) }))
-            let result = try await scan.scan(since: since.instant(now: now), gap: gap, now: now)
-            if let start = result.clampedTo {
-                let days = OutageWindow.retentionDays(result.environment)
-                printError("note: \(result.environment.rawValue) history keeps \(days) days; scanning from \(start.formatted(.iso8601))")
-            }
-            let output = Output(
-                scannedFrom: result.window.start, scannedTo: result.window.end, environment: result.environment.rawValue,
-                undelivered: result.undelivered, requests: result.requests,
-                outages: result.outages.map { Outage(detected: $0, command: Self.command(for: $0)) }
-            )
-            let jsonText = try Self.json(output)
-            var lines: [String] = []
-            Self.text(output) { lines.append($0) }
-            json ? print(jsonText, terminator: "") : lines.forEach { print($0) }
-            // The outages are printed above; reports that cannot be written are a warning, not a
-            // failed scan (a read-only working directory, say).
             let directory = reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-outages", dryRun: false, now: now)
-            do {
-                try ReportFiles.write(
-                    [
-                        "report.md": "# Outages\n\n" + lines.map { $0.hasPrefix("  ") ? "    " + $0.dropFirst(2) : $0 + "\n" }.joined(separator: "\n") + "\n",
-                        "report.json": jsonText,
-                        "report.html": OutageReportPage.html(result, commands: output.outages.map(\.command)),
-                    ],
-                    to: directory
+            let scans = try await Self.scan(pairs, since: since.instant(now: now), gap: gap, now: now, progress: !several && !json)
+            var outputs: [Output] = []
+            var statuses: [Int32] = []
+            for (pair, result) in scans {
+                let prefix = several ? "\(pair): " : ""
+                let scanned: OutageScan.Result
+                switch result {
+                case .success(let found): scanned = found
+                case .failure(let error):
+                    guard several else { throw error }
+                    let failure = FailureReport(error)
+                    printError(prefix + failure.line, level: failure.level)
+                    statuses.append(ExitStatus.of(failure.kind))
+                    continue
+                }
+                statuses.append(ExitStatus.success)
+                if let start = scanned.clampedTo {
+                    printError("\(prefix)note: \(scanned.environment.rawValue) history keeps \(OutageWindow.retentionDays(scanned.environment)) days; scanning from \(start.formatted(.iso8601))")
+                }
+                let output = Output(
+                    bundleId: several ? pair.bundleId : nil, scannedFrom: scanned.window.start, scannedTo: scanned.window.end,
+                    environment: scanned.environment.rawValue, undelivered: scanned.undelivered, requests: scanned.requests,
+                    outages: scanned.outages.map { Outage(detected: $0, command: Self.command(for: $0, pair: several ? pair : nil)) }
                 )
-            } catch {
-                printError("warning: the reports were not written to \(directory): \(error); the outages above are complete", level: .warning)
-                return
+                outputs.append(output)
+                var lines: [String] = []
+                Self.text(output) { lines.append($0) }
+                if !json { lines.forEach { print(prefix + $0) } }
+                Self.writeReports(output, scanned, lines: lines, to: several ? "\(directory)/\(pair.path)" : directory, prefix: prefix)
             }
-            printError("Reports: \(directory)/report.html (chart), report.md, report.json")
+            if json { print(several ? try Self.json(outputs) : try Self.json(outputs[0]), terminator: "") }
+            let status = ExitStatus.mostSerious(statuses)
+            if status != ExitStatus.success { throw ExitCode(status) }
         }
     }
 
-    static func json(_ output: Output) throws -> String {
+    static func json(_ output: some Encodable) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
@@ -127,8 +135,10 @@ struct DetectOutageCommand: AsyncParsableCommand {
         }
     }
 
-    static func command(for outage: OutageDetection.DetectedOutage) -> String {
-        "appstore-reconcile run --start \(outage.recoveryStart.formatted(.iso8601)) --end \(outage.recoveryEnd.formatted(.iso8601)) --dry-run"
+    /// The run that recovers `outage`; with several pairs, narrowed to `pair`'s.
+    static func command(for outage: OutageDetection.DetectedOutage, pair: AppStorePair? = nil) -> String {
+        let narrowed = pair.map { " --app \($0.bundleId) --environment \($0.environment.rawValue)" } ?? ""
+        return "appstore-reconcile run\(narrowed) --start \(outage.recoveryStart.formatted(.iso8601)) --end \(outage.recoveryEnd.formatted(.iso8601)) --dry-run"
     }
 
     static func duration(_ seconds: TimeInterval) -> String {

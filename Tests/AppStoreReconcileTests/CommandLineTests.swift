@@ -218,15 +218,28 @@ struct CommandLineTests {
         #expect(result.exitCode == 0, "\(result.combined)")
         let output = result.standardOutput
         #expect(output.contains("Created the ledger schema"))
+        // Two apps in Production and Sandbox: a line per App Store for each of the three runs.
+        let stores = ["com.example.photos Production", "com.example.photos Sandbox", "com.example.recipes Production", "com.example.recipes Sandbox"]
         let summaries = output.split(separator: "\n").filter { $0.contains("fetched ") }
-        #expect(summaries.count == 3, "dry run, run, second run")
-        #expect(summaries.last?.contains("missed 0, applied 0") == true)
-        #expect(summaries.first?.contains("would apply") == true)
-        // Each run's pass 2 is its own: the real run checks the accounts the dry run looked at too.
-        #expect(summaries.count == 3 && summaries[0].contains("accounts checked") && summaries[1].contains("accounts checked"), "\(summaries)")
+        #expect(summaries.count == 12, "dry run, run, second run, each over four App Stores: \(summaries)")
+        for (index, store) in stores.enumerated() {
+            let lines = summaries.filter { $0.hasPrefix(store + ": ") }
+            #expect(lines.count == 3, "\(store): \(lines)")
+            guard lines.count == 3 else { continue }
+            #expect(lines[0].contains("would apply"), "\(lines[0])")
+            #expect(lines[2].contains("missed 0, applied 0"), "\(lines[2])")
+            // Each run's pass 2 is its own: the real run checks the accounts the dry run looked at too.
+            if index == 0 { #expect(lines[0].contains("accounts checked") && lines[1].contains("accounts checked"), "\(lines)") }
+            #expect(!lines[1].contains("missed 0,"), "the outage missed notifications of \(store)")
+        }
+        #expect(output.contains("appstore-reconcile run --config "), "the demo shows the command it runs")
         for run in ["dry-run", "run", "second-run"] {
-            #expect(FileManager.default.fileExists(atPath: scratch.url.path + "/\(run)/report.md"))
-            #expect(FileManager.default.fileExists(atPath: scratch.url.path + "/\(run)/report.json"))
+            #expect(FileManager.default.fileExists(atPath: scratch.url.path + "/\(run)/report.html"), "the summary linking each App Store's")
+            for store in stores {
+                let path = store.replacingOccurrences(of: " ", with: "/")
+                #expect(FileManager.default.fileExists(atPath: scratch.url.path + "/\(run)/\(path)/report.md"))
+                #expect(FileManager.default.fileExists(atPath: scratch.url.path + "/\(run)/\(path)/report.json"))
+            }
         }
         #expect(output.contains("subtype altered: rejected (bad_signature)"))
     }

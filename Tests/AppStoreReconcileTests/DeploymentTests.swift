@@ -205,6 +205,45 @@ struct DeploymentTests {
         }
     }
 
+    /// `detect-outage` over the configuration scans every App Store with its own client: one
+    /// object per pair in --json (its bundleId, its environment, exactly its undelivered
+    /// notifications), each `run` command narrowed to its pair, each pair's reports in
+    /// DIR/<bundleId>/<environment>/.
+    @Test func detectOutageScansEveryAppStoreAndNamesEachOnesRun() async throws {
+        struct Scan: Decodable {
+            struct Outage: Decodable { var command: String }
+            var bundleId: String
+            var environment: String
+            var undelivered: Int
+            var outages: [Outage]
+        }
+        let world = try FourAppStores()
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("detect-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let files = try SimulatorFiles.write(for: world.harnesses[0].api, in: scratch.path)
+        try await SimulatorServer.withRunning(world.production) { production in
+            try await SimulatorServer.withRunning(world.sandbox) { sandbox in
+                let file = scratch.path + "/appstore.yaml"
+                try world.configuration(database: "postgresql://unused@127.0.0.1:9/none", files: files, production: production, sandbox: sandbox)
+                    .write(toFile: file, atomically: true, encoding: .utf8)
+                let directory = scratch.path + "/outages"
+                let result = try await BuiltBinary.run(["detect-outage", "--config", file, "--since", "3d", "--gap", "3h", "--json", "--report-dir", directory])
+                #expect(result.exitCode == 0, "\(result.combined)")
+                let scans = try JSONDecoder().decode([Scan].self, from: Data(result.standardOutput.utf8))
+                #expect(scans.map { "\($0.bundleId) \($0.environment)" } == world.harnesses.map(\.pair.description))
+                for (scan, harness) in zip(scans, world.harnesses) {
+                    #expect(scan.undelivered == harness.scenario.missedNotifications.count, "\(harness.pair)")
+                    #expect(!scan.outages.isEmpty, "\(harness.pair)")
+                    for outage in scan.outages {
+                        #expect(outage.command.hasPrefix("appstore-reconcile run --app \(harness.pair.bundleId) --environment \(harness.pair.environment.rawValue) --start "))
+                    }
+                    #expect(FileManager.default.fileExists(atPath: "\(directory)/\(harness.pair.path)/report.html"), "\(harness.pair)")
+                    #expect(world.requests(harness) > 0, "\(harness.pair) was asked, with its own app's JWT")
+                }
+            }
+        }
+    }
+
     /// How long each App Store's run took, from its row (started to finished), by `bundle_id`.
     static func runSeconds(_ client: PostgresClient) async throws -> [String: Double] {
         var seconds: [String: Double] = [:]

@@ -62,7 +62,7 @@ struct ReportPageTests {
         let scratch = try CommandLineTests.Scratch()
         let demo = try await BuiltBinary.run(["demo", "--customers", "200", "--report-dir", scratch.url.path], binary: BuiltBinary.devPath)
         #expect(demo.exitCode == 0, "\(demo.combined.suffix(2000))")
-        let directory = scratch.url.path + "/run"
+        let directory = scratch.url.path + "/run/com.example.photos/Production"
         let report = try JSONDecoder().decode(ReportShape.self, from: Data(contentsOf: URL(fileURLWithPath: directory + "/report.json")))
         let timeline = try #require(report.timeline)
         #expect(report.counts.missed > 0, "the demo's outage missed notifications")
