@@ -33,6 +33,11 @@
 //    1,000 clients that give up after 1 s while the ledger is locked for 30 s. Targets: rate ≥ 95%
 //    of the other build's; flood peak < 400 MiB. Only the serve parts:
 //      reconcile-benchmark --skip-apple --skip-end-to-end --skip-serve --compare-serve-with OTHER
+// 9. With --deployment [--deployment-customers 200] [--deployment-rounds 2], and nothing else: one
+//    recovery over two apps in Production and Sandbox by `run --config`, the four App Stores side
+//    by side against one after the other, alternately, at Apple's rates (50/s per endpoint per app
+//    in Production, 5/s in Sandbox; the simulator enforces them): wall seconds of each, and the
+//    time their requests take at Apple's limits (the slowest App Store's against the sum).
 
 import AppStoreSimulator
 import Foundation
@@ -57,6 +62,19 @@ var rows: [Row] = []
         say("   \(part) failed: \(error)")
         rows.append(Row(section: part, figure: "not measured: \(String(describing: error).prefix(100))", value: "-", met: false))
     }
+}
+
+if arguments.contains("--deployment") {
+    guard FileManager.default.isExecutableFile(atPath: binary) else {
+        say("error: \(binary) not found: build it first (swift build -c release --product appstore-reconcile)")
+        exit(1)
+    }
+    await attempt("four App Stores") {
+        rows += try await DeploymentRuns(binary: binary, logger: logger).measure(
+            customers: option("--deployment-customers").flatMap(Int.init) ?? 200, rounds: option("--deployment-rounds").flatMap(Int.init).map { max(1, $0) } ?? 2)
+    }
+    printTable(rows)
+    exit(0)
 }
 
 say("1. Verification against its ceiling (\(number(verificationSeconds)) s each)…")

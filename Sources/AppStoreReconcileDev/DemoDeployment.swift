@@ -22,7 +22,7 @@ enum DemoDeployment {
     /// three events reached neither the webhook nor the history (a refund, a renewal, an expiry):
     /// only pass 2, through Get Transaction History, sets those customers right.
     static func world(customers: Int) throws -> SimulatedDeployment {
-        try SimulatedDeployment(apps: apps) { configuration in
+        try SimulatedDeployment(apps: apps, configure: { configuration in
             let production = configuration.environment == .production
             configuration.seed = 2026 + (configuration.bundleId == apps[0].bundleId ? 0 : 2) + (production ? 0 : 1)
             configuration.customers = production ? customers : max(1, customers / 4)
@@ -32,7 +32,7 @@ enum DemoDeployment {
                 let hidden = Scenario(configuration).notificationsOnlyTransactionHistoryReveals()
                 configuration.silencedNotifications = Set([hidden.refund, hidden.renewal, hidden.expiry].compactMap { $0?.uuid })
             }
-        }
+        })
     }
 
     /// Fills the ledger with what each App Store's live server received.

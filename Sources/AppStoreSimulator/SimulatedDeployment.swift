@@ -26,9 +26,10 @@ package struct SimulatedDeployment: Sendable {
     package let sandbox: SimulatedAppStore
 
     /// `configure` shapes each world's scenario (customers, seed, outage); it is given the app
-    /// and environment already set, and one `now` for all.
+    /// and environment already set, and one `now` for all. `options` are each environment's
+    /// (Apple's rate limits in Sandbox are a tenth of Production's).
     package init(
-        apps: [App], now: Date = Date(), options: SimulatorOptions = SimulatorOptions(),
+        apps: [App], now: Date = Date(), options: (AppStoreEnvironment) -> SimulatorOptions = { _ in SimulatorOptions() },
         configure: (inout Scenario.Configuration) -> Void = { _ in }
     ) throws {
         let pki = try TestPKI(TestPKI.Options(referenceTime: now))
@@ -42,7 +43,7 @@ package struct SimulatedDeployment: Sendable {
                 configuration.appAppleId = app.appAppleId
                 configuration.environment = environment
                 configure(&configuration)
-                worlds.append(try SimulatedAPI(scenario: Scenario(configuration), options: options, credentials: key, pki: pki))
+                worlds.append(try SimulatedAPI(scenario: Scenario(configuration), options: options(environment), credentials: key, pki: pki))
             }
         }
         self.apps = apps

@@ -214,7 +214,7 @@ struct CommandLineTests {
 
     @Test func demoRecoversTheSimulatedOutageAndASecondRunAppliesNothing() async throws {
         let scratch = try Scratch()
-        let result = try await BuiltBinary.run(["demo", "--customers", "120", "--report-dir", scratch.url.path], binary: BuiltBinary.devPath)
+        let result = try await BuiltBinary.run(["demo", "--customers", "60", "--report-dir", scratch.url.path], binary: BuiltBinary.devPath)
         #expect(result.exitCode == 0, "\(result.combined)")
         let output = result.standardOutput
         #expect(output.contains("Created the ledger schema"))

@@ -60,7 +60,7 @@ struct ReportPageTests {
     /// is written.
     @Test func theDemosReportLoadsCleanAndItsChartHoldsTheRunsFigures() async throws {
         let scratch = try CommandLineTests.Scratch()
-        let demo = try await BuiltBinary.run(["demo", "--customers", "200", "--report-dir", scratch.url.path], binary: BuiltBinary.devPath)
+        let demo = try await BuiltBinary.run(["demo", "--customers", "80", "--report-dir", scratch.url.path], binary: BuiltBinary.devPath)
         #expect(demo.exitCode == 0, "\(demo.combined.suffix(2000))")
         let directory = scratch.url.path + "/run/com.example.photos/Production"
         let report = try JSONDecoder().decode(ReportShape.self, from: Data(contentsOf: URL(fileURLWithPath: directory + "/report.json")))

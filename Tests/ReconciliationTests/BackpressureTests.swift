@@ -105,15 +105,16 @@ struct BackpressureTests {
         let (harness, signed) = try Self.sixtyNotifications()
         let limits = Self.queueOfTwenty()
         try await TestDatabase.withFreshLedger { client, _ in
-            // The deadline is long (20 s) so that, under the whole suite on two cores, all 60
-            // reach the queue before the first 20 are given up; the queue's bound is checked the
+            // The deadline is long (45 s) so that, under the whole suite on two cores, all 60
+            // reach the queue before the first 20 are given up (at 20 s, a fresh-clone run of the
+            // suite once saw none of the 60 verified in time: all answered 503 at the deadline); the queue's bound is checked the
             // moment the 40th refusal is seen, not after a time. (Verifying one payload with the
             // same verifier first, to warm its chain cache, made 20 of the 60 answer 503 at the
             // deadline instead of being refused, in 3 runs of 3: not understood yet; see issue 32's note.)
             let verifier = try harness.verifier()
             let ingest = NotificationIngest(verifier: verifier, store: LedgerStore(client: client, logger: harness.logger))
             let batched = BatchedIngest(ingest: ingest, limits: limits)  // not run: no writer
-            let receiver = NotificationReceiver(ingest: ingest, batched: batched, deadline: .seconds(20))
+            let receiver = NotificationReceiver(ingest: ingest, batched: batched, deadline: .seconds(45))
             let (answers, queuedAtTheFortiethRefusal) = await withTaskGroup(of: NotificationReceiver.Answer.self) { requests in
                 for jws in signed { requests.addTask { await receiver.answer(body: Self.body(jws)) } }
                 var answers: [NotificationReceiver.Answer] = []

@@ -65,7 +65,7 @@ struct ThrowawayPostgresTests {
     func asANonRootUserTheDemoStartsItsOwnClusterAndLeavesNothingBehind() async throws {
         let reports = "/tmp/appstore-reconcile-demo-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: reports) }
-        let result = try await BuiltBinary.run(["demo", "--customers", "30", "--report-dir", reports], user: "nobody", binary: BuiltBinary.devPath)
+        let result = try await BuiltBinary.run(["demo", "--customers", "12", "--report-dir", reports], user: "nobody", binary: BuiltBinary.devPath)
         #expect(result.exitCode == 0, "demo as nobody: \(result.combined)")
         #expect(result.standardOutput.contains("Created the ledger schema"))
         let line = try #require(result.standardOutput.split(separator: "\n").first { $0.contains("running in ") })
