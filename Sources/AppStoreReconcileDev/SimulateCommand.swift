@@ -20,6 +20,11 @@ struct SimulateCommand: AsyncParsableCommand {
             Prints the environment variables that point appstore-reconcile (or your own code) at it, and a \
             curl command with a bearer token valid for 60 minutes. The key and root certificate are written to \
             --files-directory (a temporary directory by default). Test material only: nothing here is secret.
+
+            --deployment: a team's whole App Store instead, two apps (com.example.photos, com.example.recipes), \
+            each in Production (--customers customers) and Sandbox (a quarter of them, a tenth of the rate limit), \
+            on one host per environment that tells the apps apart by the JWT's bid; writes the configuration file \
+            of all four (appstore.yaml) beside the key and prints APPSTORE_CONFIG.
             """
     )
 
@@ -50,6 +55,9 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Where to write the API key (.p8) and the root certificate.")
     var filesDirectory: String?
 
+    @Flag(help: "Two apps, each in Production and Sandbox, and their configuration file (APPSTORE_CONFIG).")
+    var deployment = false
+
     func validate() throws {
         guard AppStoreEnvironment(configurationValue: environment) != nil else {
             throw ValidationError("--environment must be Production or Sandbox")
@@ -61,6 +69,7 @@ struct SimulateCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withExitStatus {
+            if deployment { return try await runDeployment() }
             var scenarioConfiguration = Scenario.Configuration()
             scenarioConfiguration.seed = seed
             scenarioConfiguration.customers = customers

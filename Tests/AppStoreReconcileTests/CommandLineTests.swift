@@ -277,6 +277,44 @@ struct SimulateCommandTests {
         #expect(child.wait() == 0, "stops cleanly on SIGTERM")
     }
 
+    /// `simulate --deployment`: the configuration file it prints names both apps in both
+    /// environments, and `check --config` on it reaches all four App Stores.
+    @Test func simulateDeploymentWritesAConfigurationFileOfTwoAppsInBothEnvironmentsThatCheckAccepts() async throws {
+        var descriptors: [Int32] = [0, 0]
+        #expect(pipe(&descriptors) == 0)
+        let child = try ChildProcess.spawn(
+            BuiltBinary.devPath, ["simulate", "--deployment", "--customers", "20", "--seed", "3"], environment: BuiltBinary.environment([:]),
+            standardOutput: descriptors[1]
+        )
+        close(descriptors[1])
+        var text = ""
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        let deadline = Date().addingTimeInterval(60)
+        while !text.contains("Press Ctrl-C"), Date() < deadline {
+            let count = buffer.withUnsafeMutableBytes { read(descriptors[0], $0.baseAddress, $0.count) }
+            if count <= 0 { break }
+            text += String(decoding: buffer[0..<count], as: UTF8.self)
+        }
+        close(descriptors[0])
+        defer { child.send(SIGKILL); child.wait() }
+        let line = try #require(text.split(separator: "\n").first { $0.contains("export APPSTORE_CONFIG=") }, "\(text)")
+        let config = String(line.split(separator: "=", maxSplits: 1)[1])
+        let file = try String(contentsOfFile: config, encoding: .utf8)
+        for name in ["bundleId: com.example.photos", "bundleId: com.example.recipes", "environments: [Production, Sandbox]"] {
+            #expect(file.contains(name), "\(name) in \(file)")
+        }
+        let check = try await BuiltBinary.run(
+            ["check", "--config", config, "--webhook-timeout", "1", "--database-url", "postgresql://nobody@127.0.0.1:9/none?sslmode=disable"])
+        for pair in ["com.example.photos Production", "com.example.photos Sandbox", "com.example.recipes Production", "com.example.recipes Sandbox"] {
+            #expect(check.standardOutput.contains("ok   \(pair): root certificates: 1 loaded"), "\(pair): \(check.standardOutput)")
+            #expect(check.standardOutput.contains("ok   \(pair): private key "), "\(pair): \(check.standardOutput)")
+            // Its host tells the apps apart by the JWT's bid: each app's own token is accepted.
+            #expect(check.standardOutput.contains("ok   \(pair): Apple accepts the credentials"), "\(pair): \(check.standardOutput)")
+        }
+        child.send(SIGTERM)
+        #expect(child.wait() == 0, "stops cleanly on SIGTERM")
+    }
+
     struct NotificationHistoryPageShape: Decodable {
         struct Item: Decodable { var signedPayload: String }
         var notificationHistory: [Item]

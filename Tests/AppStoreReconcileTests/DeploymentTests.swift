@@ -252,12 +252,13 @@ struct DeploymentTests {
         return seconds
     }
 
-    /// A 429 storm on app one's endpoint (its first answers say: not before 30 s from now) holds
-    /// app one's run, and not app two's, which runs beside it with its own client and rate
-    /// budget: app two's run takes about what it takes alone (measured first, in a ledger of its
-    /// own), far less than the 30 s app one is held; app one waits the Retry-After out (no
-    /// request before it) and finishes too. Were the App Stores run one after the other, or
-    /// under one rate budget, app two would wait the 30 s with app one.
+    /// A 429 storm on app one's endpoint (its first answers say: not before a hold of at least
+    /// 30 s, and twice what app two takes alone, from now) holds app one's run, and not app two's,
+    /// which runs beside it with its own client and rate budget: app two's run takes about what it
+    /// takes alone (measured first, in a ledger of its own, in this test's run), well under the
+    /// hold; app one waits the Retry-After out (no request before it) and finishes too. Were the
+    /// App Stores run one after the other, or under one rate budget, app two would wait the hold
+    /// with app one.
     @Test func a429StormOnOneAppsEndpointDoesNotSlowTheOtherAppsRun() async throws {
         let world = try FourAppStores()
         let one = world.harness("com.example.one", .production)
@@ -265,7 +266,6 @@ struct DeploymentTests {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("storm-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
         let files = try SimulatorFiles.write(for: one.api, in: scratch.path)
-        let hold: TimeInterval = 30
         try await SimulatorServer.withRunning(world.production) { production in
             let start = world.harnesses.map(\.scenario.configuration.now).min()!.addingTimeInterval(-world.harnesses.map(\.scenario.configuration.history).max()! - 3600)
             let arguments = ["--environment", "Production", "--start", start.formatted(.iso8601), "--end", String(Date().unixMilliseconds), "--no-progress"]
@@ -286,6 +286,9 @@ struct DeploymentTests {
                 let file = scratch.path + "/both.yaml"
                 try world.configuration(database: url.connectionString, files: files, production: production, sandbox: "http://127.0.0.1:9")
                     .write(toFile: file, atomically: true, encoding: .utf8)
+                // App one is held far longer than app two takes alone on this machine now (under the
+                // whole suite, 34.8 s was seen): were app two held with it, its run would take the hold.
+                let hold = max(30, 2 * alone + 10)
                 let until = Int64((Date().timeIntervalSince1970 + hold) * 1000)
                 one.api.inject(Array(repeating: .error(status: 429, errorCode: 4_290_000, message: "Rate limit exceeded.", retryAfterMilliseconds: until), count: 3))
                 let run = try await BuiltBinary.run(["run", "--config", file, "--report-dir", scratch.path + "/both"] + arguments)
@@ -294,7 +297,7 @@ struct DeploymentTests {
                 let (oneSeconds, twoSeconds) = (try #require(seconds["com.example.one"]), try #require(seconds["com.example.two"]))
                 #expect(one.api.requestsBeforeRetryAfter.isEmpty, "app one waited its Retry-After out: \(one.api.requestsBeforeRetryAfter)")
                 #expect(oneSeconds >= hold - 2, "app one was held by its 429s: \(oneSeconds) s")
-                #expect(twoSeconds < hold / 2 && twoSeconds <= max(3 * alone, alone + 5), "app two: \(twoSeconds) s beside the storm, \(alone) s alone")
+                #expect(twoSeconds < hold - 5 && twoSeconds <= max(3 * alone, alone + 5), "app two: \(twoSeconds) s beside the storm, \(alone) s alone, app one held \(hold) s")
                 #expect(try await one.mismatches(store).isEmpty)
                 #expect(try await two.mismatches(store).isEmpty)
             }
