@@ -13,8 +13,8 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Receive Apple's live notifications: verify each and record it in the ledger, as ingest does.",
         discussion: """
-            Point App Store Connect's App Store Server Notifications URL (Version 2) at --path through your TLS \
-            reverse proxy or load balancer. Each POST {"signedPayload": "…"} goes through the same verify-and-record \
+            Point App Store Connect's notification URLs (Version 2), Production and Sandbox of every app, at --path \
+            (through your TLS proxy): one serve receives every app and environment the configuration lists. Each POST {"signedPayload": "…"} goes through the same verify-and-record \
             path as ingest and the runs; then nightly finds whatever serve missed.
 
             Answers: 200 recorded, or already recorded (Apple's retry of a delivery that did arrive); 400 a body that \
@@ -101,13 +101,10 @@ struct ServeCommand: AsyncParsableCommand {
     @OptionGroup var options: ConfigurationOptions
 
     mutating func validate() throws {
-        // Headers without --forward-to go with the configuration file's deliverTo (checked in run).
+        // Headers without --forward-to go with the configuration file's deliverTo (checked in appStores).
         let forwardToGiven = forwardTo != nil || !(ProcessInfo.processInfo.environment["APPSTORE_FORWARD_TO"] ?? "").isEmpty
-        try DeliveryOption.resolve(
-            &forwardTo, headers: forwardToGiven ? forwardHeader : [], urlOption: "--forward-to", headerOption: "--forward-header", variable: "APPSTORE_FORWARD_TO")
-        for header in forwardHeader {
-            if case .failure(let error) = header.parsed { throw ValidationError("--forward-header \(error.description)") }
-        }
+        try DeliveryOption.resolve(&forwardTo, headers: forwardToGiven ? forwardHeader : [], urlOption: "--forward-to", headerOption: "--forward-header", variable: "APPSTORE_FORWARD_TO")
+        for case .failure(let error) in forwardHeader.map(\.parsed) { throw ValidationError("--forward-header \(error.description)") }
         guard maxConnections >= 1, maxRequests >= 1, maxReadingMegabytes >= 1 else {
             throw ValidationError("--max-connections, --max-requests and --max-reading-megabytes must be at least 1")
         }
@@ -134,21 +131,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withExitStatus(logFormat: logFormat, job: true) {
-            // Every configured App Store, each with its own verifier (its app, appAppleId, environment).
             // serve calls no Apple API: the keys the file names need not be readable here.
             let pairs = try options.pairs(keysNeeded: false)
-            let online = onlineChecks ? OnlineChecks(transport: HTTPOCSPTransport()) : nil
-            var settings = self.settings
-            var verifiers: [SignedDataVerifier] = []
-            for pair in pairs {
-                var configuration = try pair.settings.verifierConfiguration()
-                configuration.onlineChecks = online
-                verifiers.append(try SignedDataVerifier(configuration))
-                settings.forwardTo[pair.pair] = try pair.deliveryTarget(given: forwardTo?.target, headers: forwardHeader)
-            }
-            if !forwardHeader.isEmpty && settings.forwardTo.isEmpty {
-                throw ConfigurationError(setting: "--forward-header", problem: "needs --forward-to, or a deliverTo in the configuration file for a pair serve receives")
-            }
+            let (settings, verifiers) = try appStores(pairs)
             let databaseURL = try pairs[0].settings.databaseURL()
             let logger = Logger(label: "appstore-reconcile.serve")
             try await LedgerDatabase.checkReachable(databaseURL, logger: logger)
@@ -161,14 +146,5 @@ struct ServeCommand: AsyncParsableCommand {
             try await receiver.run()
             printError("serve: stopped")
         }
-    }
-
-    /// What serve says once it listens: where, for which App Stores, forwarding where (scheme
-    /// and host only: a URL may hold a credential).
-    static func listeningLine(_ settings: ReceiverSettings, pairs: [AppStorePair]) -> @Sendable (Int) -> String {
-        let stores = pairs.map(\.description).joined(separator: ", ")
-        let targets = Set(settings.forwardTo.values.map(\.description)).sorted()
-        let forwarding = targets.isEmpty ? "" : ", forwarding to \(targets.joined(separator: ", "))"
-        return { port in "serve: listening on \(settings.host):\(port), POST \(settings.path) for \(stores)\(forwarding)" }
     }
 }
