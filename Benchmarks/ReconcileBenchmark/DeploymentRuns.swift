@@ -84,10 +84,7 @@ struct DeploymentRuns {
             _ = try await Migrator().migrate(client, logger: logger)
             let store = LedgerStore(client: client, logger: logger)
             for api in world.worlds {
-                let configuration = api.scenario.configuration
-                let verifier = try SignedDataVerifier(VerifierConfiguration(
-                    rootCertificates: [api.pki.root], bundleId: configuration.bundleId,
-                    appAppleId: configuration.environment == .production ? configuration.appAppleId : nil, environment: configuration.environment))
+                let verifier = try SignedDataVerifier(api.verifierConfiguration)
                 try await NotificationIngest(verifier: verifier, store: store).ingest(signedPayloads: try api.scenario.deliveredNotifications.map { try api.signNotification($0) })
             }
         }

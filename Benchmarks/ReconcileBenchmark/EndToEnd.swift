@@ -93,13 +93,7 @@ struct EndToEnd {
         say("  filling the ledger with the \(delivered.count) notifications the live server received…")
         try await LedgerDatabase.withClient(url, logger: logger) { client in
             _ = try await Migrator().migrate(client, logger: logger)
-            let configuration = scenario.configuration
-            let verifier = try SignedDataVerifier(
-                VerifierConfiguration(
-                    rootCertificates: [api.pki.root], bundleId: configuration.bundleId,
-                    appAppleId: configuration.environment == .production ? configuration.appAppleId : nil, environment: configuration.environment
-                )
-            )
+            let verifier = try SignedDataVerifier(api.verifierConfiguration)
             let ingest = NotificationIngest(verifier: verifier, store: LedgerStore(client: client, logger: logger))
             let signed = try delivered.map { try api.signNotification($0) }
             for start in stride(from: 0, to: signed.count, by: 500) {

@@ -38,14 +38,7 @@ enum DemoDeployment {
     /// Fills the ledger with what each App Store's live server received.
     static func fill(_ world: SimulatedDeployment, store: LedgerStore) async throws {
         for api in world.worlds {
-            let configuration = api.scenario.configuration
-            let verifier = try SignedDataVerifier(
-                VerifierConfiguration(
-                    rootCertificates: [api.pki.root], bundleId: configuration.bundleId,
-                    appAppleId: configuration.environment == .production ? configuration.appAppleId : nil, environment: configuration.environment
-                )
-            )
-            let ingest = NotificationIngest(verifier: verifier, store: store)
+            let ingest = NotificationIngest(verifier: try SignedDataVerifier(api.verifierConfiguration), store: store)
             let delivered = api.scenario.deliveredNotifications
             for start in stride(from: 0, to: delivered.count, by: 500) {
                 try await ingest.ingest(signedPayloads: delivered[start..<min(start + 500, delivered.count)].map { try api.signNotification($0) })

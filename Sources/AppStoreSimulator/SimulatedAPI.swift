@@ -271,3 +271,15 @@ package struct SimulatorError: Error, CustomStringConvertible, Sendable {
     package var description: String
     package init(_ description: String) { self.description = description }
 }
+
+extension SimulatedAPI {
+    /// What verifies this world's payloads: its test root, its app (`appAppleId` in Production
+    /// only, as Apple's payloads carry it) and its environment.
+    package var verifierConfiguration: VerifierConfiguration {
+        let configuration = scenario.configuration
+        return VerifierConfiguration(
+            rootCertificates: [pki.root], bundleId: configuration.bundleId,
+            appAppleId: configuration.environment == .production ? configuration.appAppleId : nil, environment: configuration.environment
+        )
+    }
+}

@@ -71,22 +71,31 @@ package struct SimulatedDeployment: Sendable {
     /// hosts, with the key and root `files` (`SimulatorFiles.write` for any world: they share
     /// both). `database` is left out when nil (DATABASE_URL gives it: it may hold a password).
     package func configurationFile(files: SimulatorFiles, production: String, sandbox: String, database: String? = nil) -> String {
-        let key = worlds[0].credentials
+        Self.configurationFile(
+            apps: apps, credentials: worlds[0].credentials, privateKeyPath: files.privateKeyPath, rootCertificatePath: files.rootCertificatePath,
+            hosts: (production, sandbox), database: database)
+    }
+
+    /// The configuration file of `apps`, each in Production and Sandbox, called with the team key
+    /// `credentials` (its .p8 at `privateKeyPath`); `hosts` the two environments' base URLs (nil:
+    /// Apple's, no `apiBaseURL`).
+    package static func configurationFile(
+        apps: [App], credentials: SimulatorCredentials, privateKeyPath: String, rootCertificatePath: String,
+        hosts: (production: String, sandbox: String)?, database: String? = nil
+    ) -> String {
         var text = database.map { "database: \($0)\n" } ?? ""
-        text += "rootCertificates: [\(files.rootCertificatePath)]\napps:\n"
+        text += "rootCertificates: [\(rootCertificatePath)]\napps:\n"
         for app in apps {
             text += """
                   - bundleId: \(app.bundleId)
                     appAppleId: \(app.appAppleId)
-                    issuerId: \(key.issuerId)
-                    keyId: \(key.keyId)
-                    privateKey: \(files.privateKeyPath)
+                    issuerId: \(credentials.issuerId)
+                    keyId: \(credentials.keyId)
+                    privateKey: \(privateKeyPath)
                     environments: [Production, Sandbox]
-                    apiBaseURL:
-                      Production: \(production)
-                      Sandbox: \(sandbox)
 
                 """
+            if let hosts { text += "    apiBaseURL:\n      Production: \(hosts.production)\n      Sandbox: \(hosts.sandbox)\n" }
         }
         return text
     }

@@ -248,22 +248,7 @@ struct CommandLineTests {
 @Suite("appstore-reconcile-dev simulate")
 struct SimulateCommandTests {
     @Test func simulateStartsPrintsHowToUseItAndCurlGetsAPage() async throws {
-        var descriptors: [Int32] = [0, 0]
-        #expect(pipe(&descriptors) == 0)
-        let child = try ChildProcess.spawn(
-            BuiltBinary.devPath, ["simulate", "--customers", "30", "--seed", "3"], environment: BuiltBinary.environment([:]),
-            standardOutput: descriptors[1]
-        )
-        close(descriptors[1])
-        var text = ""
-        var buffer = [UInt8](repeating: 0, count: 8192)
-        let deadline = Date().addingTimeInterval(60)
-        while !text.contains("Press Ctrl-C"), Date() < deadline {
-            let count = buffer.withUnsafeMutableBytes { read(descriptors[0], $0.baseAddress, $0.count) }
-            if count <= 0 { break }
-            text += String(decoding: buffer[0..<count], as: UTF8.self)
-        }
-        close(descriptors[0])
+        let (child, text) = try Self.startSimulate(["simulate", "--customers", "30", "--seed", "3"])
         defer { child.send(SIGKILL); child.wait() }
         for variable in ["APPSTORE_API_BASE_URL=http://127.0.0.1:", "APPSTORE_PRIVATE_KEY=", "APPSTORE_ROOT_CERTIFICATES=", "APPSTORE_BUNDLE_ID="] {
             #expect(text.contains("export \(variable)"), "prints \(variable)")
@@ -280,22 +265,7 @@ struct SimulateCommandTests {
     /// `simulate --deployment`: the configuration file it prints names both apps in both
     /// environments, and `check --config` on it reaches all four App Stores.
     @Test func simulateDeploymentWritesAConfigurationFileOfTwoAppsInBothEnvironmentsThatCheckAccepts() async throws {
-        var descriptors: [Int32] = [0, 0]
-        #expect(pipe(&descriptors) == 0)
-        let child = try ChildProcess.spawn(
-            BuiltBinary.devPath, ["simulate", "--deployment", "--customers", "20", "--seed", "3"], environment: BuiltBinary.environment([:]),
-            standardOutput: descriptors[1]
-        )
-        close(descriptors[1])
-        var text = ""
-        var buffer = [UInt8](repeating: 0, count: 8192)
-        let deadline = Date().addingTimeInterval(60)
-        while !text.contains("Press Ctrl-C"), Date() < deadline {
-            let count = buffer.withUnsafeMutableBytes { read(descriptors[0], $0.baseAddress, $0.count) }
-            if count <= 0 { break }
-            text += String(decoding: buffer[0..<count], as: UTF8.self)
-        }
-        close(descriptors[0])
+        let (child, text) = try Self.startSimulate(["simulate", "--deployment", "--customers", "20", "--seed", "3"])
         defer { child.send(SIGKILL); child.wait() }
         let line = try #require(text.split(separator: "\n").first { $0.contains("export APPSTORE_CONFIG=") }, "\(text)")
         let config = String(line.split(separator: "=", maxSplits: 1)[1])
@@ -313,6 +283,25 @@ struct SimulateCommandTests {
         }
         child.send(SIGTERM)
         #expect(child.wait() == 0, "stops cleanly on SIGTERM")
+    }
+
+    /// Starts `appstore-reconcile-dev` with `arguments` (a `simulate`) and reads its output up to
+    /// its "Press Ctrl-C" (60 s at most): the process and what it printed.
+    static func startSimulate(_ arguments: [String]) throws -> (ChildProcess, String) {
+        var descriptors: [Int32] = [0, 0]
+        #expect(pipe(&descriptors) == 0)
+        let child = try ChildProcess.spawn(BuiltBinary.devPath, arguments, environment: BuiltBinary.environment([:]), standardOutput: descriptors[1])
+        close(descriptors[1])
+        var text = ""
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        let deadline = Date().addingTimeInterval(60)
+        while !text.contains("Press Ctrl-C"), Date() < deadline {
+            let count = buffer.withUnsafeMutableBytes { read(descriptors[0], $0.baseAddress, $0.count) }
+            if count <= 0 { break }
+            text += String(decoding: buffer[0..<count], as: UTF8.self)
+        }
+        close(descriptors[0])
+        return (child, text)
     }
 
     struct NotificationHistoryPageShape: Decodable {

@@ -129,20 +129,10 @@ struct DeploymentTests {
 
         /// The configuration file of both apps in both environments, each host at its URL.
         func configuration(database: String, files: SimulatorFiles, production: String, sandbox: String) -> String {
-            var text = "database: \(database)\nrootCertificates: [\(files.rootCertificatePath)]\napps:\n"
-            for (bundleId, appAppleId) in [("com.example.one", 1_000_000_001), ("com.example.two", 1_000_000_002)] {
-                text += """
-                      - bundleId: \(bundleId)
-                        appAppleId: \(appAppleId)
-                        issuerId: \(harnesses[0].api.credentials.issuerId)
-                        keyId: \(harnesses[0].api.credentials.keyId)
-                        privateKey: \(files.privateKeyPath)
-                        environments: [Production, Sandbox]
-                        apiBaseURL: {Production: "\(production)", Sandbox: "\(sandbox)"}
-
-                    """
-            }
-            return text
+            SimulatedDeployment.configurationFile(
+                apps: [.init(bundleId: "com.example.one", appAppleId: 1_000_000_001), .init(bundleId: "com.example.two", appAppleId: 1_000_000_002)],
+                credentials: harnesses[0].api.credentials, privateKeyPath: files.privateKeyPath, rootCertificatePath: files.rootCertificatePath,
+                hosts: (production, sandbox), database: database)
         }
 
         /// Every request each App Store answered, added up.

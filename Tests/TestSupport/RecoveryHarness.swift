@@ -44,13 +44,7 @@ package struct RecoveryHarness: Sendable {
     package var pair: AppStorePair { AppStorePair(bundleId: scenario.configuration.bundleId, environment: scenario.configuration.environment) }
 
     package func verifier() throws -> SignedDataVerifier {
-        let configuration = scenario.configuration
-        return try SignedDataVerifier(
-            VerifierConfiguration(
-                rootCertificates: [api.pki.root], bundleId: configuration.bundleId,
-                appAppleId: configuration.environment == .production ? configuration.appAppleId : nil, environment: configuration.environment
-            )
-        )
+        try SignedDataVerifier(api.verifierConfiguration)
     }
 
     package func client(_ baseURL: String) throws -> AppStoreServerAPIClient {
