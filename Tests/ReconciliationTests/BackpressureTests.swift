@@ -98,6 +98,46 @@ struct BackpressureTests {
         }
     }
 
+    /// One queue for every App Store a serve receives: with two apps and forgeries claiming one of
+    /// them, the queue still holds at most its 20, whoever the 60 claim to be; the other 40 are
+    /// refused at once. An unsigned POST gets no room of its own, nor another App Store's.
+    @Test func severalAppStoresAndForgeriesShareTheQueuesOneBound() async throws {
+        let apple = (pki: try TestPKI(TestPKI.Options(referenceTime: Date())), credentials: SimulatorCredentials())
+        let one = try RecoveryHarness(customers: 20, seed: 41, environment: .production, apple: apple) { $0.bundleId = "com.example.one" }
+        let two = try RecoveryHarness(customers: 20, seed: 42, environment: .sandbox, apple: apple) { $0.bundleId = "com.example.two" }
+        var bodies = try one.scenario.notifications.prefix(20).map { Self.body(try one.api.signNotification($0)) }
+        bodies += try two.scenario.notifications.prefix(20).map { Self.body(try two.api.signNotification($0)) }
+        // Forgeries naming app one: a valid-looking JWS whose signature is another's.
+        bodies += try one.scenario.notifications.dropFirst(20).prefix(20).map { notification in
+            var jws = try one.api.signNotification(notification)
+            jws.replaceSubrange(jws.index(jws.endIndex, offsetBy: -6)..., with: jws.hasSuffix("AAAAAA") ? "BBBBBB" : "AAAAAA")
+            return Self.body(jws)
+        }
+        try #require(bodies.count == 60)
+        let requestBodies = bodies
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: one.logger)
+            let ingests = [NotificationIngest(verifier: try one.verifier(), store: store), NotificationIngest(verifier: try two.verifier(), store: store)]
+            let batched = BatchedIngest(ingests: ingests, limits: Self.queueOfTwenty())  // not run: no writer
+            let receiver = NotificationReceiver(ingests: ingests, batched: batched, deadline: .seconds(45))
+            let (answers, queuedAtTheFortiethRefusal) = await withTaskGroup(of: NotificationReceiver.Answer.self) { requests in
+                for body in requestBodies { requests.addTask { await receiver.answer(body: body) } }
+                var answers: [NotificationReceiver.Answer] = []
+                var queued: Int?
+                for await answer in requests {
+                    answers.append(answer)
+                    if queued == nil, answers.filter({ $0 == .overloaded }).count == 40 { queued = batched.queued.notifications }
+                }
+                return (answers, queued)
+            }
+            let overloaded = answers.filter { $0 == .overloaded }.count
+            #expect(overloaded == 40)
+            #expect(queuedAtTheFortiethRefusal == 20, "the one bound held across App Stores and forgeries")
+            #expect(batched.queued.notifications == 0 && batched.queued.bytes == 0, "the timed-out left the queue")
+            #expect(try await BackendLedgerTests.count(client, "SELECT count(*) FROM app_store.notifications") == 0)
+        }
+    }
+
     /// With no writer to take them (as when all are held by a stalled database), 20 fit in the
     /// queue and the other 40 are refused at once, 503 with Retry-After; the 20 are answered 503
     /// at their deadline and leave the queue, unwritten.
