@@ -234,7 +234,7 @@ let package = Package(
         .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreServerAPITests", dependencies: ["AppStoreServerAPI", "AppStoreSimulator", "SignedData", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"), .product(name: "Clocks", package: "swift-clocks")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
-        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Reconciliation", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
+        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Reconciliation", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         // serve's routes in process (HummingbirdTesting), against a real ledger.
         .testTarget(
             name: "LiveReceiverTests",

@@ -4,6 +4,10 @@
 -- Apply with `appstore-reconcile migrate`, or with your own tooling:
 --   psql "$DATABASE_URL" -v ON_ERROR_STOP=1 --single-transaction -f sql/0001_ledger.sql
 -- Every statement is idempotent, so running a file twice (or psql first, then `migrate`) is safe.
+--
+-- Amended for migration 0021, which makes app_store.notifications and app_store.transactions
+-- views: its indexes on them are created only while they are tables (every earlier file has done its work by then). The earlier text:
+-- amends checksum b4e8718175c2e5b5a8143372d109933f1ce19ca5112cd6521351b13036498b99
 
 CREATE SCHEMA IF NOT EXISTS app_store;
 
@@ -21,10 +25,16 @@ CREATE TABLE IF NOT EXISTS app_store.notifications (
     source                  text NOT NULL CHECK (source IN ('webhook', 'history')),
     recorded_at             timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX IF NOT EXISTS notifications_customer_idx
-    ON app_store.notifications (original_transaction_id, signed_date);
-CREATE INDEX IF NOT EXISTS notifications_signed_date_idx
-    ON app_store.notifications (signed_date);
+DO $$
+BEGIN
+    IF to_regclass('app_store.notification_rows') IS NULL THEN
+        CREATE INDEX IF NOT EXISTS notifications_customer_idx
+            ON app_store.notifications (original_transaction_id, signed_date);
+        CREATE INDEX IF NOT EXISTS notifications_signed_date_idx
+            ON app_store.notifications (signed_date);
+    END IF;
+END
+$$;
 
 -- One row per transaction (purchase, renewal, restore), the newest signed version of it.
 CREATE TABLE IF NOT EXISTS app_store.transactions (
@@ -43,10 +53,16 @@ CREATE TABLE IF NOT EXISTS app_store.transactions (
     recorded_at             timestamptz NOT NULL DEFAULT now(),
     updated_at              timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX IF NOT EXISTS transactions_customer_idx
-    ON app_store.transactions (original_transaction_id, purchase_date);
-CREATE INDEX IF NOT EXISTS transactions_signed_date_idx
-    ON app_store.transactions (signed_date);
+DO $$
+BEGIN
+    IF to_regclass('app_store.notification_rows') IS NULL THEN
+        CREATE INDEX IF NOT EXISTS transactions_customer_idx
+            ON app_store.transactions (original_transaction_id, purchase_date);
+        CREATE INDEX IF NOT EXISTS transactions_signed_date_idx
+            ON app_store.transactions (signed_date);
+    END IF;
+END
+$$;
 
 -- One row per auto-renewable subscription (originalTransactionId): its state as of
 -- last_signed_date, the signedDate of the newest information applied to it. Information

@@ -5,6 +5,10 @@
 -- Account in the app: every originalTransactionId it has (each subscription group, one-time and
 -- family-shared purchases). Pass 2 works per account: it asks once, keeps one revision, and
 -- records which originalTransactionIds the answers covered.
+--
+-- Amended for migration 0021, which makes app_store.notifications and app_store.transactions
+-- views: its index on transactions is created only while it is a table (every earlier file has done its work by then). The earlier text:
+-- amends checksum 79aae34edba67010174e038f245eb087345cb86fc4c1a69c78b2fcefcac8ec3c
 
 -- One row per account pass 2 has asked Apple about, per environment. account_id is the
 -- numerically smallest originalTransactionId known to be in the account (two accounts found to be
@@ -49,8 +53,14 @@ UPDATE app_store.subscriptions s SET environment = coalesce(
 WHERE s.environment IS NULL;
 CREATE INDEX IF NOT EXISTS subscriptions_environment_idx
     ON app_store.subscriptions (environment, original_transaction_id);
-CREATE INDEX IF NOT EXISTS transactions_environment_customer_idx
-    ON app_store.transactions (environment, original_transaction_id);
+DO $$
+BEGIN
+    IF to_regclass('app_store.notification_rows') IS NULL THEN
+        CREATE INDEX IF NOT EXISTS transactions_environment_customer_idx
+            ON app_store.transactions (environment, original_transaction_id);
+    END IF;
+END
+$$;
 
 -- app_store.history_revisions (0001) kept a revision per originalTransactionId without an
 -- environment. It is no longer read or written: a revision is a cursor over an account, kept in

@@ -12,6 +12,10 @@
 -- other's row of the same ID. What it writes on a ledger without such pairs is unchanged, and a
 -- ledger that applied the earlier text keeps it:
 -- amends checksum 4ffeeade62975ccf64fe9d6503b4e07c4fd32b66deff15accdcd82a73fde1acb
+--
+-- Amended for migration 0021, which makes app_store.notifications and app_store.transactions
+-- views: its columns and index on transactions are added only while it is a table (every earlier file has done its work by then). The earlier text:
+-- amends checksum 9c44ee977a104e5a92a9ea63c53e7ffa34f1b526d8f7a68ce8d5bcfb5a34b401
 
 -- The payload (second part) of a compact JWS (header.payload.signature, base64url without
 -- padding), as jsonb; NULL when the text is not three base64url parts, or the payload is not a
@@ -65,20 +69,26 @@ $$;
 --   revocation_type:       REFUND_FULL, REFUND_PRORATED or FAMILY_REVOKE, with
 --                          revocation_percentage: the share refunded, in milliunits (100000 = all);
 --   app_transaction_id:    the app download's transaction ID.
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS app_account_token uuid;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS in_app_ownership_type text;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS subscription_group_identifier text;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS web_order_line_item_id text;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS quantity integer;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS price bigint;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS currency text;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS storefront text;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS offer_type smallint;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS offer_identifier text;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS transaction_reason text;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS revocation_type text;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS revocation_percentage integer;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS app_transaction_id text;
+DO $$
+BEGIN
+    IF to_regclass('app_store.notification_rows') IS NULL THEN
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS app_account_token uuid;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS in_app_ownership_type text;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS subscription_group_identifier text;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS web_order_line_item_id text;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS quantity integer;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS price bigint;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS currency text;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS storefront text;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS offer_type smallint;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS offer_identifier text;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS transaction_reason text;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS revocation_type text;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS revocation_percentage integer;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS app_transaction_id text;
+    END IF;
+END
+$$;
 
 -- What a backend needs of a subscription: from its transactions, the customer's token (else the
 -- renewal info's token, the one for the upcoming renewal), its subscription group and who owns it
@@ -227,8 +237,14 @@ WHERE s.original_transaction_id = d.original_transaction_id AND s.environment IS
        d.price_increase_status, d.renewal_price, d.currency, d.offer_type, d.offer_identifier);
 
 -- A backend looks its customer up by the token it gave the app.
-CREATE INDEX IF NOT EXISTS transactions_app_account_token_idx
-    ON app_store.transactions (app_account_token) WHERE app_account_token IS NOT NULL;
+DO $$
+BEGIN
+    IF to_regclass('app_store.notification_rows') IS NULL THEN
+        CREATE INDEX IF NOT EXISTS transactions_app_account_token_idx
+            ON app_store.transactions (app_account_token) WHERE app_account_token IS NOT NULL;
+    END IF;
+END
+$$;
 CREATE INDEX IF NOT EXISTS subscriptions_app_account_token_idx
     ON app_store.subscriptions (app_account_token) WHERE app_account_token IS NOT NULL;
 

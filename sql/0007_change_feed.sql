@@ -33,6 +33,10 @@
 -- NULL when the change created the row.
 -- run_id: the run whose pass made the change (NULL for a live notification); not a foreign key,
 -- so that deleting old runs leaves the feed as it is.
+--
+-- Amended for migration 0021, which makes app_store.notifications and app_store.transactions
+-- views: its triggers on transactions are made only while it is a table (0021 makes its own) (every earlier file has done its work by then). The earlier text:
+-- amends checksum 39953c6c0c03c75c76fbb04df7dc58e2afb40bc51ac44e41445cf9dfbec2c6d6
 CREATE SEQUENCE IF NOT EXISTS app_store.changes_id_seq AS bigint;
 
 CREATE TABLE IF NOT EXISTS app_store.changes (
@@ -114,13 +118,19 @@ CREATE TRIGGER record_updates AFTER UPDATE ON app_store.subscriptions
     FOR EACH STATEMENT EXECUTE FUNCTION app_store.record_changes(
         'subscription', 'original_transaction_id', 'expires_date', 'grace_period_expires_date', 'last_signed_date');
 
-DROP TRIGGER IF EXISTS record_inserts ON app_store.transactions;
-CREATE TRIGGER record_inserts AFTER INSERT ON app_store.transactions
-    REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION app_store.record_changes(
-        'transaction', 'transaction_id', 'purchase_date', 'expires_date', 'revocation_date', 'signed_date');
-DROP TRIGGER IF EXISTS record_updates ON app_store.transactions;
-CREATE TRIGGER record_updates AFTER UPDATE ON app_store.transactions
-    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION app_store.record_changes(
-        'transaction', 'transaction_id', 'purchase_date', 'expires_date', 'revocation_date', 'signed_date');
+DO $$
+BEGIN
+    IF to_regclass('app_store.notification_rows') IS NULL THEN
+        DROP TRIGGER IF EXISTS record_inserts ON app_store.transactions;
+        CREATE TRIGGER record_inserts AFTER INSERT ON app_store.transactions
+            REFERENCING NEW TABLE AS new_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION app_store.record_changes(
+                'transaction', 'transaction_id', 'purchase_date', 'expires_date', 'revocation_date', 'signed_date');
+        DROP TRIGGER IF EXISTS record_updates ON app_store.transactions;
+        CREATE TRIGGER record_updates AFTER UPDATE ON app_store.transactions
+            REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION app_store.record_changes(
+                'transaction', 'transaction_id', 'purchase_date', 'expires_date', 'revocation_date', 'signed_date');
+    END IF;
+END
+$$;

@@ -16,6 +16,10 @@
 -- app_store.transactions (a later migration's, or your own: a column added, dropped, renamed or
 -- retyped), run SELECT app_store.create_change_triggers(): until then an added column is not in
 -- the feed, and a dropped or renamed one makes every write to that table fail.
+--
+-- Amended for migration 0021, which makes app_store.notifications and app_store.transactions
+-- views: its trigger generator runs only while transactions is a table (0021's runs after it) (every earlier file has done its work by then). The earlier text:
+-- amends checksum 76593e660c2e8bc82d227cd17e706979860173f4340bbf1a58229c6bb288d857
 
 -- The feed's form of a row, as SQL over the row's alias (`n` or `o`): the table's columns at the
 -- time of the call. jsonb_build_object takes at most 100 arguments, so the pairs go 40 to an
@@ -97,4 +101,4 @@ BEGIN
 END;
 $generator$;
 
-SELECT app_store.create_change_triggers();
+SELECT app_store.create_change_triggers() WHERE to_regclass('app_store.notification_rows') IS NULL;

@@ -24,6 +24,10 @@
 -- leaves out requests already recorded, which a NOT NULL check would refuse before ON CONFLICT
 -- could skip them. What it writes on a ledger that has none is unchanged:
 -- amends checksum 88356623eebfd6de4e24e1dcda11651a12aac13bfa790cae1411a5d5c75a7da3
+--
+-- Amended for migration 0021, which makes app_store.notifications and app_store.transactions
+-- views: its trigger generator runs only while transactions is a table (0021's runs after it) (every earlier file has done its work by then). The earlier text:
+-- amends checksum 4d83a0caa4b8b9df7c3f1b86a4739496f41f7dde861c1c43d158e6108d34ad9f
 CREATE TABLE IF NOT EXISTS app_store.consumption_requests (
     notification_uuid       uuid PRIMARY KEY,
     environment             text NOT NULL,
@@ -127,4 +131,4 @@ BEGIN
 END;
 $generator$;
 
-SELECT app_store.create_change_triggers();
+SELECT app_store.create_change_triggers() WHERE to_regclass('app_store.notification_rows') IS NULL;

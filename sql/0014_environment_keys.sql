@@ -13,6 +13,10 @@
 -- carries it), else from their transactions or notifications. A row whose environment cannot be
 -- found stops the migration with a message, and nothing is changed: set the row's environment
 -- (Production or Sandbox) and run `migrate` again.
+--
+-- Amended for migration 0021, which makes app_store.notifications and app_store.transactions
+-- views: its changes to transactions are made only while it is a table (every earlier file has done its work by then). The earlier text:
+-- amends checksum 708c0cf63e8b1e1bc63e8a164c0eb0ee4beae9f38dc8cda76e24afc5cc8ef5a8
 
 UPDATE app_store.transactions SET environment = app_store.jws_payload(signed_transaction) ->> 'environment'
 WHERE environment IS NULL;
@@ -44,7 +48,13 @@ BEGIN
 END
 $$;
 
-ALTER TABLE app_store.transactions ALTER COLUMN environment SET NOT NULL;
+DO $$
+BEGIN
+    IF to_regclass('app_store.notification_rows') IS NULL THEN
+        ALTER TABLE app_store.transactions ALTER COLUMN environment SET NOT NULL;
+    END IF;
+END
+$$;
 ALTER TABLE app_store.subscriptions ALTER COLUMN environment SET NOT NULL;
 
 -- The primary keys, once: a second run finds environment already in them.
@@ -53,7 +63,7 @@ BEGIN
     IF NOT EXISTS (
         SELECT 1 FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY(c.conkey)
         WHERE c.conrelid = 'app_store.transactions'::regclass AND c.contype = 'p' AND a.attname = 'environment'
-    ) THEN
+    ) AND to_regclass('app_store.notification_rows') IS NULL THEN
         ALTER TABLE app_store.transactions DROP CONSTRAINT transactions_pkey;
         ALTER TABLE app_store.transactions ADD CONSTRAINT transactions_pkey PRIMARY KEY (environment, transaction_id);
     END IF;

@@ -13,6 +13,10 @@
 -- An INSERT is always a change. A row and its old version are matched by environment and key
 -- (migration 0014 keys the tables by environment). The rest of 0010's and 0011's notes hold unchanged: run
 -- SELECT app_store.create_change_triggers() again after altering one of the three tables.
+--
+-- Amended for migration 0021, which makes app_store.notifications and app_store.transactions
+-- views: its trigger generator runs only while transactions is a table (0021's runs after it) (every earlier file has done its work by then). The earlier text:
+-- amends checksum d6f93793adb850d9a0f03f0d38eb3867c812806259fa504d8d977f3f11dd9e04
 
 CREATE OR REPLACE FUNCTION app_store.create_change_triggers() RETURNS void
     LANGUAGE plpgsql
@@ -84,4 +88,4 @@ BEGIN
 END;
 $generator$;
 
-SELECT app_store.create_change_triggers();
+SELECT app_store.create_change_triggers() WHERE to_regclass('app_store.notification_rows') IS NULL;

@@ -14,6 +14,10 @@
 -- waits for it at most lock_timeout). Like last_signed_date, it is bookkeeping, not content:
 -- the change feed leaves it out of a row's form, so re-signed renewal info that says the same is
 -- no change.
+--
+-- Amended for migration 0021, which makes app_store.notifications and app_store.transactions
+-- views: its trigger generator runs only while transactions is a table (0021's runs after it) (every earlier file has done its work by then). The earlier text:
+-- amends checksum 6d71140697a2d87f64a30e2d2d1a6ff48cf2dcea18dadd65e9a6ad27542f3a11
 ALTER TABLE app_store.subscriptions ADD COLUMN IF NOT EXISTS renewal_signed_date timestamptz;
 
 -- 0010's function, with renewal_signed_date left out of the feed's form of a row.
@@ -37,4 +41,4 @@ AS $$
     ) objects
 $$;
 
-SELECT app_store.create_change_triggers();
+SELECT app_store.create_change_triggers() WHERE to_regclass('app_store.notification_rows') IS NULL;

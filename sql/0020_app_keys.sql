@@ -10,9 +10,19 @@
 -- notification's data, summary, appData or externalPurchaseToken; a transaction's own payload),
 -- then from each other: subscriptions and consumption requests from their transactions or
 -- notifications, accounts and members from their subscriptions. See below for what is left.
+--
+-- Amended for migration 0021, which makes app_store.notifications and app_store.transactions
+-- views: its changes to them and its trigger generator run only while they are tables (every earlier file has done its work by then). The earlier text:
+-- amends checksum f459a1524f27dcefbd7d547f19113f3ac0d87ca90cdadbe350e11ab4bd64fb2b
 
-ALTER TABLE app_store.notifications ADD COLUMN IF NOT EXISTS bundle_id text;
-ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS bundle_id text;
+DO $$
+BEGIN
+    IF to_regclass('app_store.notification_rows') IS NULL THEN
+        ALTER TABLE app_store.notifications ADD COLUMN IF NOT EXISTS bundle_id text;
+        ALTER TABLE app_store.transactions ADD COLUMN IF NOT EXISTS bundle_id text;
+    END IF;
+END
+$$;
 ALTER TABLE app_store.subscriptions ADD COLUMN IF NOT EXISTS bundle_id text;
 ALTER TABLE app_store.accounts ADD COLUMN IF NOT EXISTS bundle_id text;
 ALTER TABLE app_store.account_members ADD COLUMN IF NOT EXISTS bundle_id text;
@@ -92,8 +102,14 @@ BEGIN
 END
 $$;
 
-ALTER TABLE app_store.notifications ALTER COLUMN bundle_id SET NOT NULL;
-ALTER TABLE app_store.transactions ALTER COLUMN bundle_id SET NOT NULL;
+DO $$
+BEGIN
+    IF to_regclass('app_store.notification_rows') IS NULL THEN
+        ALTER TABLE app_store.notifications ALTER COLUMN bundle_id SET NOT NULL;
+        ALTER TABLE app_store.transactions ALTER COLUMN bundle_id SET NOT NULL;
+    END IF;
+END
+$$;
 ALTER TABLE app_store.subscriptions ALTER COLUMN bundle_id SET NOT NULL;
 ALTER TABLE app_store.accounts ALTER COLUMN bundle_id SET NOT NULL;
 ALTER TABLE app_store.account_members ALTER COLUMN bundle_id SET NOT NULL;
@@ -106,7 +122,7 @@ DECLARE
     spec record;
 BEGIN
     FOR spec IN SELECT * FROM (VALUES
-            ('transactions', 'bundle_id, environment, transaction_id'),
+            ((CASE WHEN to_regclass('app_store.notification_rows') IS NULL THEN 'transactions' ELSE 'transaction_rows' END), 'bundle_id, environment, transaction_id'),
             ('subscriptions', 'bundle_id, environment, original_transaction_id'),
             ('accounts', 'bundle_id, environment, account_id'),
             ('account_members', 'bundle_id, environment, original_transaction_id'),
@@ -229,4 +245,4 @@ BEGIN
 END;
 $generator$;
 
-SELECT app_store.create_change_triggers();
+SELECT app_store.create_change_triggers() WHERE to_regclass('app_store.notification_rows') IS NULL;

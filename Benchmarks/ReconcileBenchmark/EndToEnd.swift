@@ -42,6 +42,10 @@ struct EndToEnd {
         var exitCode: Int32
         /// The sizes of the run's report.html, report.json and report.md, written in the same run.
         var reportBytes: (html: Int, json: Int, markdown: Int) = (0, 0, 0)
+        /// What the run added to the ledger per notification it recorded: table bytes and WAL.
+        var ledger = LedgerFootprint.PerNotification()
+        /// PostgreSQL's CPU milliseconds per notification the run recorded (its whole run).
+        var postgresCPUPerNotification = Double.nan
 
         var passOnePerSecond: Double { Double(fetched) / passOneSeconds }
         var passTwoPerSecond: Double { Double(customersChecked) / max(passTwoSeconds, 0.001) }
@@ -76,8 +80,12 @@ struct EndToEnd {
         return Scenario(configuration)
     }
 
+    /// - Parameter prefill: fill the ledger with what the live server received, with this
+    ///   process's code (after its migrations); when false, the ledger is empty and made by the
+    ///   binary's own `migrate`, so that another build's run writes its own schema.
     func run(
-        _ scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), rateFactor: Double = 100, skipRepair: Bool = false
+        _ scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), rateFactor: Double = 100, skipRepair: Bool = false,
+        prefill: Bool = true
     ) async throws -> Result {
         let api = try SimulatedAPI(scenario: scenario, options: options)
         say("  signing \(scenario.notifications.count) notifications once, beforehand…")
@@ -89,9 +97,15 @@ struct EndToEnd {
         defer { cluster.stop() }
         let connectionString = cluster.url()
         let url = try DatabaseURL(connectionString)
-        let delivered = scenario.deliveredNotifications
-        say("  filling the ledger with the \(delivered.count) notifications the live server received…")
-        try await LedgerDatabase.withClient(url, logger: logger) { client in
+        let delivered = prefill ? scenario.deliveredNotifications : []
+        if !prefill {
+            var environment = ProcessInfo.processInfo.environment
+            environment["DATABASE_URL"] = connectionString
+            let migrated = try ChildProcess.run(binary, ["migrate"], environment: environment)
+            guard migrated.status == 0 else { throw BenchmarkError("migrate exited \(migrated.status): \(migrated.standardError.suffix(300))") }
+        }
+        if prefill { say("  filling the ledger with the \(delivered.count) notifications the live server received…") }
+        if prefill { try await LedgerDatabase.withClient(url, logger: logger) { client in
             _ = try await Migrator().migrate(client, logger: logger)
             let verifier = try SignedDataVerifier(api.verifierConfiguration)
             let ingest = NotificationIngest(verifier: verifier, store: LedgerStore(client: client, logger: logger))
@@ -99,7 +113,10 @@ struct EndToEnd {
             for start in stride(from: 0, to: signed.count, by: 500) {
                 _ = try await ingest.ingest(signedPayloads: Array(signed[start..<min(start + 500, signed.count)]))
             }
-        }
+        } }
+        let postmaster = try CPUSample.postmaster(of: cluster.dataDirectory)
+        let footprintBefore = try await LedgerFootprint.read(connectionString, logger: logger)
+        let databaseBefore = CPUSample.take(service: -1, database: postmaster).database
         let start = scenario.configuration.now.addingTimeInterval(-scenario.configuration.history - 3600)
         let reportDirectory = scratch + "/report"
         let usage = try await SimulatorServer.withRunning(api) { baseURL in
@@ -147,6 +164,11 @@ struct EndToEnd {
             exitCode: usage.0
         )
         result.reportBytes = (size("report.html"), size("report.json"), size("report.md"))
+        let databaseSeconds = CPUSample.take(service: -1, database: postmaster).database - databaseBefore
+        let footprintAfter = try await LedgerFootprint.read(connectionString, logger: logger)
+        result.ledger = LedgerFootprint.perNotification(from: footprintBefore, to: footprintAfter)
+        let recorded = footprintAfter.notifications - footprintBefore.notifications
+        if recorded > 0 { result.postgresCPUPerNotification = databaseSeconds * 1000 / Double(recorded) }
         return result
     }
 }

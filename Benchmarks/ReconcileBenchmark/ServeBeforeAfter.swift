@@ -30,6 +30,8 @@ struct ServeBeforeAfter {
         var fixed: ServeComparison.Latency
         var peakResidentBytes: Int
         var flood: Flood
+        /// What the loops added to the ledger per notification recorded: table bytes and WAL.
+        var ledger = LedgerFootprint.PerNotification()
     }
 
     struct Flood {
@@ -92,6 +94,7 @@ struct ServeBeforeAfter {
             let environment = ServeComparison.serveEnvironment(database: cluster.url(), rootPath: rootPath)
             let migrated = try ChildProcess.run(build.binary, ["migrate"], environment: environment)
             guard migrated.status == 0 else { throw BenchmarkError("\(build.name): migrate exited \(migrated.status): \(migrated.standardError.suffix(500))") }
+            let footprintBefore = try await LedgerFootprint.read(cluster.url(), logger: logger)
 
             // Throughput and latency.
             let log = scratch + "/serve-\(round).log"
@@ -131,6 +134,8 @@ struct ServeBeforeAfter {
             let peak = PeakMemory.read(serve.process.pid)
             serve.process.send(SIGTERM)
             _ = serve.process.wait()
+            let ledger = LedgerFootprint.perNotification(from: footprintBefore, to: try await LedgerFootprint.read(cluster.url(), logger: logger))
+            say("    the ledger per notification: \(ledger.text)")
 
             // The flood, from a serve of its own: its peak is the flood's.
             let floodLog = scratch + "/serve-flood-\(round).log"
@@ -142,7 +147,7 @@ struct ServeBeforeAfter {
             // Killed: a build without limits may take long to work through what it queued.
             flooded.process.send(SIGKILL)
             _ = flooded.process.wait()
-            results.append(Round(build: build.name, loops: loops, fixed: fixed, peakResidentBytes: peak, flood: flood))
+            results.append(Round(build: build.name, loops: loops, fixed: fixed, peakResidentBytes: peak, flood: flood, ledger: ledger))
         }
         return results
     }

@@ -127,6 +127,10 @@ if !arguments.contains("--skip-end-to-end") {
         )
         rows.append(Row(section: "end to end", figure: "\(label): peak resident memory", value: number(Double(result.peakResidentBytes) / 1_048_576, 1) + " MiB"))
         rows.append(
+            Row(section: "end to end", figure: "\(label): the ledger per notification the run recorded: tables; WAL", value: result.ledger.text,
+                target: "≤ 7 KB; WAL ≤ 8 KB", met: result.ledger.tables <= 7000 && result.ledger.wal <= 8000))
+        rows.append(Row(section: "end to end", figure: "\(label): PostgreSQL CPU-ms per notification the run recorded", value: number(result.postgresCPUPerNotification, 3)))
+        rows.append(
             Row(
                 section: "end to end", figure: "\(label): report.html / report.json / report.md, written in the same run (\(result.missed) missed)",
                 value: [result.reportBytes.html, result.reportBytes.json, result.reportBytes.markdown].map { number(Double($0) / 1024, 0) + " KiB" }.joined(separator: " / ")
@@ -189,17 +193,20 @@ if let other = option("--compare-with") {
             let (name, path) = round.isMultiple(of: 2) ? ("compared", other) : ("this build", binary)
             say("6. Before/after, about \(size) notifications, \(name) (round \(round / 2 + 1) of 2)…")
             await attempt("before/after") {
-                byBinary[name, default: []].append(try await EndToEnd(binary: path, logger: logger).run(EndToEnd.scenario(notifications: size)))
+                // Every notification missed, into an empty ledger each build's own migrate made.
+                byBinary[name, default: []].append(
+                    try await EndToEnd(binary: path, logger: logger).run(EndToEnd.scenario(notifications: size, missedShare: 1), prefill: false))
             }
         }
         for name in ["compared", "this build"] {
             for result in byBinary[name] ?? [] {
                 rows.append(
                     Row(
-                        section: "before/after", figure: "\(result.notifications) notifications, \(name): pass 1/s, pass 2 accounts/s, CPU-s per 1,000, peak MiB, missed/applied, requests",
-                        value: "\(number(result.passOnePerSecond)), \(number(result.passTwoPerSecond)), \(number(result.cpuPerThousand, 3)), \(number(Double(result.peakResidentBytes) / 1_048_576, 1)), \(result.missed)/\(result.applied), \(result.historyRequests)+\(result.statusesRequests)+\(result.transactionHistoryRequests)"
+                        section: "before/after", figure: "\(result.notifications) notifications, \(name): pass 1/s, pass 2 accounts/s, CPU-s per 1,000, PostgreSQL CPU-ms per notification, peak MiB, missed/applied, requests",
+                        value: "\(number(result.passOnePerSecond)), \(number(result.passTwoPerSecond)), \(number(result.cpuPerThousand, 3)), \(number(result.postgresCPUPerNotification, 3)), \(number(Double(result.peakResidentBytes) / 1_048_576, 1)), \(result.missed)/\(result.applied), \(result.historyRequests)+\(result.statusesRequests)+\(result.transactionHistoryRequests)"
                     )
                 )
+                rows.append(Row(section: "before/after", figure: "\(result.notifications) notifications, \(name): the ledger per notification", value: result.ledger.text))
             }
         }
     }
@@ -308,6 +315,7 @@ if let other = option("--compare-serve-with") {
                     section: "serve before/after",
                     figure: "\(round.build), flood of \(comparison.floodRequests) garbage POSTs during a \(number(comparison.lockSeconds)) s lock: peak RSS; 400 / 503 / given up / other",
                     value: "\(mib(flood.peakResidentBytes)) MiB; \(flood.answered400) / \(flood.answered503) / \(flood.unanswered) / \(flood.other)"))
+            rows.append(Row(section: "serve before/after", figure: "\(round.build): the ledger per notification recorded", value: round.ledger.text))
         }
         // This build against the compared one: the mean of each build's rounds.
         func mean(_ build: String, _ figure: (ServeBeforeAfter.Round) -> Double) -> Double {

@@ -1,24 +1,84 @@
 import Foundation
+import LedgerModel
+import NIOCore
 
 /// A batch's rows as one JSON array per table (written by `RowJSON` from the tables' columns), for `jsonb_to_recordset`:
 /// one statement writes a page's notifications, transactions and subscriptions instead of a
 /// round trip per row. Every value still travels as a bound parameter (the JSON text is one).
 /// Times are UNIX milliseconds, the precision of everything Apple signs, turned into
 /// timestamptz exactly by `timestamptz 'epoch' + ms * interval '1 millisecond'`. The signed
-/// payloads, a few kilobytes each, are not in the JSON: they travel beside it as one text
-/// array, joined to the rows by key (`unnest(keys, payloads) … USING (key)`), so that neither
-/// side escapes and parses them as JSON.
+/// payloads are not in the JSON: each row carries its JWS's key, and the JWS travel beside the
+/// rows as signed objects (`Objects`: header, payload and signature bytes in arrays of bytea),
+/// so that neither side escapes and parses them as JSON.
 enum LedgerBatchRows {
     /// The notifications' signed payloads, in the records' order.
-    static func notifications(_ records: [NotificationRecord]) -> (rows: [NotificationRecord], payloads: [String]) {
-        (records, records.map(\.signedPayload))
-    }
+    static func notifications(_ records: [NotificationRecord]) -> [NotificationRecord] { records }
 
     /// One row per transaction: the newest signed version in the batch (the first of equals), as
     /// applying them one by one would leave it.
-    static func transactions(_ records: [TransactionRecord]) -> (rows: [TransactionRecord], payloads: [String]) {
-        let newest = newestPerKey(records, key: \.transactionId, date: \.signedDate)
-        return (newest, newest.map(\.signedTransaction))
+    static func transactions(_ records: [TransactionRecord]) -> [TransactionRecord] {
+        newestPerKey(records, key: \.transactionId, date: \.signedDate)
+    }
+
+    /// The signed objects (migration 0021) that store a batch's notifications' and transactions' JWS,
+    /// each with the row it belongs to (`n:` and the notification's UUID, `t:` and the
+    /// transaction's ID): the statement stores an object only if that row is written, so a
+    /// notification already recorded or a transaction re-signed without change stores nothing.
+    /// Headers once each.
+    struct Objects {
+        var headerKeys: [ByteBuffer] = []
+        var headers: [String] = []
+        var keys: [ByteBuffer] = []
+        var headerOfObject: [ByteBuffer] = []
+        var payloads: [ByteBuffer] = []
+        var signatures: [ByteBuffer] = []
+        var nested: [ByteBuffer] = []
+        var whole: [Bool] = []
+        var wholeTexts: [String] = []
+        var owners: [String] = []
+        /// Each notification's and each transaction's own object key, in the records' order.
+        var notificationKeys: [ByteBuffer] = []
+        var transactionKeys: [ByteBuffer] = []
+        private var seenHeaders: Set<[UInt8]> = []
+
+        init(notifications: [NotificationRecord], transactions: [TransactionRecord]) {
+            for record in notifications {
+                notificationKeys.append(add(SignedObject.objects(storing: record.signedPayload), owner: "n:" + record.notificationUUID.uuidString.lowercased()))
+            }
+            for record in transactions {
+                transactionKeys.append(add(SignedObject.objects(storing: record.signedTransaction), owner: "t:" + record.transactionId))
+            }
+        }
+
+        /// Adds a JWS's objects; returns its own key (the first object's).
+        private mutating func add(_ objects: [SignedObject], owner: String) -> ByteBuffer {
+            let root = ByteBuffer(bytes: objects[0].key)
+            for object in objects {
+                keys.append(ByteBuffer(bytes: object.key))
+                owners.append(owner)
+                switch object.form {
+                case .whole(let text):
+                    headerOfObject.append(ByteBuffer())
+                    payloads.append(ByteBuffer())
+                    signatures.append(ByteBuffer())
+                    nested.append(ByteBuffer())
+                    whole.append(true)
+                    wholeTexts.append(text)
+                case .split(let header, let headerKey, let payload, let signature, let nestedKeys):
+                    if seenHeaders.insert(headerKey).inserted {
+                        headerKeys.append(ByteBuffer(bytes: headerKey))
+                        headers.append(header)
+                    }
+                    headerOfObject.append(ByteBuffer(bytes: headerKey))
+                    payloads.append(ByteBuffer(bytes: payload))
+                    signatures.append(ByteBuffer(bytes: signature))
+                    nested.append(ByteBuffer(bytes: nestedKeys.joined()))
+                    whole.append(false)
+                    wholeTexts.append("")
+                }
+            }
+            return root
+        }
     }
 
     static func subscriptions(_ records: [SubscriptionRecord]) -> [SubscriptionRecord] {

@@ -290,10 +290,10 @@ package struct LedgerStore: Sendable {
                     run_id = EXCLUDED.run_id, updated_at = now()
                 RETURNING 1
             ), inserted_notifications AS (
-                INSERT INTO app_store.notifications (\(NotificationRecord.selectList()), signed_payload)
-                SELECT \(NotificationRecord.values(from: "r")), p.payload
+                INSERT INTO app_store.notification_rows (\(NotificationRecord.selectList()), signed_payload_key)
+                SELECT \(NotificationRecord.values(from: "r")), p.object_key
                 FROM jsonb_to_recordset($12::text::jsonb) AS r(\(NotificationRecord.recordsetTypes))
-                JOIN unnest($13::uuid[], $14::text[]) AS p(notification_uuid, payload) USING (notification_uuid)
+                JOIN unnest($13::uuid[], $14::bytea[]) AS p(notification_uuid, object_key) USING (notification_uuid)
                 ON CONFLICT (notification_uuid) DO NOTHING
                 RETURNING notification_uuid
             ), recorded_consumption_requests AS (
@@ -304,17 +304,35 @@ package struct LedgerStore: Sendable {
                 ON CONFLICT (notification_uuid) DO NOTHING
                 RETURNING 1
             ), written_transactions AS (
-                INSERT INTO app_store.transactions (\(TransactionRecord.selectList()), signed_transaction)
-                SELECT \(TransactionRecord.values(from: "r")), p.payload
+                INSERT INTO app_store.transaction_rows (\(TransactionRecord.selectList()), signed_transaction_key)
+                SELECT \(TransactionRecord.values(from: "r")), p.object_key
                 FROM jsonb_to_recordset($15::text::jsonb) AS r(\(TransactionRecord.recordsetTypes))
-                JOIN unnest($16::text[], $17::text[]) AS p(transaction_id, payload) USING (transaction_id)
+                JOIN unnest($16::text[], $17::bytea[]) AS p(transaction_id, object_key) USING (transaction_id)
                 ON CONFLICT (bundle_id, environment, transaction_id) DO UPDATE SET
-                    \(TransactionRecord.updateList(table: "app_store.transactions")),
-                    signed_transaction = CASE WHEN \(transactionChanges) THEN EXCLUDED.signed_transaction
-                        ELSE app_store.transactions.signed_transaction END,
-                    updated_at = CASE WHEN \(transactionChanges) THEN now() ELSE app_store.transactions.updated_at END
-                WHERE app_store.transactions.signed_date < EXCLUDED.signed_date
+                    \(TransactionRecord.updateList(table: "app_store.transaction_rows")),
+                    signed_transaction_key = CASE WHEN \(transactionChanges) THEN EXCLUDED.signed_transaction_key
+                        ELSE app_store.transaction_rows.signed_transaction_key END,
+                    signed_transaction = CASE WHEN \(transactionChanges) THEN NULL
+                        ELSE app_store.transaction_rows.signed_transaction END,
+                    updated_at = CASE WHEN \(transactionChanges) THEN now() ELSE app_store.transaction_rows.updated_at END
+                WHERE app_store.transaction_rows.signed_date < EXCLUDED.signed_date
                 RETURNING transaction_id, updated_at = now() AS content_changed
+            ), stored_headers AS (
+                INSERT INTO app_store.jws_headers (header_sha256, header)
+                SELECT * FROM unnest($24::bytea[], $25::text[])
+                ON CONFLICT DO NOTHING
+                RETURNING 1
+            ), stored_objects AS (
+                INSERT INTO app_store.signed_objects (jws_sha256, header_sha256, payload, signature, nested, whole)
+                SELECT o.object_key, CASE WHEN NOT o.whole THEN o.header_key END, CASE WHEN NOT o.whole THEN o.payload END,
+                    CASE WHEN NOT o.whole THEN o.signature END, CASE WHEN NOT o.whole THEN nullif(o.nested, ''::bytea) END,
+                    CASE WHEN o.whole THEN o.text END
+                FROM unnest($26::bytea[], $27::bytea[], $28::bytea[], $29::bytea[], $30::bytea[], $31::bool[], $32::text[], $33::text[])
+                    AS o(object_key, header_key, payload, signature, nested, whole, text, owner)
+                WHERE o.owner IN (SELECT 'n:' || notification_uuid::text FROM inserted_notifications)
+                    OR o.owner IN (SELECT 't:' || transaction_id FROM written_transactions WHERE content_changed)
+                ON CONFLICT DO NOTHING
+                RETURNING 1
             ), written_subscriptions AS (
                 INSERT INTO app_store.subscriptions (\(SubscriptionRecord.selectList()))
                 SELECT \(SubscriptionRecord.values(from: "r"))
@@ -360,13 +378,14 @@ package struct LedgerStore: Sendable {
         /// do (migration 0015). The statement reports the row as written but not changed: the
         /// notification was applied (it is the newest the ledger has), not stale, and a repair
         /// that only re-signed a row changed nothing.
-        static let transactionChanges = TransactionRecord.contentChanges(table: "app_store.transactions")
+        static let transactionChanges = TransactionRecord.contentChanges(table: "app_store.transaction_rows")
         static let subscriptionChanges = SubscriptionRecord.contentChanges(table: "app_store.subscriptions")
 
         static let bindingDataTypes: [PostgresDataType] = [
             .text, .timestamptz, .timestamptz, .bool, .text, .text, .int4, .text, .bool, .uuid, .bool,
-            .text, .uuidArray, .textArray, .text, .textArray, .textArray, .text, .text,
+            .text, .uuidArray, .byteaArray, .text, .textArray, .byteaArray, .text, .text,
             .text, .text, .text, .text,
+            .byteaArray, .textArray, .byteaArray, .byteaArray, .byteaArray, .byteaArray, .byteaArray, .boolArray, .textArray, .textArray,
         ]
 
         let batch: LedgerBatch
@@ -376,6 +395,7 @@ package struct LedgerStore: Sendable {
         func makeBindings() throws -> PostgresBindings {
             let notifications = LedgerBatchRows.notifications(batch.notifications)
             let transactions = LedgerBatchRows.transactions(batch.transactions)
+            let objects = LedgerBatchRows.Objects(notifications: notifications, transactions: transactions)
             let subscriptions = LedgerBatchRows.subscriptions(batch.subscriptions)
             // Every subscription's candidate record; the statement keeps those the upsert changed.
             let changes = runId == nil ? [] : subscriptions.map { after in
@@ -383,7 +403,7 @@ package struct LedgerStore: Sendable {
             }
             let scope = checkpoint?.1
             let point = checkpoint?.0
-            var bindings = PostgresBindings(capacity: 23)
+            var bindings = PostgresBindings(capacity: 33)
             bindings.append(scope?.pair.environment.rawValue)
             bindings.append(scope?.windowStart)
             bindings.append(scope?.windowEnd)
@@ -395,18 +415,28 @@ package struct LedgerStore: Sendable {
             bindings.append(point?.completed)
             bindings.append(runId)
             bindings.append(checkpoint != nil)
-            bindings.append(RowJSON.array(notifications.rows))
-            bindings.append(batch.notifications.map(\.notificationUUID))
-            bindings.append(notifications.payloads)
-            bindings.append(RowJSON.array(transactions.rows))
-            bindings.append(transactions.rows.map(\.transactionId))
-            bindings.append(transactions.payloads)
+            bindings.append(RowJSON.array(notifications))
+            bindings.append(notifications.map(\.notificationUUID))
+            bindings.append(objects.notificationKeys)
+            bindings.append(RowJSON.array(transactions))
+            bindings.append(transactions.map(\.transactionId))
+            bindings.append(objects.transactionKeys)
             bindings.append(RowJSON.array(subscriptions))
             bindings.append(RowJSON.array(changes))
             bindings.append(ChangeFeed.context(of: batch, runId: runId))
             bindings.append(batch.deliverTo)
             bindings.append(RowJSON.array(batch.consumptionRequests))
             bindings.append(scope?.pair.bundleId)
+            bindings.append(objects.headerKeys)
+            bindings.append(objects.headers)
+            bindings.append(objects.keys)
+            bindings.append(objects.headerOfObject)
+            bindings.append(objects.payloads)
+            bindings.append(objects.signatures)
+            bindings.append(objects.nested)
+            bindings.append(objects.whole)
+            bindings.append(objects.wholeTexts)
+            bindings.append(objects.owners)
             return bindings
         }
 

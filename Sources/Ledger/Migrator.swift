@@ -25,6 +25,8 @@ package struct Migrator: Sendable {
         package var applied: [String]
         /// How many were already applied before.
         package var alreadyApplied: Int
+        /// The conversion of signed payloads stored before migration 0021 (`StoredJWSConversion`).
+        package var conversion = StoredJWSConversion.Outcome()
     }
 
     package func migrate(_ client: PostgresClient, logger: Logger) async throws -> Outcome {
@@ -33,7 +35,8 @@ package struct Migrator: Sendable {
             do {
                 // For this session (a pooled connection: reset below).
                 try await connection.query("SELECT set_config('lock_timeout', \(lockTimeout.postgresSetting), false)", logger: logger)
-                let outcome = try await migrateHoldingLock(connection, logger: logger)
+                var outcome = try await migrateHoldingLock(connection, logger: logger)
+                outcome.conversion = try await StoredJWSConversion().run(on: connection, logger: logger)
                 try await connection.query("SELECT set_config('lock_timeout', '0', false)", logger: logger)
                 try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 return outcome

@@ -41,8 +41,10 @@ struct MigrationPlanTests {
         let bundled = Dictionary(uniqueKeysWithValues: Migration.bundled.map { ($0.version, $0) })
         #expect(bundled[6]?.acceptedChecksums.contains("4ffeeade62975ccf64fe9d6503b4e07c4fd32b66deff15accdcd82a73fde1acb") == true)
         #expect(bundled[11]?.acceptedChecksums.contains("0d27cf367707a6c821d734f4d872a57438a1ab3b12a2265ce41776d5b71f94c7") == true)
-        // 0006 and 0011 were amended twice (after 0014, then after 0020), 0012 once (after 0020).
-        #expect(bundled[6]?.acceptedChecksums.count == 3 && bundled[11]?.acceptedChecksums.count == 3 && bundled[12]?.acceptedChecksums.count == 2)
+        // 0006 and 0011 were amended twice (after 0014, then after 0020) and again for 0021, 0012
+        // once (after 0020); 0001, 0005, 0007, 0010, 0014, 0015, 0019 and 0020 once, for 0021.
+        #expect(bundled[6]?.acceptedChecksums.count == 4 && bundled[11]?.acceptedChecksums.count == 4 && bundled[12]?.acceptedChecksums.count == 2)
+        for version in [1, 5, 7, 10, 14, 15, 19, 20] { #expect(bundled[version]?.acceptedChecksums.count == 2, "\(version)") }
     }
 
     @Test func anAppliedVersionThisBuildLacksRefusesThePlan() {

@@ -1,0 +1,62 @@
+import ArgumentParser
+import Decisions
+import Foundation
+import Ledger
+import Logging
+import Reconciliation
+
+struct PruneCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "prune",
+        abstract: "Drop the stored JWS of old notifications, keeping their rows and each JWS's SHA-256.",
+        discussion: """
+            For teams that do not keep Apple's signed proofs forever. For every notification signed before \
+            --signed-older-than ago, drops its stored JWS (app_store.notifications.signed_payload reads NULL \
+            from then on) and the transaction and renewal-info JWS nested in it that nothing kept still uses. \
+            The row keeps its decoded columns, its signed_payload_key (the SHA-256 of the JWS Apple sent) and \
+            signed_payload_pruned_at. Transactions keep their JWS, and so do every newer notification and every \
+            notification still to be delivered to your handler.
+
+            What is given up: the proof. A dropped JWS cannot be verified again, delivered again to your \
+            handler (`deliver`), or fetched again from Apple once it is older than the 180 days Get \
+            Notification History reaches back. Batches of 1,000 notifications, each its own short \
+            transaction; running it again goes on where it stopped. --dry-run counts and changes nothing.
+
+            \(ExitStatus.summary)
+            """
+    )
+
+    @Option(
+        name: .customLong("signed-older-than"),
+        help: ArgumentHelp("Drop the JWS of notifications signed longer ago than this (400d, 9000h).", valueName: "duration"),
+        transform: OutageDetection.durationArgument)
+    var signedOlderThan: TimeInterval
+
+    @Flag(help: "Count what would be dropped; change nothing.")
+    var dryRun = false
+
+    @OptionGroup var database: DatabaseOptions
+
+    func validate() throws {
+        guard signedOlderThan > 0 else { throw ValidationError("--signed-older-than must be a positive duration, such as 400d.") }
+    }
+
+    func run() async throws {
+        try await withExitStatus {
+            let url = try database.settings.databaseURL()
+            let logger = Logger(label: "appstore-reconcile.prune")
+            let before = Date().addingTimeInterval(-signedOlderThan)
+            let pruning = SignedPayloadPruning(signedBefore: before)
+            let shownBefore = before.formatted(.iso8601)
+            try await LedgerDatabase.withClient(url, logger: logger) { client in
+                if dryRun {
+                    let pending = try await pruning.pending(client, logger: logger)
+                    print("Dry run: \(pending) notifications signed before \(shownBefore) keep their JWS and would lose it.")
+                    return
+                }
+                let outcome = try await pruning.run(client, logger: logger)
+                print("Dropped the stored JWS of \(outcome.pruned) notifications signed before \(shownBefore) (their rows and SHA-256 kept).")
+            }
+        }
+    }
+}
