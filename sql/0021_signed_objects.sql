@@ -108,6 +108,7 @@ DECLARE
     pieces text[];
     nested_keys bytea := ''::bytea;
     header_key bytea;
+    inserted integer;
     i integer;
 BEGIN
     IF EXISTS (SELECT 1 FROM app_store.signed_objects WHERE jws_sha256 = object_key) THEN
@@ -139,14 +140,16 @@ BEGIN
             header_key := sha256(convert_to(parts[1], 'UTF8'));
             INSERT INTO app_store.jws_headers (header_sha256, header) VALUES (header_key, parts[1]) ON CONFLICT DO NOTHING;
             INSERT INTO app_store.signed_objects (jws_sha256, header_sha256, payload, signature, nested)
-            VALUES (object_key, header_key, body, signature, nullif(nested_keys, ''::bytea));
-            IF app_store.jws_text(object_key) = jws THEN
-                RETURN object_key;
+            VALUES (object_key, header_key, body, signature, nullif(nested_keys, ''::bytea))
+            ON CONFLICT DO NOTHING;
+            GET DIAGNOSTICS inserted = ROW_COUNT;
+            IF inserted = 0 OR app_store.jws_text(object_key) = jws THEN
+                RETURN object_key;  -- stored, here or by a writer at the same moment
             END IF;
             DELETE FROM app_store.signed_objects WHERE jws_sha256 = object_key;
         END IF;
     END IF;
-    INSERT INTO app_store.signed_objects (jws_sha256, whole) VALUES (object_key, jws);
+    INSERT INTO app_store.signed_objects (jws_sha256, whole) VALUES (object_key, jws) ON CONFLICT DO NOTHING;
     RETURN object_key;
 END;
 $$;
@@ -204,11 +207,17 @@ BEGIN
         WHERE (bundle_id, environment, transaction_id) >= (first_key[1], first_key[2], first_key[3])
         ORDER BY bundle_id, environment, transaction_id LIMIT batch) s
     ORDER BY b DESC, e DESC, t DESC LIMIT 1;
-    UPDATE app_store.transaction_rows
-    SET signed_transaction_key = app_store.store_jws(signed_transaction), signed_transaction = NULL
-    WHERE (bundle_id, environment, transaction_id) >= (first_key[1], first_key[2], first_key[3])
-        AND (bundle_id, environment, transaction_id) <= (last_key[1], last_key[2], last_key[3])
-        AND signed_transaction IS NOT NULL;
+    -- By key, row by row: a range over the three key columns is estimated from the first alone
+    -- (one app: every row), which could make the planner read the whole table each batch.
+    UPDATE app_store.transaction_rows t
+    SET signed_transaction_key = app_store.store_jws(t.signed_transaction), signed_transaction = NULL
+    FROM (
+        SELECT bundle_id, environment, transaction_id FROM app_store.transaction_rows
+        WHERE (bundle_id, environment, transaction_id) >= (first_key[1], first_key[2], first_key[3])
+        ORDER BY bundle_id, environment, transaction_id LIMIT batch
+    ) k
+    WHERE t.bundle_id = k.bundle_id AND t.environment = k.environment AND t.transaction_id = k.transaction_id
+        AND t.signed_transaction IS NOT NULL;
     RETURN last_key;
 END;
 $$;
@@ -329,6 +338,9 @@ CREATE OR REPLACE FUNCTION app_store.insert_notification_row() RETURNS trigger
     LANGUAGE plpgsql
 AS $$
 BEGIN
+    IF EXISTS (SELECT 1 FROM app_store.notification_rows WHERE notification_uuid = NEW.notification_uuid) THEN
+        RETURN NEW;  -- recorded already: nothing stored again (a pruned one stays pruned)
+    END IF;
     INSERT INTO app_store.notification_rows (notification_uuid, notification_type, subtype, signed_date, environment,
         original_transaction_id, transaction_id, signed_payload_key, source, recorded_at, bundle_id)
     VALUES (NEW.notification_uuid, NEW.notification_type, NEW.subtype, NEW.signed_date, NEW.environment,

@@ -10,7 +10,9 @@
 // 2. Against Apple's library: the same notifications verified by app-store-server-library
 //    (Python, PyPI, in a virtual environment made here). Target: ≥ 35× its throughput.
 // 3. End to end: `appstore-reconcile run` over simulated outages (a third missed), pass 1
-//    notifications/s, pass 2 customers/s, CPU seconds per 1,000 notifications, peak memory.
+//    notifications/s, pass 2 customers/s, CPU seconds per 1,000 notifications, peak memory, and
+//    what the run added to the ledger per notification it recorded (table bytes: heap, TOAST,
+//    indexes; WAL bytes) with PostgreSQL's CPU per notification (targets: ≤ 7 KB, WAL ≤ 8 KB).
 //    Targets: ≥ 3,000 notifications/s through pass 1; peak memory at the largest size within
 //    1.2× of the smallest's.
 // 4. Requests to Apple against the lower bound ⌈N/20⌉ + one per priority query (target: within
@@ -27,11 +29,15 @@
 //    p99 < 50 ms at 500/s. `--serve-latencies DIR` keeps each open-loop phase's latencies,
 //    request by request, to see when a slow stretch came. wrk's list of notifications is written
 //    to /dev/shm (memory) when it has room for it, not to the disk the database writes to.
+// 6. With --compare-with OTHER-BINARY: that build's `run` and this one's, alternately, twice each,
+//    every notification missed, into an empty ledger each build's own `migrate` made: pass 1/s,
+//    CPU, PostgreSQL's CPU-ms and the ledger's bytes and WAL per notification.
 // 8. With --compare-serve-with OTHER-BINARY: that build's `serve` and this one's, alternately, twice
 //    each, each round in a fresh database its own `migrate` made: closed-loop rate and CPU-ms per
 //    notification, p50/p99 at 500/s, and peak memory under a flood of 10,000 garbage POSTs from
-//    1,000 clients that give up after 1 s while the ledger is locked for 30 s. Targets: rate ≥ 95%
-//    of the other build's; flood peak < 400 MiB. Only the serve parts:
+//    1,000 clients that give up after 1 s while the ledger is locked for 30 s, and the ledger's
+//    bytes and WAL per notification recorded. Targets: rate ≥ 95% of the other build's; flood
+//    peak < 400 MiB. Only the serve parts:
 //      reconcile-benchmark --skip-apple --skip-end-to-end --skip-serve --compare-serve-with OTHER
 // 9. With --deployment [--deployment-customers 200] [--deployment-rounds 2], and nothing else: one
 //    recovery over two apps in Production and Sandbox by `run --config`, the four App Stores side
