@@ -27,7 +27,7 @@ package struct StoredJWSConversion: Sendable {
         package var target: Duration
         package var range: ClosedRange<Int>
 
-        package init(rows: Int = 100, target: Duration = .milliseconds(100), range: ClosedRange<Int> = 10...1_000) {
+        package init(rows: Int = 100, target: Duration = .milliseconds(50), range: ClosedRange<Int> = 10...500) {
             self.rows = rows
             self.target = target
             self.range = range
