@@ -11,9 +11,6 @@ import NIOCore
 /// rows as signed objects (`Objects`: header, payload and signature bytes in arrays of bytea),
 /// so that neither side escapes and parses them as JSON.
 enum LedgerBatchRows {
-    /// The notifications' signed payloads, in the records' order.
-    static func notifications(_ records: [NotificationRecord]) -> [NotificationRecord] { records }
-
     /// One row per transaction: the newest signed version in the batch (the first of equals), as
     /// applying them one by one would leave it.
     static func transactions(_ records: [TransactionRecord]) -> [TransactionRecord] {

@@ -393,7 +393,7 @@ package struct LedgerStore: Sendable {
         let checkpoint: (QueryCheckpoint, CheckpointScope)?
 
         func makeBindings() throws -> PostgresBindings {
-            let notifications = LedgerBatchRows.notifications(batch.notifications)
+            let notifications = batch.notifications
             let transactions = LedgerBatchRows.transactions(batch.transactions)
             let objects = LedgerBatchRows.Objects(notifications: notifications, transactions: transactions)
             let subscriptions = LedgerBatchRows.subscriptions(batch.subscriptions)
