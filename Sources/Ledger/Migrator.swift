@@ -91,11 +91,8 @@ package struct Migrator: Sendable {
             for migration in pending {
                 logger.info("applying migration", metadata: ["migration": "\(migration.name)"])
                 try await connection.withTransaction(logger: logger) { transaction in
-                    for statement in migration.statements {
-                        // Migration files are the one place SQL text is not built with bound
-                        // values: they are fixed files of this project, embedded at build time.
-                        try await transaction.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-                    }
+                    // Recorded first: a file's last statement, which may take a table's lock
+                    // (0021's change of shape), is then followed by the commit alone.
                     try await transaction.query(
                         """
                         INSERT INTO app_store.schema_migrations (version, name, checksum)
@@ -103,6 +100,11 @@ package struct Migrator: Sendable {
                         """,
                         logger: logger
                     )
+                    for statement in migration.statements {
+                        // Migration files are the one place SQL text is not built with bound
+                        // values: they are fixed files of this project, embedded at build time.
+                        try await transaction.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
                 }
             }
             return Outcome(applied: pending.map(\.name), alreadyApplied: applied.count)
