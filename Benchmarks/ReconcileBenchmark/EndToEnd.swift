@@ -52,8 +52,12 @@ struct EndToEnd {
         var cpuPerThousand: Double { cpuSeconds / Double(fetched) * 1000 }
         var simulatorPerThousand: Double { simulatorCPUSeconds / Double(fetched) * 1000 }
         var restPerThousand: Double { max(0, machineCPUSeconds - cpuSeconds - simulatorCPUSeconds) / Double(fetched) * 1000 }
-        /// The fewest history requests that can fetch `fetched` notifications with a priority pass first.
-        var requestBound: Int { (fetched + 19) / 20 + priorityQueries }
+        /// The priority queries' pages: ⌈nᵢ/20⌉ for each (type, subtype) of DID_RENEW, EXPIRED and
+        /// CONSUMPTION_REQUEST in the window, one for each such query that finds none.
+        var priorityPages = 0
+        /// The fewest history requests the plan can take (QueryPlan): the priority queries' pages,
+        /// then the unfiltered pass over all `fetched`, which reads the priority ones again.
+        var requestBound: Int { priorityPages + (fetched + 19) / 20 }
         /// Pass 2's requests (both endpoints) per account checked.
         var passTwoRequestsPerAccount: Double { Double(transactionHistoryRequests + statusesRequests) / Double(max(customersChecked, 1)) }
         /// How long the run's requests take at Apple's Production limit of 50 a second per
@@ -80,12 +84,13 @@ struct EndToEnd {
         return Scenario(configuration)
     }
 
+    /// - Parameter dryRun: `run --dry-run`: both passes read and verify, nothing is written.
     /// - Parameter prefill: fill the ledger with what the live server received, with this
     ///   process's code (after its migrations); when false, the ledger is empty and made by the
     ///   binary's own `migrate`, so that another build's run writes its own schema.
     func run(
         _ scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), rateFactor: Double = 100, skipRepair: Bool = false,
-        prefill: Bool = true
+        prefill: Bool = true, dryRun: Bool = false
     ) async throws -> Result {
         let api = try SimulatedAPI(scenario: scenario, options: options)
         say("  signing \(scenario.notifications.count) notifications once, beforehand…")
@@ -114,6 +119,7 @@ struct EndToEnd {
                 _ = try await ingest.ingest(signedPayloads: Array(signed[start..<min(start + 500, signed.count)]))
             }
         } }
+        let statements = try await StatementProfile.reset(connectionString, logger: logger)
         let postmaster = try CPUSample.postmaster(of: cluster.dataDirectory)
         let footprintBefore = try await LedgerFootprint.read(connectionString, logger: logger)
         let databaseBefore = CPUSample.take(service: -1, database: postmaster).database
@@ -129,6 +135,7 @@ struct EndToEnd {
                 "--rate-factor", String(rateFactor), "--report-dir", reportDirectory, "--log-format", "text",
             ]
             if skipRepair { arguments.append("--skip-repair") }
+            if dryRun { arguments.append("--dry-run") }
             say("  appstore-reconcile \(arguments.joined(separator: " "))")
             // RECONCILE_BENCH_WRAP="perf record -g -o /tmp/perf.data --" profiles the run.
             let wrapper = ProcessInfo.processInfo.environment["RECONCILE_BENCH_WRAP"]?.split(separator: " ").map(String.init) ?? []
@@ -164,9 +171,17 @@ struct EndToEnd {
             exitCode: usage.0
         )
         result.reportBytes = (size("report.html"), size("report.json"), size("report.md"))
+        let windowStart = UnixMilliseconds(start.timeIntervalSince1970 * 1000)
+        var perPair: [String: Int] = [:]
+        for notification in scenario.notifications
+        where notification.signedDate >= windowStart && [.didRenew, .expired, .consumptionRequest].contains(notification.type) {
+            perPair["\(notification.type.rawValue)/\(notification.subtype?.rawValue ?? "-")", default: 0] += 1
+        }
+        result.priorityPages = perPair.values.reduce(0) { $0 + ($1 + 19) / 20 } + max(0, result.priorityQueries - perPair.count)
         let databaseSeconds = CPUSample.take(service: -1, database: postmaster).database - databaseBefore
         let footprintAfter = try await LedgerFootprint.read(connectionString, logger: logger)
         result.ledger = LedgerFootprint.perNotification(from: footprintBefore, to: footprintAfter)
+        if statements { try await StatementProfile.print(connectionString, per: max(1, footprintAfter.notifications - footprintBefore.notifications), logger: logger) }
         let recorded = footprintAfter.notifications - footprintBefore.notifications
         if recorded > 0 { result.postgresCPUPerNotification = databaseSeconds * 1000 / Double(recorded) }
         return result

@@ -90,6 +90,13 @@ package final class ThrowawayPostgres: Sendable {
         logger.debug("throwaway PostgreSQL started", metadata: ["directory": "\(directory)"])
     }
 
+    /// Settings added by whoever starts the process, for profiling (the benchmark's
+    /// `pg_stat_statements` figures): `THROWAWAY_POSTGRES_SETTINGS="shared_preload_libraries=pg_stat_statements"`,
+    /// several separated by spaces.
+    static func extraSettings(_ environment: [String: String]) -> [String] {
+        (environment["THROWAWAY_POSTGRES_SETTINGS"] ?? "").split(separator: " ").map(String.init)
+    }
+
     private func startServer() throws {
         // fsync off: nothing is flushed to the disk, which only an operating system's crash would
         // notice. synchronous_commit stays on: a commit is in the WAL (the kernel's cache) before
@@ -99,7 +106,7 @@ package final class ThrowawayPostgres: Sendable {
             "listen_addresses=''", "unix_socket_directories='\(directory)'", "unix_socket_permissions=0700",
             "port=\(port)", "fsync=off", "full_page_writes=off",
             "max_connections=400", "shared_buffers=128MB", "max_locks_per_transaction=256",
-        ]
+        ] + Self.extraSettings(ProcessInfo.processInfo.environment)
         try run(
             "pg_ctl",
             ["-D", dataDirectory, "-l", directory + "/server.log", "-w", "-t", "60",
