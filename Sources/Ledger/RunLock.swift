@@ -246,10 +246,18 @@ extension LedgerStore {
         return try await recentRuns(limit: 1000, pair: pair).first { $0.id == id }
     }
 
-    /// How many runs the ledger records, by outcome.
-    package func runsByOutcome() async throws -> [String: Int] {
+    /// How many runs of this kind and App Store the ledger records, by outcome.
+    package func runsByOutcome(kind: RunKind, pair: AppStorePair) async throws -> [String: Int] {
         var found: [String: Int] = [:]
-        for try await (outcome, count) in try await client.query("SELECT outcome, count(*) FROM app_store.runs GROUP BY outcome", logger: logger).decode((String, Int).self) {
+        let rows = try await client.query(
+            """
+            SELECT outcome, count(*) FROM app_store.runs
+            WHERE kind = \(kind.rawValue) AND bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue)
+            GROUP BY outcome
+            """,
+            logger: logger
+        )
+        for try await (outcome, count) in rows.decode((String, Int).self) {
             found[outcome] = count
         }
         return found

@@ -67,10 +67,10 @@ package struct ReceiverRoutes: Sendable {
                 return Self.closing(respond(.init(answer: .overloaded), started: started))
             case .cut:
                 // Nobody is left to answer: counted, not logged (an idle timeout, a client gone).
-                metrics.record(other: "body_cut")
+                metrics.record(other: .bodyCut)
                 return Self.text(400, "bad request: the connection ended before the body did\n")
             case .tooSlow:
-                metrics.record(other: "body_timeout")
+                metrics.record(other: .bodyTimeout)
                 logger.notice("answered 408: the body did not arrive within \(bodyTimeout)")
                 return Self.closing(Self.text(408, "request timeout: the body did not arrive within \(bodyTimeout)\n"))
             }
@@ -80,16 +80,16 @@ package struct ReceiverRoutes: Sendable {
             }
             return respond(await receiver.routedAnswer(body: body), started: started)
         case (path, _):
-            metrics.record(other: "method_not_allowed")
+            metrics.record(other: .methodNotAllowed)
             var response = Self.text(405, "method not allowed: POST only\n")
             response.headers[.allow] = "POST"
             return response
         case ("/livez", .get):
             // The process answers: no database call, so a database outage never restarts the pod.
-            metrics.record(other: "health")
+            metrics.record(other: .health)
             return Self.text(200, "ok\n")
         case ("/healthz", .get):
-            metrics.record(other: "health")
+            metrics.record(other: .health)
             do {
                 guard let applied = try await NotificationReceiver.within(.seconds(3), { try await Migrator().applied(database, logger: logger) }) else {
                     return Self.text(503, "the database is unavailable\n")
@@ -101,7 +101,7 @@ package struct ReceiverRoutes: Sendable {
                 return Self.text(503, "the database is unavailable\n")
             }
         case ("/metrics", .get):
-            metrics.record(other: "metrics")
+            metrics.record(other: .metrics)
             // Every target's, added up; left out when the ledger does not answer for one of them.
             var forwards: DeliveryCounts?
             let keys = Set(forwarders.values.map(\.redelivery.target.key)).sorted()
@@ -121,7 +121,7 @@ package struct ReceiverRoutes: Sendable {
             response.headers[.contentType] = "text/plain; version=0.0.4"
             return response
         default:
-            metrics.record(other: "not_found")
+            metrics.record(other: .notFound)
             return Self.text(404, "not found\n")
         }
     }

@@ -52,11 +52,13 @@ struct ObservabilityTests {
             let text = try String(contentsOfFile: metrics, encoding: .utf8)
             outputs.append(text)
             let missed = harness.scenario.missedNotifications.count
-            #expect(text.contains("appstore_reconcile_run_outcome{kind=\"run\",outcome=\"succeeded_with_rejections\"} 1"), "\(text)")
-            #expect(text.contains("appstore_reconcile_notifications{kind=\"run\",result=\"rejected\"} 1"))
-            #expect(text.contains("appstore_reconcile_notifications{kind=\"run\",result=\"missed\"} \(missed - 1)"))
-            #expect(text.contains("appstore_reconcile_api_requests{kind=\"run\",endpoint=\"notificationHistory\",status=\"200\"} \(harness.api.requestCounts["notificationHistory"] ?? -1)"))
-            #expect(text.contains("appstore_reconcile_runs{outcome=\"succeeded_with_rejections\"} 1"))
+            // Every series names its App Store: the files of several apps stay apart in one collector.
+            let store = "bundle_id=\"\(harness.pair.bundleId)\",environment=\"\(harness.pair.environment.rawValue)\""
+            #expect(text.contains("appstore_reconcile_run_outcome{kind=\"run\",\(store),outcome=\"succeeded_with_rejections\"} 1"), "\(text)")
+            #expect(text.contains("appstore_reconcile_notifications{kind=\"run\",\(store),result=\"rejected\"} 1"))
+            #expect(text.contains("appstore_reconcile_notifications{kind=\"run\",\(store),result=\"missed\"} \(missed - 1)"))
+            #expect(text.contains("appstore_reconcile_api_requests{kind=\"run\",\(store),endpoint=\"notificationHistory\",status=\"200\"} \(harness.api.requestCounts["notificationHistory"] ?? -1)"))
+            #expect(text.contains("appstore_reconcile_runs{kind=\"run\",\(store),outcome=\"succeeded_with_rejections\"} 1"))
             #expect(text.contains("# TYPE appstore_reconcile_last_success_timestamp_seconds gauge"))
             for directory in ["/r/report.md", "/r/report.json"] { outputs.append(try String(contentsOfFile: scratch.path + directory, encoding: .utf8)) }
 
@@ -70,7 +72,7 @@ struct ObservabilityTests {
                 #expect(wrong.standardError.contains("refused the credentials"), "\(wrong.standardError)")
                 outputs.append(wrong.combined)
                 let failed = try String(contentsOfFile: metrics, encoding: .utf8)
-                #expect(failed.contains("appstore_reconcile_run_outcome{kind=\"run\",outcome=\"failed\"} 1"), "\(failed)")
+                #expect(failed.contains("appstore_reconcile_run_outcome{kind=\"run\",\(store),outcome=\"failed\"} 1"), "\(failed)")
                 outputs.append(failed)
             }
             var unreachable = withPassword

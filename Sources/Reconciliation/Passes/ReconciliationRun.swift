@@ -254,7 +254,7 @@ package struct ReconciliationRun: Sendable {
         guard let path = request.metricsFile else { return }
         let ledger = figures.value
         let metrics = RunMetrics(
-            kind: request.kind, outcome: outcome, dryRun: request.dryRun, shard: request.shard.isWhole ? nil : request.shard.description,
+            kind: request.kind, pair: verifier.configuration.pair, outcome: outcome, dryRun: request.dryRun, shard: request.shard.isWhole ? nil : request.shard.description,
             startedAt: startedAt, finishedAt: now(), counts: counts, api: client.counts, runsByOutcome: ledger.runs, lastSuccess: ledger.lastSuccess,
             redelivery: redelivery
         )
@@ -336,7 +336,7 @@ final class LedgerFigures: Sendable {
 
     /// Reads without throwing: the database may be why the run ended.
     func read(from store: LedgerStore, kind: RunKind, pair: AppStorePair) async {
-        let runs = try? await store.runsByOutcome()
+        let runs = try? await store.runsByOutcome(kind: kind, pair: pair)
         let last = try? await store.lastSuccessfulRun(kind: kind, pair: pair)?.finishedAt
         state.withLock { $0 = (runs, last) }
     }

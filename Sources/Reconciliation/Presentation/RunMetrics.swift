@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import Decisions
 import Foundation
 import Ledger
+import SignedData
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,6 +13,9 @@ import Glibc
 /// data such as customer IDs, so the series stay few.
 package struct RunMetrics: Sendable {
     package var kind: RunKind
+    /// The App Store the run was of: every series carries it (`bundle_id`, `environment`), so
+    /// that the files of several apps and environments, read by one collector, stay apart.
+    package var pair: AppStorePair
     package var outcome: RunOutcome
     package var dryRun: Bool
     package var shard: String?
@@ -20,18 +24,20 @@ package struct RunMetrics: Sendable {
     /// Nil when the run ended before it had counts (failed early).
     package var counts: RecoveryReport.Counts?
     package var api: APIRequestCounts
-    /// Runs recorded in the ledger, by outcome (nil: the ledger could not be read).
+    /// Runs of this kind and App Store recorded in the ledger, by outcome (nil: the ledger could
+    /// not be read).
     package var runsByOutcome: [String: Int]?
     package var lastSuccess: Date?
     /// Re-delivery to the team's handler (`--deliver-to`), when asked for.
     package var redelivery: RedeliverySummary?
 
     package init(
-        kind: RunKind, outcome: RunOutcome, dryRun: Bool, shard: String?, startedAt: Date, finishedAt: Date, counts: RecoveryReport.Counts?,
+        kind: RunKind, pair: AppStorePair, outcome: RunOutcome, dryRun: Bool, shard: String?, startedAt: Date, finishedAt: Date, counts: RecoveryReport.Counts?,
         api: APIRequestCounts, runsByOutcome: [String: Int]?, lastSuccess: Date?, redelivery: RedeliverySummary? = nil
     ) {
         self.redelivery = redelivery
         self.kind = kind
+        self.pair = pair
         self.outcome = outcome
         self.dryRun = dryRun
         self.shard = shard
@@ -49,7 +55,8 @@ package struct RunMetrics: Sendable {
     /// The exposition text (swift-prometheus's, every family set once).
     package func text() -> String {
         let out = MetricFamilies()
-        let common = [("kind", kind.rawValue)] + (shard.map { [("shard", $0)] } ?? [])
+        let store = [("kind", kind.rawValue), ("bundle_id", pair.bundleId), ("environment", pair.environment.rawValue)]
+        let common = store + (shard.map { [("shard", $0)] } ?? [])
         for candidate in Self.outcomes where candidate != .running && candidate != .abandoned {
             out.set("appstore_reconcile_run_outcome", common + [("outcome", candidate.rawValue)], candidate == outcome ? 1 : 0, help: "How this run ended: 1 on its outcome, 0 on the others.")
         }
@@ -58,13 +65,15 @@ package struct RunMetrics: Sendable {
         out.set("appstore_reconcile_run_duration_seconds", common, finishedAt.timeIntervalSince(startedAt), help: "How long this run took.")
         if let lastSuccess {
             out.set(
-                "appstore_reconcile_last_success_timestamp_seconds", [("kind", kind.rawValue)], lastSuccess.timeIntervalSince1970,
-                help: "When the newest successful run of this kind finished, UNIX seconds. Alert on its age."
+                "appstore_reconcile_last_success_timestamp_seconds", store, lastSuccess.timeIntervalSince1970,
+                help: "When the newest successful run of this kind and App Store finished, UNIX seconds. Alert on its age."
             )
         }
         if let runsByOutcome {
             for candidate in Self.outcomes {
-                out.set("appstore_reconcile_runs", [("outcome", candidate.rawValue)], Double(runsByOutcome[candidate.rawValue] ?? 0), help: "Runs recorded in the ledger, by outcome.")
+                out.set(
+                    "appstore_reconcile_runs", store + [("outcome", candidate.rawValue)], Double(runsByOutcome[candidate.rawValue] ?? 0),
+                    help: "Runs of this kind and App Store recorded in the ledger, by outcome.")
             }
         }
         if let counts {

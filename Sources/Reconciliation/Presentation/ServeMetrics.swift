@@ -16,7 +16,20 @@ package final class ServeMetrics: Sendable {
     static let bounds: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15]
 
     /// Every outcome a request is counted under.
-    static let outcomes = ["recorded", "already_recorded", "rejected", "bad_body", "retry_later", "unavailable", "overloaded", "not_found", "method_not_allowed", "health", "metrics"]
+    /// A request that is not a notification answered (or one whose body never arrived).
+    package enum Other: String, CaseIterable, Sendable {
+        /// The connection ended before the body did (answered 400 to nobody).
+        case bodyCut = "body_cut"
+        /// The body did not arrive in time (answered 408).
+        case bodyTimeout = "body_timeout"
+        case notFound = "not_found"
+        case methodNotAllowed = "method_not_allowed"
+        case health, metrics
+    }
+
+    /// Every outcome a request is counted under: a notification's answer, then the others.
+    static let outcomes = ["recorded", "already_recorded", "rejected", "bad_body", "retry_later", "unavailable", "overloaded"]
+        + Other.allCases.map(\.rawValue)
 
     private let families = MetricFamilies()
     private let requests: [String: CoreMetrics.Counter]
@@ -86,9 +99,9 @@ package final class ServeMetrics: Sendable {
         duration.recordNanoseconds(Int64((seconds * 1e9).rounded()))
     }
 
-    /// Any other request (`not_found`, `method_not_allowed`, `health`, `metrics`).
-    package func record(other outcome: String) {
-        requests[outcome]?.increment()
+    /// Any other request.
+    package func record(other outcome: Other) {
+        requests[outcome.rawValue]?.increment()
     }
 
     /// The exposition text; `forwards` when `--forward-to` is set and the ledger answered.
