@@ -117,7 +117,14 @@ package struct ReceiverRoutes: Sendable {
                     return total
                 }
             }
-            var response = Self.text(200, metrics.text(forwards: forwards))
+            // The ledger's figures for the alerts (last successes, refund requests to answer);
+            // left out when the ledger does not answer in time.
+            let pairs = metrics.pairs
+            let store = receiver.ingest.store
+            let ledger = pairs.isEmpty ? nil : try? await NotificationReceiver.within(.seconds(3)) {
+                try await store.gauges(for: pairs, now: Date())
+            }
+            var response = Self.text(200, metrics.text(forwards: forwards, ledger: ledger))
             response.headers[.contentType] = "text/plain; version=0.0.4"
             return response
         default:

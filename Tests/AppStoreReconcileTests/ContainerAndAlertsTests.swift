@@ -239,7 +239,12 @@ struct ContainerAndAlertsTests {
     /// What the tool writes: serve's /metrics (every series exists from the start) and a run's
     /// metrics file for every kind of run, every family in it.
     static func exposition() -> String {
-        var texts = [ServeMetrics().text(forwards: DeliveryCounts(pending: 0, failed: 0))]
+        let pair = AppStorePair(bundleId: "com.example.app", environment: .production)
+        let ledger = LedgerGauges(
+            lastSuccess: Dictionary(uniqueKeysWithValues: LedgerGauges.scheduledKinds.map { (LedgerGauges.RunKey(kind: $0, pair: pair), Date(timeIntervalSince1970: 1_789_990_000)) }),
+            unansweredConsumptionRequests: [pair: .init(count: 1, nextDeadline: Date(timeIntervalSince1970: 1_790_000_000))]
+        )
+        var texts = [ServeMetrics(pairs: [pair]).text(forwards: DeliveryCounts(pending: 0, failed: 0), ledger: ledger)]
         for kind in RunKind.allCases {
             texts.append(
                 RunMetrics(

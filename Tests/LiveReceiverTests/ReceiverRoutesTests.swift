@@ -24,7 +24,8 @@ struct ReceiverRoutesTests {
 
     /// Runs `test` against the application of a fresh ledger.
     static func withApplication(
-        _ harness: RecoveryHarness, _ test: @escaping @Sendable (any TestClientProtocol, PostgresClient) async throws -> Void
+        _ harness: RecoveryHarness, metrics: ServeMetrics = ServeMetrics(),
+        _ test: @escaping @Sendable (any TestClientProtocol, PostgresClient) async throws -> Void
     ) async throws {
         try await TestDatabase.withFreshLedger { ledger, url in
             let logger = harness.logger
@@ -38,7 +39,7 @@ struct ReceiverRoutesTests {
             let batched = BatchedIngest(ingest: ingest, limits: limits)
             let receiver = NotificationReceiver(ingest: ingest, batched: batched, deadline: .seconds(120))
             let routes = ReceiverRoutes(
-                path: "/apple/notifications", receiver: receiver, metrics: ServeMetrics(),
+                path: "/apple/notifications", receiver: receiver, metrics: metrics,
                 database: database, logger: logger, inFlight: RequestsInFlight(maximum: 8, readingBytes: 1 << 20), bodyTimeout: .seconds(5)
             )
             let application = ReceiverApplication(routes, batched: batched, settings: ReceiverSettings(), logger: logger)
@@ -80,6 +81,54 @@ struct ReceiverRoutesTests {
             var kept = -1
             for try await value in try await ledger.query("SELECT count(*)::int FROM app_store.rejected_payloads").decode(Int.self) { kept = value }
             #expect(kept == 1, "the forged payload is kept for the operator")
+        }
+    }
+
+    /// What the alerts need wherever the jobs run (a CronJob has no textfile collector): /metrics
+    /// reads from the ledger, at each scrape, when each scheduled kind of run last succeeded for
+    /// each configured App Store, and the refund requests still to answer with the soonest
+    /// deadline; nothing for an App Store not configured, nothing answered or past its deadline.
+    @Test func theMetricsTellTheLastSuccessesAndTheRefundRequestsStillToAnswerFromTheLedger() async throws {
+        let harness = try RecoveryHarness(customers: 1, seed: 74)
+        let pair = harness.pair
+        let metrics = ServeMetrics(pairs: [pair])
+        try await Self.withApplication(harness, metrics: metrics) { client, ledger in
+            let (bundle, environment) = (pair.bundleId, pair.environment.rawValue)
+            let now = Date()
+            let succeeded = Date(timeIntervalSince1970: (now.timeIntervalSince1970 - 7_200).rounded())
+            let failedLater = Date(timeIntervalSince1970: (now.timeIntervalSince1970 - 600).rounded())
+            let checked = Date(timeIntervalSince1970: (now.timeIntervalSince1970 - 1_800).rounded())
+            let nextDeadline = Date(timeIntervalSince1970: (now.timeIntervalSince1970 + 3_600).rounded())
+            try await ledger.query(
+                """
+                INSERT INTO app_store.runs (run_id, kind, bundle_id, environment, finished_at, outcome) VALUES
+                    (gen_random_uuid(), 'nightly', \(bundle), \(environment), \(succeeded), 'succeeded'),
+                    (gen_random_uuid(), 'nightly', \(bundle), \(environment), \(failedLater), 'failed'),
+                    (gen_random_uuid(), 'consumption-requests', \(bundle), \(environment), \(checked), 'succeeded_with_rejections'),
+                    (gen_random_uuid(), 'nightly', 'com.example.other', \(environment), \(now), 'succeeded')
+                """)
+            try await ledger.query(
+                """
+                INSERT INTO app_store.consumption_requests (notification_uuid, environment, bundle_id, original_transaction_id, sent_date,
+                    deadline_date, answered_date) VALUES
+                    (gen_random_uuid(), \(environment), \(bundle), '1', \(now), \(nextDeadline), NULL),
+                    (gen_random_uuid(), \(environment), \(bundle), '2', \(now), \(nextDeadline.addingTimeInterval(14_400)), NULL),
+                    (gen_random_uuid(), \(environment), \(bundle), '3', \(now), \(nextDeadline.addingTimeInterval(-1_800)), \(now)),
+                    (gen_random_uuid(), \(environment), \(bundle), '4', \(now), \(now.addingTimeInterval(-60)), NULL),
+                    (gen_random_uuid(), \(environment), 'com.example.other', '5', \(now), \(nextDeadline), NULL)
+                """)
+            let text = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            let labels = "bundle_id=\"\(bundle)\",environment=\"\(environment)\""
+            #expect(text.contains("appstore_reconcile_last_success_timestamp_seconds{kind=\"nightly\",\(labels)} \(succeeded.timeIntervalSince1970)\n"), "\(text)")
+            #expect(text.contains("appstore_reconcile_last_success_timestamp_seconds{kind=\"consumption-requests\",\(labels)} \(checked.timeIntervalSince1970)\n"))
+            #expect(text.contains("appstore_reconcile_consumption_requests_unanswered{\(labels)} 2.0\n"), "two unanswered ahead of their deadline")
+            #expect(text.contains("appstore_reconcile_consumption_request_next_deadline_timestamp_seconds{\(labels)} \(nextDeadline.timeIntervalSince1970)\n"))
+            #expect(!text.contains("com.example.other"), "an App Store not configured adds no series")
+
+            try await ledger.query("UPDATE app_store.consumption_requests SET answered_date = now() WHERE bundle_id = \(bundle)")
+            let after = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(after.contains("appstore_reconcile_consumption_requests_unanswered{\(labels)} 0.0\n"))
+            #expect(!after.contains("appstore_reconcile_consumption_request_next_deadline_timestamp_seconds{"), "no deadline left: no series, not its last value")
         }
     }
 

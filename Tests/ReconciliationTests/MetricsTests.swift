@@ -33,7 +33,11 @@ import Testing
         metrics.record(other: .health)
         var forwards = DeliveryCounts()
         forwards.pending = 2
-        return metrics.text(forwards: forwards)
+        let ledger = LedgerGauges(
+            lastSuccess: [LedgerGauges.RunKey(kind: "nightly", pair: pair): Date(timeIntervalSince1970: 1_789_990_000)],
+            unansweredConsumptionRequests: [pair: .init(count: 2, nextDeadline: Date(timeIntervalSince1970: 1_790_000_000))]
+        )
+        return metrics.text(forwards: forwards, ledger: ledger)
     }
 
     @Test func everyMetricNameTheDocsNameIsExposed() throws {

@@ -106,8 +106,44 @@ package final class ServeMetrics: Sendable {
 
     /// The exposition text; `forwards` when `--forward-to` is set and the ledger answered.
     /// Without `forwards` the two forward gauges are left out, not shown at their last values
-    /// (an `absent()` alert must see the ledger not answering).
-    package func text(forwards: DeliveryCounts? = nil) -> String {
+    /// (an `absent()` alert must see the ledger not answering); so are the ledger's gauges
+    /// without `ledger`.
+    package func text(forwards: DeliveryCounts? = nil, ledger: LedgerGauges? = nil) -> String {
+        serveText(forwards: forwards) + (ledger.map(ledgerText) ?? "")
+    }
+
+    /// The configured App Stores, in order.
+    package var pairs: [AppStorePair] { notifications.keys.sorted() }
+
+    /// The ledger's figures at this scrape, in a registry of their own made for it: a value the
+    /// ledger no longer has (a request answered) is gone, not kept at its last value.
+    private func ledgerText(_ ledger: LedgerGauges) -> String {
+        let out = MetricFamilies()
+        for (key, date) in ledger.lastSuccess.sorted(by: { ($0.key.kind, $0.key.pair) < ($1.key.kind, $1.key.pair) }) {
+            out.set(
+                "appstore_reconcile_last_success_timestamp_seconds",
+                [("kind", key.kind), ("bundle_id", key.pair.bundleId), ("environment", key.pair.environment.rawValue)], date.timeIntervalSince1970,
+                help: "When the newest successful run of this kind and App Store finished, UNIX seconds, as the ledger says. Alert on its age."
+            )
+        }
+        for pair in pairs {
+            let labels = [("bundle_id", pair.bundleId), ("environment", pair.environment.rawValue)]
+            let unanswered = ledger.unansweredConsumptionRequests[pair]
+            out.set(
+                "appstore_reconcile_consumption_requests_unanswered", labels, Double(unanswered?.count ?? 0),
+                help: "Refund requests (CONSUMPTION_REQUEST) recorded and not yet answered (answered_date unset) whose 12-hour deadline is still ahead."
+            )
+            if let unanswered {
+                out.set(
+                    "appstore_reconcile_consumption_request_next_deadline_timestamp_seconds", labels, unanswered.nextDeadline.timeIntervalSince1970,
+                    help: "The soonest deadline of the refund requests not yet answered, UNIX seconds. Alert when it is near."
+                )
+            }
+        }
+        return out.text
+    }
+
+    private func serveText(forwards: DeliveryCounts?) -> String {
         let pending = families.gauge(
             "appstore_reconcile_serve_pending_forwards", [], help: "Recorded notifications not yet accepted by the --forward-to handler, still being sent."
         )

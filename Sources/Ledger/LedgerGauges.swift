@@ -1,0 +1,78 @@
+import Foundation
+import Logging
+import PostgresNIO
+import SignedData
+
+/// What `serve`'s `/metrics` reads from the ledger at each scrape, for the alerts a team needs
+/// wherever its jobs run (a Kubernetes CronJob has no textfile collector): when each kind of run
+/// last succeeded for each configured App Store, and the refund requests still to answer with the
+/// soonest deadline. Two indexed queries, whatever the ledger's size.
+package struct LedgerGauges: Hashable, Sendable {
+    package struct RunKey: Hashable, Sendable {
+        package var kind: String
+        package var pair: AppStorePair
+
+        package init(kind: String, pair: AppStorePair) {
+            self.kind = kind
+            self.pair = pair
+        }
+    }
+
+    package struct Unanswered: Hashable, Sendable {
+        package var count: Int
+        /// The soonest deadline still ahead.
+        package var nextDeadline: Date
+
+        package init(count: Int, nextDeadline: Date) {
+            self.count = count
+            self.nextDeadline = nextDeadline
+        }
+    }
+
+    /// The newest successful run's end, by kind and App Store (the kinds a team schedules).
+    package var lastSuccess: [RunKey: Date] = [:]
+    /// Refund requests not yet answered whose deadline is still ahead, by App Store.
+    package var unansweredConsumptionRequests: [AppStorePair: Unanswered] = [:]
+
+    package init(lastSuccess: [RunKey: Date] = [:], unansweredConsumptionRequests: [AppStorePair: Unanswered] = [:]) {
+        self.lastSuccess = lastSuccess
+        self.unansweredConsumptionRequests = unansweredConsumptionRequests
+    }
+
+    /// The kinds whose last success is exposed: the scheduled ones.
+    package static let scheduledKinds = ["nightly", "consumption-requests"]
+}
+
+extension LedgerStore {
+    /// The ledger's figures for `pairs` (the configured App Stores only: rows of others add no series).
+    package func gauges(for pairs: [AppStorePair], now: Date) async throws -> LedgerGauges {
+        var gauges = LedgerGauges()
+        let configured = Set(pairs)
+        let runs = try await client.query(
+            """
+            SELECT kind, bundle_id, environment, max(finished_at) FROM app_store.runs
+            WHERE outcome IN ('succeeded', 'succeeded_with_rejections') AND kind = ANY(\(LedgerGauges.scheduledKinds)) AND bundle_id IS NOT NULL
+            GROUP BY kind, bundle_id, environment
+            """,
+            logger: logger
+        )
+        for try await (kind, bundleId, environment, finished) in runs.decode((String, String, String, Date?).self) {
+            guard let finished else { continue }
+            let pair = AppStorePair(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment))
+            if configured.contains(pair) { gauges.lastSuccess[LedgerGauges.RunKey(kind: kind, pair: pair)] = finished }
+        }
+        let requests = try await client.query(
+            """
+            SELECT bundle_id, environment, count(*), min(deadline_date) FROM app_store.consumption_requests
+            WHERE answered_date IS NULL AND deadline_date > \(now)
+            GROUP BY bundle_id, environment
+            """,
+            logger: logger
+        )
+        for try await (bundleId, environment, count, deadline) in requests.decode((String, String, Int, Date).self) {
+            let pair = AppStorePair(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment))
+            if configured.contains(pair) { gauges.unansweredConsumptionRequests[pair] = .init(count: count, nextDeadline: deadline) }
+        }
+        return gauges
+    }
+}
