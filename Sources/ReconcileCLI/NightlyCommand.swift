@@ -47,8 +47,14 @@ struct NightlyCommand: AsyncParsableCommand {
     func run() async throws {
         try await withExitStatus(logFormat: recovery.logFormat, job: true) {
             let firstStart = start ?? (fromRetentionLimit ? .distantPast : nil)
+            // Housekeeping, not the run: when the database fails here, the run goes on to fail on
+            // its own, recorded as failed in its metrics file (an alert) with its own exit code.
             if keepRejectedDays > 0, !recovery.dryRun {
-                try await pruneRejectedPayloads()
+                do {
+                    try await pruneRejectedPayloads()
+                } catch {
+                    printError("rejected payloads not pruned this time: the database did not answer", level: .warning)
+                }
             }
             let window = ReconciliationRun.WindowChoice.nightly(firstStart: firstStart, overlap: overlapHours * 3600, settle: settleMinutes * 60)
             try await recovery.execute(recovery.request(kind: .nightly, window: window), configuration: options)

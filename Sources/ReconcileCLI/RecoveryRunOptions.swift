@@ -131,7 +131,8 @@ extension RecoveryRunOptions {
     /// --deliver-to nor APPSTORE_DELIVER_TO gave a handler.
     func request(_ request: ReconciliationRun.Request, for pair: ConfigurationOptions.Pair, several: Bool = false) throws -> ReconciliationRun.Request {
         var request = request
-        // Several pairs: a metrics file each (`NAME-<bundleId>-<environment>.prom`), since the file has no pair label.
+        // Several pairs: a metrics file each (`NAME-<bundleId>-<environment>.prom`): a run rewrites
+        // its file, and each pair's run ends on its own (its series carry its bundle_id and environment).
         if let file = request.metricsFile, several {
             let url = URL(fileURLWithPath: file)
             let name = url.deletingPathExtension().lastPathComponent + "-\(pair.pair.bundleId)-\(pair.pair.environment.rawValue)"
