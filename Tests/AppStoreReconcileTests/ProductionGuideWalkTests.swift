@@ -84,6 +84,9 @@ struct ProductionGuideWalkTests {
                     let store = LedgerStore(client: client, logger: world.harnesses[0].logger)
                     for harness in world.harnesses {
                         #expect(try await harness.mismatches(store).isEmpty, "\(harness.pair)'s rows are Apple's truth")
+                        let report = (try? String(contentsOfFile: "\(scratch)/reports/\(harness.pair.path)/report.md", encoding: .utf8)) ?? ""
+                        #expect(report.contains("| App | \(harness.pair.bundleId) |") && report.contains("| Environment | \(harness.pair.environment.rawValue) |"),
+                                "each App Store's report names its app and environment: \(report.prefix(400))")
                         let pairFile = scratch + "/appstore-reconcile-nightly-\(harness.pair.bundleId)-\(harness.pair.environment.rawValue).prom"
                         let text = (try? String(contentsOfFile: pairFile, encoding: .utf8)) ?? ""
                         #expect(text.contains("appstore_reconcile_run_outcome{kind=\"nightly\",bundle_id=\"\(harness.pair.bundleId)\",environment=\"\(harness.pair.environment.rawValue)\",outcome=\"succeeded\"} 1"),

@@ -189,7 +189,9 @@ package struct ReconciliationRun: Sendable {
                 kind: kind, pair: verifier.configuration.pair, windowStart: window?.start, windowEnd: window?.end,
                 shard: shard.isWhole ? nil : shard.description
             )
-        var result = RunResult(kind: kind, id: runId ?? UUID(), mode: mode, environment: environment, shard: shard, startedAt: startedAt, finishedAt: startedAt)
+        var result = RunResult(
+            kind: kind, id: runId ?? UUID(), mode: mode, environment: environment, bundleId: verifier.configuration.pair.bundleId, shard: shard,
+            startedAt: startedAt, finishedAt: startedAt)
         do {
             try await body(&result)
             result.api = client.counts

@@ -100,6 +100,8 @@ package struct RunResult: Sendable {
     package var id: UUID
     package var mode: RunMode
     package var environment: AppStoreEnvironment
+    /// The app of the run (nil only where a caller did not say).
+    package var bundleId: String?
     package var shard: Shard
     package var startedAt: Date
     package var finishedAt: Date
@@ -114,7 +116,8 @@ package struct RunResult: Sendable {
     package var ending: Ending
 
     package init(
-        kind: RunKind, id: UUID, mode: RunMode, environment: AppStoreEnvironment, shard: Shard = .whole, startedAt: Date, finishedAt: Date,
+        kind: RunKind, id: UUID, mode: RunMode, environment: AppStoreEnvironment, bundleId: String? = nil, shard: Shard = .whole, startedAt: Date,
+        finishedAt: Date,
         passOne: PassOneResult? = nil, passTwo: PassTwoResult? = nil, redelivery: RedeliverySummary? = nil, api: APIRequestCounts = APIRequestCounts(),
         ending: Ending = .finished
     ) {
@@ -122,6 +125,7 @@ package struct RunResult: Sendable {
         self.id = id
         self.mode = mode
         self.environment = environment
+        self.bundleId = bundleId
         self.shard = shard
         self.startedAt = startedAt
         self.finishedAt = finishedAt

@@ -90,6 +90,7 @@ extension RecoveryReport {
             }
             rows.append(("Window", text))
         }
+        if let bundleId = run.bundleId { rows.append(("App", HTMLPage.escape(bundleId))) }
         rows.append(("Environment", HTMLPage.escape(run.environment)))
         rows.append(("Mode", isDryRun ? "dry run: nothing was written" : "applied to the ledger"))
         rows.append(("Run ID", "<code>\(HTMLPage.escape(run.id))</code>"))

@@ -9,7 +9,7 @@ extension RecoveryReport {
         let two = result.passTwo
         self.init(
             run: Run(
-                id: result.id.uuidString.lowercased(), mode: result.mode, environment: result.environment.rawValue,
+                id: result.id.uuidString.lowercased(), mode: result.mode, environment: result.environment.rawValue, bundleId: result.bundleId,
                 window: one.map { Window(start: Self.iso($0.window.start), end: Self.iso($0.window.end)) },
                 startedAt: Self.iso(result.startedAt), finishedAt: Self.iso(result.finishedAt),
                 plan: one.map { one in

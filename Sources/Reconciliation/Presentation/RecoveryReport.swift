@@ -10,6 +10,8 @@ package struct RecoveryReport: Sendable, Codable {
         package var id: String
         package var mode: RunMode
         package var environment: String
+        /// The app (its bundle ID); absent in reports written before it was added.
+        package var bundleId: String?
         /// Absent for a `repair` run, which has no window.
         package var window: Window?
         package var startedAt: String
@@ -327,6 +329,7 @@ package struct RecoveryReport: Sendable, Codable {
         line("| | |")
         line("| --- | --- |")
         if let window = run.window { line("| Window | \(window.start) to \(window.end) |") }
+        if let bundleId = run.bundleId { line("| App | \(bundleId) |") }
         line("| Environment | \(run.environment) |")
         line("| Mode | \(isDryRun ? "dry run: nothing was written" : "applied to the ledger") |")
         line("| Run | \(run.id) (\(run.startedAt) to \(run.finishedAt)) |")
