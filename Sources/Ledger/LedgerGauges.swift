@@ -1,4 +1,5 @@
 import Foundation
+import LedgerModel
 import Logging
 import PostgresNIO
 import SignedData
@@ -6,7 +7,8 @@ import SignedData
 /// What `serve`'s `/metrics` reads from the ledger at each scrape, for the alerts a team needs
 /// wherever its jobs run (a Kubernetes CronJob has no textfile collector): when each kind of run
 /// last succeeded for each configured App Store, and the refund requests still to answer with the
-/// soonest deadline. Two indexed queries, whatever the ledger's size.
+/// soonest deadline. Two indexed queries, whatever the ledger's size; `serve` reads them at most
+/// once per `LedgerGaugeCache` interval, whoever scrapes.
 package struct LedgerGauges: Hashable, Sendable {
     package struct RunKey: Hashable, Sendable {
         package var kind: String
@@ -40,7 +42,7 @@ package struct LedgerGauges: Hashable, Sendable {
     }
 
     /// The kinds whose last success is exposed: the scheduled ones.
-    package static let scheduledKinds = ["nightly", "consumption-requests"]
+    package static let scheduledKinds = [RunKind.nightly.rawValue, RunKind.consumptionRequests.rawValue]
 }
 
 extension LedgerStore {
@@ -48,11 +50,21 @@ extension LedgerStore {
     package func gauges(for pairs: [AppStorePair], now: Date) async throws -> LedgerGauges {
         var gauges = LedgerGauges()
         let configured = Set(pairs)
+        // The newest of each (App Store, kind, outcome): a few index lookups (runs_app_kind_finished_idx),
+        // however many runs the ledger keeps.
+        let ordered = pairs.sorted()
         let runs = try await client.query(
             """
-            SELECT kind, bundle_id, environment, max(finished_at) FROM app_store.runs
-            WHERE outcome IN ('succeeded', 'succeeded_with_rejections') AND kind = ANY(\(LedgerGauges.scheduledKinds)) AND bundle_id IS NOT NULL
-            GROUP BY kind, bundle_id, environment
+            SELECT k.kind, p.bundle_id, p.environment, max(r.finished_at)
+            FROM unnest(\(ordered.map(\.bundleId))::text[], \(ordered.map(\.environment.rawValue))::text[]) AS p(bundle_id, environment)
+            CROSS JOIN unnest(\(LedgerGauges.scheduledKinds)::text[]) AS k(kind)
+            CROSS JOIN unnest(ARRAY['succeeded', 'succeeded_with_rejections']) AS o(outcome)
+            CROSS JOIN LATERAL (
+                SELECT finished_at FROM app_store.runs
+                WHERE bundle_id = p.bundle_id AND environment = p.environment AND kind = k.kind AND outcome = o.outcome AND finished_at IS NOT NULL
+                ORDER BY finished_at DESC LIMIT 1
+            ) r
+            GROUP BY k.kind, p.bundle_id, p.environment
             """,
             logger: logger
         )

@@ -26,12 +26,15 @@ package struct ReceiverRoutes: Sendable {
     package let logger: Logger
     package let inFlight: RequestsInFlight
     package let bodyTimeout: Duration
+    /// The ledger's figures on /metrics, read at most once per its interval.
+    package let ledgerGauges: LedgerGaugeCache
 
     package init(
         path: String, receiver: NotificationReceiver, forwarders: [AppStorePair: NotificationForwarder] = [:], metrics: ServeMetrics, database: PostgresClient,
         logger: Logger,
-        inFlight: RequestsInFlight, bodyTimeout: Duration
+        inFlight: RequestsInFlight, bodyTimeout: Duration, ledgerGauges: LedgerGaugeCache = LedgerGaugeCache()
     ) {
+        self.ledgerGauges = ledgerGauges
         self.path = path
         self.receiver = receiver
         self.forwarders = forwarders
@@ -121,8 +124,8 @@ package struct ReceiverRoutes: Sendable {
             // left out when the ledger does not answer in time.
             let pairs = metrics.pairs
             let store = receiver.ingest.store
-            let ledger = pairs.isEmpty ? nil : try? await NotificationReceiver.within(.seconds(3)) {
-                try await store.gauges(for: pairs, now: Date())
+            let ledger = pairs.isEmpty ? nil : await ledgerGauges.figures {
+                try? await NotificationReceiver.within(.seconds(3)) { try await store.gauges(for: pairs, now: Date()) } ?? nil
             }
             var response = Self.text(200, metrics.text(forwards: forwards, ledger: ledger))
             response.headers[.contentType] = "text/plain; version=0.0.4"

@@ -53,7 +53,8 @@ struct NightlyCommand: AsyncParsableCommand {
                 do {
                     try await pruneRejectedPayloads()
                 } catch {
-                    printError("rejected payloads not pruned this time: the database did not answer", level: .warning)
+                    // Worded as every failure is (FailureReport: no secret), so a lasting one is seen.
+                    printError("rejected payloads not pruned this time, the run goes on: \(FailureReport(error).line)", level: .warning)
                 }
             }
             let window = ReconciliationRun.WindowChoice.nightly(firstStart: firstStart, overlap: overlapHours * 3600, settle: settleMinutes * 60)

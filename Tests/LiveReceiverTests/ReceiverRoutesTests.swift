@@ -40,7 +40,8 @@ struct ReceiverRoutesTests {
             let receiver = NotificationReceiver(ingest: ingest, batched: batched, deadline: .seconds(120))
             let routes = ReceiverRoutes(
                 path: "/apple/notifications", receiver: receiver, metrics: metrics,
-                database: database, logger: logger, inFlight: RequestsInFlight(maximum: 8, readingBytes: 1 << 20), bodyTimeout: .seconds(5)
+                database: database, logger: logger, inFlight: RequestsInFlight(maximum: 8, readingBytes: 1 << 20), bodyTimeout: .seconds(5),
+                ledgerGauges: LedgerGaugeCache(interval: .zero)
             )
             let application = ReceiverApplication(routes, batched: batched, settings: ReceiverSettings(), logger: logger)
             try await application.application.test(.router) { client in try await test(client, ledger) }

@@ -168,7 +168,7 @@ package struct ReconciliationRun: Sendable {
             if !request.shard.isWhole, !request.dryRun { try await waitForOtherShards(request, window: window) }
             // A large pass 1 into a young ledger leaves the planner without statistics for
             // pass 2's reads (PlannerStatistics).
-            if !request.dryRun { try await store.refreshPlannerStatistics(written: passOne.counts.applied) }
+            if !request.dryRun { await store.refreshPlannerStatistics(written: passOne.counts.applied) }
             let startedAt = now()
             let repairs = try await repair.afterRecovery(passOne, window: window, dryRun: request.dryRun, shard: request.shard, now: startedAt)
             return PassTwoResult(repairs: repairs, startedAt: startedAt, finishedAt: now())

@@ -55,8 +55,10 @@ package struct RunMetrics: Sendable {
     /// The exposition text (swift-prometheus's, every family set once).
     package func text() -> String {
         let out = MetricFamilies()
-        let store = [("kind", kind.rawValue), ("bundle_id", pair.bundleId), ("environment", pair.environment.rawValue)]
-        let common = store + (shard.map { [("shard", $0)] } ?? [])
+        // Every series: its kind and App Store, and its shard (the files of a sharded run's shards,
+        // read by one collector, stay apart too).
+        let common = [("kind", kind.rawValue), ("bundle_id", pair.bundleId), ("environment", pair.environment.rawValue)]
+            + (shard.map { [("shard", $0)] } ?? [])
         for candidate in Self.outcomes where candidate != .running && candidate != .abandoned {
             out.set("appstore_reconcile_run_outcome", common + [("outcome", candidate.rawValue)], candidate == outcome ? 1 : 0, help: "How this run ended: 1 on its outcome, 0 on the others.")
         }
@@ -65,14 +67,14 @@ package struct RunMetrics: Sendable {
         out.set("appstore_reconcile_run_duration_seconds", common, finishedAt.timeIntervalSince(startedAt), help: "How long this run took.")
         if let lastSuccess {
             out.set(
-                "appstore_reconcile_last_success_timestamp_seconds", store, lastSuccess.timeIntervalSince1970,
+                "appstore_reconcile_last_success_timestamp_seconds", common, lastSuccess.timeIntervalSince1970,
                 help: "When the newest successful run of this kind and App Store finished, UNIX seconds. Alert on its age."
             )
         }
         if let runsByOutcome {
             for candidate in Self.outcomes {
                 out.set(
-                    "appstore_reconcile_runs", store + [("outcome", candidate.rawValue)], Double(runsByOutcome[candidate.rawValue] ?? 0),
+                    "appstore_reconcile_runs", common + [("outcome", candidate.rawValue)], Double(runsByOutcome[candidate.rawValue] ?? 0),
                     help: "Runs of this kind and App Store recorded in the ledger, by outcome.")
             }
         }
