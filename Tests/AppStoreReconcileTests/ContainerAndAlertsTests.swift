@@ -344,26 +344,12 @@ struct ContainerAndAlertsTests {
         #expect(checked >= 10)
     }
 
-    /// GitHub's anchor of a Markdown heading line: its text in lower case, spaces as hyphens,
-    /// punctuation left out.
-    static func anchor(_ heading: Substring) -> String {
-        var anchor = ""
-        for character in heading.drop(while: { $0 == "#" }).trimmingCharacters(in: .whitespaces).lowercased() {
-            if character == " " {
-                anchor.append("-")
-            } else if character.isLetter || character.isNumber || character == "-" || character == "_" {
-                anchor.append(character)
-            }
-        }
-        return anchor
-    }
-
     /// The runbook each alert links to is a section of docs/operations.md (GitHub's anchors: the
     /// heading in lower case, spaces as hyphens, punctuation left out).
     @Test func everyRunbookLinkNamesASectionOfTheOperationsGuide() throws {
         let guide = Self.root.appendingPathComponent("docs/operations.md")
         let text = try #require(try? String(contentsOf: guide, encoding: .utf8), "docs/operations.md, the runbook the alerts link to")
-        let anchors = Set(text.split(separator: "\n").filter { $0.hasPrefix("#") }.map(Self.anchor))
+        let anchors = DocsDriftTests.anchors(of: text)
         for rule in try Self.rules() {
             let anchor = (rule.annotations["runbook_url"] ?? "").split(separator: "#", maxSplits: 1).dropFirst().first.map(String.init) ?? ""
             #expect(anchors.contains(anchor) || text.contains("id=\"\(anchor)\""), "\(rule.alert): docs/operations.md has no section #\(anchor)")
