@@ -2,17 +2,17 @@ import Foundation
 import Ledger
 import Synchronization
 
-/// The ledger's figures `GET /metrics` shows (`LedgerGauges`), read at most once per `interval`
-/// however many scrape: anyone who reaches the port can ask for /metrics, and each read takes a
-/// connection of the pool the notifications are written through. One read at a time; a scrape
-/// that comes while one is running, or within `interval` of the last, gets the last figures
-/// (nil before the first read answered, or when the last one failed: left out of the page).
-package final class LedgerGaugeCache: Sendable {
+/// A read of the ledger that a public GET makes (`/metrics`' figures, `/healthz`'s migrations),
+/// made at most once per `interval` however many ask: anyone who reaches the port can send those
+/// GETs, and each read takes a connection of the pool the notifications are written through. One
+/// read at a time; a request that comes while one is running, or within `interval` of the last,
+/// gets the last value (nil before the first read answered, or when the last one failed).
+package final class LedgerReadCache<Value: Sendable>: Sendable {
     package let interval: Duration
     private let state = Mutex(State())
 
     struct State {
-        var figures: LedgerGauges?
+        var figures: Value?
         var readAt: ContinuousClock.Instant?
         var reading = false
     }
@@ -23,7 +23,7 @@ package final class LedgerGaugeCache: Sendable {
 
     /// Whether a scrape at `now` reads the ledger: none is running and the last read (if any) is
     /// `interval` old. Claims the read when it says yes.
-    func claim(at now: ContinuousClock.Instant) -> (read: Bool, last: LedgerGauges?) {
+    func claim(at now: ContinuousClock.Instant) -> (read: Bool, last: Value?) {
         state.withLock { state in
             let due = state.readAt.map { now - $0 >= interval } ?? true
             guard due, !state.reading else { return (false, state.figures) }
@@ -32,8 +32,8 @@ package final class LedgerGaugeCache: Sendable {
         }
     }
 
-    /// The figures a scrape shows: the last read's, or a new read's when one is due.
-    package func figures(now: ContinuousClock.Instant = .now, read: @Sendable () async -> LedgerGauges?) async -> LedgerGauges? {
+    /// The value a request gets: the last read's, or a new read's when one is due.
+    package func figures(now: ContinuousClock.Instant = .now, read: @Sendable () async -> Value?) async -> Value? {
         let (due, last) = claim(at: now)
         guard due else { return last }
         let figures = await read()
@@ -45,3 +45,6 @@ package final class LedgerGaugeCache: Sendable {
         }
     }
 }
+
+/// `/metrics`' figures from the ledger.
+package typealias LedgerGaugeCache = LedgerReadCache<LedgerGauges>

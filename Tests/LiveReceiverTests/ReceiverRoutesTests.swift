@@ -24,7 +24,7 @@ struct ReceiverRoutesTests {
 
     /// Runs `test` against the application of a fresh ledger.
     static func withApplication(
-        _ harness: RecoveryHarness, metrics: ServeMetrics = ServeMetrics(),
+        _ harness: RecoveryHarness, metrics: ServeMetrics = ServeMetrics(), health: LedgerReadCache<Int> = LedgerReadCache(interval: .zero),
         _ test: @escaping @Sendable (any TestClientProtocol, PostgresClient) async throws -> Void
     ) async throws {
         try await TestDatabase.withFreshLedger { ledger, url in
@@ -41,7 +41,7 @@ struct ReceiverRoutesTests {
             let routes = ReceiverRoutes(
                 path: "/apple/notifications", receiver: receiver, metrics: metrics,
                 database: database, logger: logger, inFlight: RequestsInFlight(maximum: 8, readingBytes: 1 << 20), bodyTimeout: .seconds(5),
-                ledgerGauges: LedgerGaugeCache(interval: .zero)
+                ledgerGauges: LedgerGaugeCache(interval: .zero), health: health
             )
             let application = ReceiverApplication(routes, batched: batched, settings: ReceiverSettings(), logger: logger)
             try await application.application.test(.router) { client in try await test(client, ledger) }
@@ -140,6 +140,24 @@ struct ReceiverRoutesTests {
             let after = try await scrape()
             #expect(after.contains("appstore_reconcile_consumption_requests_unanswered{\(labels)} 0.0\n"))
             #expect(!after.contains("appstore_reconcile_consumption_request_next_deadline_timestamp_seconds{"), "no deadline left: no series, not its last value")
+        }
+    }
+
+    /// /healthz is public: a burst of probes reads the database once per interval, not once
+    /// each (the pool it reads through is the notifications'). Within the interval a ledger whose
+    /// migrations were taken away still answers as it was read; the next read sees it.
+    @Test func aBurstOfHealthProbesReadsTheDatabaseOncePerInterval() async throws {
+        let harness = try RecoveryHarness(customers: 1, seed: 75)
+        let health = LedgerReadCache<Int>(interval: .seconds(3600))
+        try await Self.withApplication(harness, health: health) { client, ledger in
+            var first: [HTTPResponse.Status] = []
+            while first.last != .ok, first.count < 10 { first.append(try await client.execute(uri: "/healthz", method: .get).status) }
+            #expect(first.last == .ok)
+            try await ledger.query("DELETE FROM app_store.schema_migrations WHERE version > 1")
+            for _ in 0..<50 { #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok, "the read of an hour ago") }
+            let fresh = LedgerReadCache<Int>(interval: .zero)
+            let applied = await fresh.figures { (try? await Migrator().applied(ledger, logger: harness.logger).count) ?? nil }
+            #expect(applied == 1, "the next read sees the migrations gone")
         }
     }
 
