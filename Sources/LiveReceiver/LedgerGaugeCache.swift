@@ -6,7 +6,8 @@ import Synchronization
 /// made at most once per `interval` however many ask: anyone who reaches the port can send those
 /// GETs, and each read takes a connection of the pool the notifications are written through. One
 /// read at a time; a request that comes while one is running, or within `interval` of the last,
-/// gets the last value (nil before the first read answered, or when the last one failed).
+/// gets the last value (nil before the first read answered, or when the last one failed; a failed
+/// read is not kept for the interval: the next request reads again).
 package final class LedgerReadCache<Value: Sendable>: Sendable {
     package let interval: Duration
     private let state = Mutex(State())
@@ -39,7 +40,8 @@ package final class LedgerReadCache<Value: Sendable>: Sendable {
         let figures = await read()
         return state.withLock { state in
             state.reading = false
-            state.readAt = now
+            // A failed read is not kept: the next request reads again (still one at a time).
+            if figures != nil { state.readAt = now }
             state.figures = figures
             return figures
         }
