@@ -239,7 +239,7 @@ let package = Package(
         .testTarget(
             name: "LiveReceiverTests",
             dependencies: [
-                "LiveReceiver", "Reconciliation", "Ledger", "TestSupport", "AppStoreSimulator", "SignedData",
+                "LiveReceiver", "Reconciliation", "Decisions", "Ledger", "TestSupport", "AppStoreSimulator", "SignedData",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

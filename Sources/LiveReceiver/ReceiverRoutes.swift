@@ -30,15 +30,20 @@ package struct ReceiverRoutes: Sendable {
     package let ledgerGauges: LedgerGaugeCache
     /// `/healthz`'s count of the migrations applied, read at most once a second.
     package let health: LedgerReadCache<Int>
+    /// `/metrics`' count of the notifications not yet accepted by the `--forward-to` handlers,
+    /// read at most once per its interval.
+    package let forwardCounts: LedgerReadCache<DeliveryCounts>
 
     package init(
         path: String, receiver: NotificationReceiver, forwarders: [AppStorePair: NotificationForwarder] = [:], metrics: ServeMetrics, database: PostgresClient,
         logger: Logger,
         inFlight: RequestsInFlight, bodyTimeout: Duration, ledgerGauges: LedgerGaugeCache = LedgerGaugeCache(),
-        health: LedgerReadCache<Int> = LedgerReadCache(interval: .seconds(1))
+        health: LedgerReadCache<Int> = LedgerReadCache(interval: .seconds(1)),
+        forwardCounts: LedgerReadCache<DeliveryCounts> = LedgerReadCache(interval: .seconds(10))
     ) {
         self.ledgerGauges = ledgerGauges
         self.health = health
+        self.forwardCounts = forwardCounts
         self.path = path
         self.receiver = receiver
         self.forwarders = forwarders
@@ -110,18 +115,21 @@ package struct ReceiverRoutes: Sendable {
         case ("/metrics", .get):
             metrics.record(other: .metrics)
             // Every target's, added up; left out when the ledger does not answer for one of them.
+            // Read at most once per interval, however many scrape (anyone reaching the port can).
             var forwards: DeliveryCounts?
             let keys = Set(forwarders.values.map(\.redelivery.target.key)).sorted()
             if !keys.isEmpty {
                 let store = receiver.ingest.store
-                forwards = try? await NotificationReceiver.within(.seconds(3)) {
-                    var total = DeliveryCounts(pending: 0, failed: 0)
-                    for key in keys {
-                        let counts = try await store.deliveryCounts(to: key)
-                        total.pending += counts.pending
-                        total.failed += counts.failed
-                    }
-                    return total
+                forwards = await forwardCounts.figures {
+                    try? await NotificationReceiver.within(.seconds(3)) {
+                        var total = DeliveryCounts(pending: 0, failed: 0)
+                        for key in keys {
+                            let counts = try await store.deliveryCounts(to: key)
+                            total.pending += counts.pending
+                            total.failed += counts.failed
+                        }
+                        return total
+                    } ?? nil
                 }
             }
             // The ledger's figures for the alerts (last successes, refund requests to answer);

@@ -1,4 +1,5 @@
 import AppStoreSimulator
+import Decisions
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -25,12 +26,18 @@ struct ReceiverRoutesTests {
     /// Runs `test` against the application of a fresh ledger.
     static func withApplication(
         _ harness: RecoveryHarness, metrics: ServeMetrics = ServeMetrics(), health: LedgerReadCache<Int> = LedgerReadCache(interval: .zero),
+        forwardTo: DeliveryTarget? = nil, forwardCounts: LedgerReadCache<DeliveryCounts> = LedgerReadCache(interval: .zero),
         _ test: @escaping @Sendable (any TestClientProtocol, PostgresClient) async throws -> Void
     ) async throws {
         try await TestDatabase.withFreshLedger { ledger, url in
             let logger = harness.logger
             let database = LedgerDatabase.client(url, logger: logger)
-            let ingest = NotificationIngest(verifier: try harness.verifier(), store: LedgerStore(client: database, logger: logger))
+            let store = LedgerStore(client: database, logger: logger)
+            let verifier = try harness.verifier()
+            let ingest = NotificationIngest(verifier: verifier, store: store, deliverTo: forwardTo?.key)
+            let forwarders = forwardTo.map {
+                [verifier.configuration.pair: NotificationForwarder(store: store, target: $0, policy: DeliveryPolicy(), logger: logger)]
+            } ?? [:]
             // Generous time limits: under the whole suite on two cores, the database may take
             // seconds to answer, and these tests are about the routes, not the deadlines
             // (BackpressureTests and ServeLimitsTests are).
@@ -39,9 +46,9 @@ struct ReceiverRoutesTests {
             let batched = BatchedIngest(ingest: ingest, limits: limits)
             let receiver = NotificationReceiver(ingest: ingest, batched: batched, deadline: .seconds(120))
             let routes = ReceiverRoutes(
-                path: "/apple/notifications", receiver: receiver, metrics: metrics,
+                path: "/apple/notifications", receiver: receiver, forwarders: forwarders, metrics: metrics,
                 database: database, logger: logger, inFlight: RequestsInFlight(maximum: 8, readingBytes: 1 << 20), bodyTimeout: .seconds(5),
-                ledgerGauges: LedgerGaugeCache(interval: .zero), health: health
+                ledgerGauges: LedgerGaugeCache(interval: .zero), health: health, forwardCounts: forwardCounts
             )
             let application = ReceiverApplication(routes, batched: batched, settings: ReceiverSettings(), logger: logger)
             try await application.application.test(.router) { client in try await test(client, ledger) }
@@ -158,6 +165,32 @@ struct ReceiverRoutesTests {
             let fresh = LedgerReadCache<Int>(interval: .zero)
             let applied = await fresh.figures { (try? await Migrator().applied(ledger, logger: harness.logger).count) ?? nil }
             #expect(applied == 1, "the next read sees the migrations gone")
+        }
+    }
+
+    /// With `--forward-to`, /metrics counts the notifications not yet forwarded from the ledger:
+    /// a burst of scrapes reads them once per interval, not once each. Within the interval a
+    /// ledger whose deliveries table was taken away still shows the count as it was read.
+    @Test func aBurstOfScrapesCountsTheForwardsOncePerInterval() async throws {
+        let harness = try RecoveryHarness(customers: 1, seed: 76)
+        let counts = LedgerReadCache<DeliveryCounts>(interval: .seconds(3600))
+        let target = try DeliveryTarget("http://127.0.0.1:9/handler")
+        try await Self.withApplication(harness, forwardTo: target, forwardCounts: counts) { client, ledger in
+            var pages: [String] = []
+            while !(pages.last ?? "").contains("appstore_reconcile_serve_pending_forwards 0"), pages.count < 10 {
+                pages.append(String(buffer: try await client.execute(uri: "/metrics", method: .get).body))
+            }
+            #expect(pages.last?.contains("appstore_reconcile_serve_pending_forwards 0") == true)
+            try await ledger.query("ALTER TABLE app_store.deliveries RENAME TO deliveries_taken_away")
+            for _ in 0..<50 {
+                let page = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+                #expect(page.contains("appstore_reconcile_serve_pending_forwards 0"), "the count of an hour ago")
+            }
+            let store = LedgerStore(client: ledger, logger: harness.logger)
+            await #expect(throws: (any Error).self, "a read now fails: the scrapes above did not read") {
+                try await store.deliveryCounts(to: target.key)
+            }
+            try await ledger.query("ALTER TABLE app_store.deliveries_taken_away RENAME TO deliveries")
         }
     }
 
