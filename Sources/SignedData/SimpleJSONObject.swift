@@ -209,3 +209,30 @@ public enum JSONStringScan {
         return bytes.count
     }
 }
+
+extension SimpleJSONObject {
+    /// The object as `JSONDecoder` decodes it into `[String: JSONValue]`; nil (decline) when a
+    /// key is given twice, which the fast path leaves to `JSONDecoder`. An integer becomes the
+    /// `Double` nearest to it, as `JSONDecoder` reads the same digits.
+    var jsonFields: [String: JSONValue]? {
+        var result: [String: JSONValue] = [:]
+        result.reserveCapacity(fields.count)
+        for (key, value) in fields {
+            guard result[key] == nil, let converted = value.json else { return nil }
+            result[key] = converted
+        }
+        return result
+    }
+}
+
+extension SimpleJSONObject.Value {
+    var json: JSONValue? {
+        switch self {
+        case .string(let text): .string(text)
+        case .integer(let number): .number(Double(number))
+        case .bool(let flag): .bool(flag)
+        case .null: .null
+        case .object(let object): object.jsonFields.map(JSONValue.object)
+        }
+    }
+}

@@ -9,6 +9,10 @@ public enum UnverifiedPayload {
         // CompactJWS finds the dots in the bytes; splitting by Character would walk grapheme
         // clusters through kilobytes of base64, the costliest step of a page.
         guard let parts = CompactJWS(jws), let bytes = Base64URL.decode(parts.payload) else { return nil }
+        // Pass 1 reads every notification of an unfiltered query this way (to skip those a
+        // priority query fetched): the plain shape goes by the fast path, anything else by
+        // JSONDecoder, which then decides.
+        if let fields = SimpleJSONObject.parse(bytes)?.jsonFields { return fields }
         return try? JSONDecoder().decode([String: JSONValue].self, from: Data(bytes))
     }
 

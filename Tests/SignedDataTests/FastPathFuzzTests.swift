@@ -143,6 +143,11 @@ struct FastPathFuzzTests {
         var parsed = 0
         var declined = 0
         var decodedFast = 0
+        var readAsFields = 0
+        for seed in seeds {
+            let fields = try #require(SimpleJSONObject.parse(seed)?.jsonFields, "a real payload's plain shape is read fast")
+            #expect(fields == (try JSONDecoder().decode([String: JSONValue].self, from: Data(seed))))
+        }
         for round in 0..<30_000 {
             let bytes = Self.mutate(seeds[round % seeds.count], &random)
             guard let object = SimpleJSONObject.parse(bytes) else {
@@ -158,12 +163,22 @@ struct FastPathFuzzTests {
                     mismatches.append("parsed what JSONDecoder refuses: \(String(decoding: bytes.prefix(200), as: UTF8.self))")
                 }
             }
+            // The unverified look (`UnverifiedPayload.fields`) reads the same object into
+            // `[String: JSONValue]` as JSONDecoder does, or declines.
+            if let fields = object.jsonFields {
+                readAsFields += 1
+                if (try? JSONDecoder().decode([String: JSONValue].self, from: Data(bytes))) != fields {
+                    mismatches.append("read into JSONValue differently: \(String(decoding: bytes.prefix(200), as: UTF8.self))")
+                }
+            }
             if Self.check(TransactionPayload.self, bytes, &mismatches) { decodedFast += 1 }
             if Self.check(RenewalInfoPayload.self, bytes, &mismatches) { decodedFast += 1 }
             if Self.check(NotificationPayload.self, bytes, &mismatches) { decodedFast += 1 }
         }
         #expect(mismatches.isEmpty, "\(mismatches.count) mismatches, first: \(mismatches.prefix(3))")
         // The mutations reach both sides of every decision.
-        #expect(parsed > 1000 && declined > 1000 && decodedFast > 1000, "parsed \(parsed), declined \(declined), decoded fast \(decodedFast)")
+        #expect(
+            parsed > 1000 && declined > 1000 && decodedFast > 1000 && readAsFields > 1000,
+            "parsed \(parsed), declined \(declined), decoded fast \(decodedFast), read as fields \(readAsFields)")
     }
 }
