@@ -375,8 +375,9 @@ package struct CustomerRepair: Sendable {
     /// The stored transactions with pass 1's (planned) versions on top.
     static func merge(_ stored: [TransactionRecord], _ overlay: RecoveryReport.LedgerOverlay, customers: Set<String>) -> [TransactionRecord] {
         var byId = Dictionary(stored.map { ($0.transactionId, $0) }, uniquingKeysWith: { first, _ in first })
-        for record in overlay.transactions.values where customers.contains(record.originalTransactionId) {
-            if byId[record.transactionId].map({ $0.signedDate.unixMilliseconds < record.signedDate.unixMilliseconds }) ?? true {
+        for customer in customers {
+            for record in overlay.transactionsByCustomer[customer] ?? []
+            where byId[record.transactionId].map({ $0.signedDate.unixMilliseconds < record.signedDate.unixMilliseconds }) ?? true {
                 byId[record.transactionId] = record
             }
         }
