@@ -59,7 +59,9 @@ struct ForwardingTests {
         try await Self.withForwarder(receiver, policy: policy, seed: 331) { uuids, store, target, client in
             let started = Date()
             var firstArrivals: [String: Date] = [:]
-            while firstArrivals.count < 5, Date().timeIntervalSince(started) < 60 {
+            // A wait, not a bound (the order below is what is proven): under the whole suite on
+            // two cores one first arrival once came after 60 s.
+            while firstArrivals.count < 5, Date().timeIntervalSince(started) < 150 {
                 for request in receiver.received { if let uuid = request.notificationUUID, firstArrivals[uuid] == nil { firstArrivals[uuid] = request.at } }
                 try await Task.sleep(for: .milliseconds(100))
             }
