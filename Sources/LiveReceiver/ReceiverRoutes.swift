@@ -105,7 +105,7 @@ package struct ReceiverRoutes: Sendable {
             // Anyone can ask: the database is read at most once a second, whoever asks.
             let database = self.database
             let logger = self.logger
-            let applied = await health.figures {
+            let applied = await health.value {
                 (try? await NotificationReceiver.within(.seconds(3)) { try await Migrator().applied(database, logger: logger).count }) ?? nil
             }
             guard let applied else { return Self.text(503, "the database is unavailable\n") }
@@ -120,7 +120,7 @@ package struct ReceiverRoutes: Sendable {
             let keys = Set(forwarders.values.map(\.redelivery.target.key)).sorted()
             if !keys.isEmpty {
                 let store = receiver.ingest.store
-                forwards = await forwardCounts.figures {
+                forwards = await forwardCounts.value {
                     try? await NotificationReceiver.within(.seconds(3)) {
                         var total = DeliveryCounts(pending: 0, failed: 0)
                         for key in keys {
@@ -136,7 +136,7 @@ package struct ReceiverRoutes: Sendable {
             // left out when the ledger does not answer in time.
             let pairs = metrics.pairs
             let store = receiver.ingest.store
-            let ledger = pairs.isEmpty ? nil : await ledgerGauges.figures {
+            let ledger = pairs.isEmpty ? nil : await ledgerGauges.value {
                 try? await NotificationReceiver.within(.seconds(3)) { try await store.gauges(for: pairs, now: Date()) } ?? nil
             }
             var response = Self.text(200, metrics.text(forwards: forwards, ledger: ledger))

@@ -13,6 +13,8 @@ struct SimpleJSONObject: Sendable {
         case integer(Int64)
         case bool(Bool)
         case null
+        /// `-0`: an integer field reads it as 0, a `JSONValue` as the Double -0.0 (as JSONDecoder does).
+        case negativeZero
         indirect case object(SimpleJSONObject)
     }
 
@@ -78,7 +80,9 @@ struct SimpleJSONObject: Sendable {
             case UInt8(ascii: "t"): return literal("true") ? .bool(true) : nil
             case UInt8(ascii: "f"): return literal("false") ? .bool(false) : nil
             case UInt8(ascii: "n"): return literal("null") ? .null : nil
-            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return integer().map(Value.integer)
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                guard let number = integer() else { return nil }
+                return number == 0 && byte == UInt8(ascii: "-") ? .negativeZero : .integer(number)
             default: return nil
             }
         }
@@ -138,6 +142,7 @@ extension SimpleJSONObject.Value {
         switch self {
         case .null: .some(nil)
         case .integer(let number): .some(number)
+        case .negativeZero: .some(0)
         default: nil
         }
     }
@@ -146,6 +151,7 @@ extension SimpleJSONObject.Value {
         switch self {
         case .null: .some(nil)
         case .integer(let number): Int(exactly: number).map { .some($0) }
+        case .negativeZero: .some(0)
         default: nil
         }
     }
@@ -230,6 +236,7 @@ extension SimpleJSONObject.Value {
         switch self {
         case .string(let text): .string(text)
         case .integer(let number): .number(Double(number))
+        case .negativeZero: .number(-0.0)
         case .bool(let flag): .bool(flag)
         case .null: .null
         case .object(let object): object.jsonFields.map(JSONValue.object)

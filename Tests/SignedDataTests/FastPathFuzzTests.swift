@@ -83,6 +83,7 @@ struct FastPathFuzzTests {
             switch value {
             case .string(let text): fields[key] = .string(text)
             case .integer(let number): fields[key] = .integer(number)
+            case .negativeZero: fields[key] = .integer(0)
             case .bool(let flag): fields[key] = .bool(flag)
             case .null: fields[key] = .null
             case .object(let nested):
@@ -144,6 +145,19 @@ struct FastPathFuzzTests {
         var declined = 0
         var decodedFast = 0
         var readAsFields = 0
+        // `-0` is the Double -0.0 to JSONDecoder, equal to 0.0, so the comparisons below cannot
+        // see its sign: compared here.
+        let negativeZero = Array(#"{"a":-0,"b":0}"#.utf8)
+        let fast = try #require(SimpleJSONObject.parse(negativeZero)?.jsonFields)
+        let decoded = try JSONDecoder().decode([String: JSONValue].self, from: Data(negativeZero))
+        for key in ["a", "b"] {
+            guard case .number(let mine)? = fast[key], case .number(let theirs)? = decoded[key] else {
+                Issue.record("\(key): not a number")
+                continue
+            }
+            #expect(mine.sign == theirs.sign, "\(key)")
+        }
+        #expect(decoded["a"].map { if case .number(let zero) = $0 { zero.sign == .minus } else { false } } == true)
         for seed in seeds {
             let fields = try #require(SimpleJSONObject.parse(seed)?.jsonFields, "a real payload's plain shape is read fast")
             #expect(fields == (try JSONDecoder().decode([String: JSONValue].self, from: Data(seed))))
