@@ -105,6 +105,12 @@ struct KeyPermissionTests {
             chmod(key, 0o644)
             let open = try await BuiltBinary.run(["check"], environment: environment)
             #expect(open.standardError.contains("is readable by other users (mode 644); chmod 600 it"), "\(open.combined)")
+            // Readable by its group, which is the process's own (as under Kubernetes' fsGroup): no warning.
+            chown(key, getuid(), getegid())
+            chmod(key, 0o640)
+            let ownGroup = try await BuiltBinary.run(["check"], environment: environment)
+            #expect(ownGroup.exitCode == 0, "\(ownGroup.combined)")
+            #expect(!ownGroup.standardError.contains("readable by other users"), "\(ownGroup.combined)")
             chmod(key, 0o600)
             let closed = try await BuiltBinary.run(["check"], environment: environment)
             #expect(closed.exitCode == 0, "\(closed.combined)")

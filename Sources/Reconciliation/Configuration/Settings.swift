@@ -180,9 +180,12 @@ extension Settings {
             throw ConfigurationError(.privateKey, "names a file that cannot be read: \(keyPath)")
         }
         if let attributes = try? FileManager.default.attributesOfItem(atPath: keyPath),
-            let permissions = attributes[.posixPermissions] as? NSNumber, permissions.intValue & 0o077 != 0
+            let permissions = attributes[.posixPermissions] as? NSNumber,
+            let warning = KeyFileExposure.warning(
+                path: keyPath, mode: permissions.intValue, fileGroup: (attributes[.groupOwnerAccountID] as? NSNumber)?.uint32Value,
+                processGroup: UInt32(getegid()))
         {
-            warn("warning: the private key \(keyPath) is readable by other users (mode \(String(permissions.intValue & 0o777, radix: 8))); chmod 600 it")
+            warn(warning)
         }
         let key: P256SigningKey
         do {
