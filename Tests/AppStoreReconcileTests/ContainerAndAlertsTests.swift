@@ -136,7 +136,7 @@ struct ContainerAndAlertsTests {
         let script = """
             import json
             print(json.dumps([{"image": c["image"], "command": c.get("command"), "args": c.get("args")}
-                              for t in pod_specs(sys.argv[1]) for c in t["containers"]]))
+                              for t in pod_specs(sys.argv[1]) for c in t.get("initContainers", []) + t["containers"]]))
             """
         let result = try JobFilesTests.python(script, [JobFilesTests.kubernetes(file)])
         try #require(result.status == 0, "\(file): \(result.standardError)")
