@@ -16,6 +16,14 @@ package struct ReceiverSettings: Sendable {
     package var path = "/apple/notifications"
     /// Open connections at most; past it, new ones wait in the kernel's backlog.
     package var maximumConnections = 4_096
+    /// Connections the kernel holds before serve accepts them (capped by the kernel's
+    /// `net.core.somaxconn`). A burst of connections past it is dropped by the kernel before serve
+    /// sees it (Linux counts them as ListenOverflows): a client then gets no answer. With
+    /// Hummingbird's default, 256, ServeLimitsTests' flood (a thousand connections at once) left
+    /// 16 of 10,000 requests unanswered under the whole suite, the connection closed without serve
+    /// seeing the request, and the machine counted 164 listen-queue overflows that day; alone, the
+    /// same test overflows none either way.
+    package var backlog = 4_096
     /// Notification POSTs being verified and recorded at once, at most.
     package var maximumRequests = 512
     /// Bytes the bodies still arriving may hold together.
@@ -86,7 +94,7 @@ package struct ReceiverApplication: Sendable {
             responder: responder,
             server: .http1(configuration: HTTP1Channel.Configuration(idleTimeout: .seconds(max(1, settings.idleTimeout.components.seconds)))),
             configuration: ApplicationConfiguration(
-                address: .hostname(settings.host, port: port), serverName: "appstore-reconcile",
+                address: .hostname(settings.host, port: port), serverName: "appstore-reconcile", backlog: settings.backlog,
                 availableConnectionsDelegate: MaximumAvailableConnections(settings.maximumConnections)
             ),
             services: [routes.database, batched] + Self.distinct(routes.forwarders.sorted { $0.key < $1.key }.map(\.value)),
