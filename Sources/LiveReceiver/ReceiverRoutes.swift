@@ -105,9 +105,7 @@ package struct ReceiverRoutes: Sendable {
             // Anyone can ask: the database is read at most once a second, whoever asks.
             let database = self.database
             let logger = self.logger
-            let applied = await health.value {
-                (try? await NotificationReceiver.within(.seconds(3)) { try await Migrator().applied(database, logger: logger).count }) ?? nil
-            }
+            let applied = await Self.read(through: health) { try await Migrator().applied(database, logger: logger).count }
             guard let applied else { return Self.text(503, "the database is unavailable\n") }
             let expected = Migration.bundled.count
             return applied >= expected
@@ -120,25 +118,21 @@ package struct ReceiverRoutes: Sendable {
             let keys = Set(forwarders.values.map(\.redelivery.target.key)).sorted()
             if !keys.isEmpty {
                 let store = receiver.ingest.store
-                forwards = await forwardCounts.value {
-                    try? await NotificationReceiver.within(.seconds(3)) {
-                        var total = DeliveryCounts(pending: 0, failed: 0)
-                        for key in keys {
-                            let counts = try await store.deliveryCounts(to: key)
-                            total.pending += counts.pending
-                            total.failed += counts.failed
-                        }
-                        return total
-                    } ?? nil
+                forwards = await Self.read(through: forwardCounts) {
+                    var total = DeliveryCounts(pending: 0, failed: 0)
+                    for key in keys {
+                        let counts = try await store.deliveryCounts(to: key)
+                        total.pending += counts.pending
+                        total.failed += counts.failed
+                    }
+                    return total
                 }
             }
             // The ledger's figures for the alerts (last successes, refund requests to answer);
             // left out when the ledger does not answer in time.
             let pairs = metrics.pairs
             let store = receiver.ingest.store
-            let ledger = pairs.isEmpty ? nil : await ledgerGauges.value {
-                try? await NotificationReceiver.within(.seconds(3)) { try await store.gauges(for: pairs, now: Date()) } ?? nil
-            }
+            let ledger = pairs.isEmpty ? nil : await Self.read(through: ledgerGauges) { try await store.gauges(for: pairs, now: Date()) }
             var response = Self.text(200, metrics.text(forwards: forwards, ledger: ledger))
             response.headers[.contentType] = "text/plain; version=0.0.4"
             return response
@@ -146,6 +140,12 @@ package struct ReceiverRoutes: Sendable {
             metrics.record(other: .notFound)
             return Self.text(404, "not found\n")
         }
+    }
+
+    /// A public GET's read of the ledger: through `cache` (at most one per its interval), within
+    /// 3 s; nil when the ledger did not answer in time or failed.
+    static func read<Value: Sendable>(through cache: LedgerReadCache<Value>, _ read: @escaping @Sendable () async throws -> Value) async -> Value? {
+        await cache.value { (try? await NotificationReceiver.within(.seconds(3), read)) ?? nil }
     }
 
     func respond(_ routed: NotificationReceiver.Routed, started: ContinuousClock.Instant) -> Response {
