@@ -135,6 +135,22 @@ struct CustomerLife {
             pending.append((type, subtype, date, transaction, renewalInfo, status))
         }
 
+        /// Apple signing the billing failure hours after the recovery that ended it (developer
+        /// forum thread 745515: a DID_FAIL_TO_RENEW 7.5 hours after the DID_RENEW, the subscription
+        /// still active): for the accounts `Configuration.lateFailuresAfterRecovery` names, a
+        /// DID_FAIL_TO_RENEW signed 7.5 hours after `recovered`, carrying the failed period's
+        /// transaction and renewal info and status 3. The truth stays the recovery's.
+        mutating func signFailureLate(_ failed: (transaction: TransactionPayload, renewal: RenewalInfoPayload), after recovered: Int64) {
+            guard kind.uuidSalt == Kind.main.uuidSalt, configuration.lateFailuresAfterRecovery.contains(index) else { return }
+            let late = recovered + 27_000_000
+            guard late <= now, late < recovered + period else { return }
+            var transaction = failed.transaction
+            transaction.signedDate = late
+            var renewalInfo = failed.renewal
+            renewalInfo.signedDate = late
+            pending.append((.didFailToRenew, nil, late, transaction, renewalInfo, .billingRetry))
+        }
+
         /// A restore of the purchase: a new transaction ID under the same originalTransactionId.
         mutating func restore(at date: Int64) {
             guard date <= now else { return }
@@ -238,8 +254,10 @@ struct CustomerLife {
                         // What has not happened yet changes nothing: the truth stays at the failure.
                         guard recovered <= now else { return }
                         status = .active
+                        let failed = (transaction: current, renewal: renewal)
                         purchase(at: recovered, reason: "RENEWAL")
                         emit(.didRenew, .billingRecovery, at: recovered)
+                        signFailureLate(failed, after: recovered)
                         expires = recovered + period
                         continue
                     }

@@ -43,6 +43,9 @@ package struct Scenario: Sendable {
         /// its renewal info carry the new token from then on, and no notification says so (the
         /// notifications already sent keep the old one).
         package var appAccountTokensSet: [Int: String] = [:]
+        /// Accounts (by customer index) whose billing recoveries Apple follows with the billing
+        /// failure signed 7.5 hours late, out of order (`CustomerLife.Builder.signFailureLate`).
+        package var lateFailuresAfterRecovery: Set<Int> = []
 
         package init() {}
     }

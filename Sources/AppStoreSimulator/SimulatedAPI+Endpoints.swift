@@ -29,7 +29,11 @@ extension SimulatedAPI {
         guard let request = try? JSONDecoder().decode(HistoryBody.self, from: Data(body)) else {
             return .error(400, 4_000_000, "Invalid request.")
         }
-        let nowMs = Int64(now.timeIntervalSince1970 * 1000)
+        let ahead: Int64 = state.withLock { state -> Int64 in
+            defer { state.historyRequests += 1 }
+            return Int64(Self.clockAhead(afterHistoryRequests: state.historyRequests, options) * 1000)
+        }
+        let nowMs = Int64(now.timeIntervalSince1970 * 1000) + ahead
         guard let start = request.startDate else { return .error(400, 4_000_015, "Invalid request. The start date is not a timestamp value in milliseconds.") }
         guard var end = request.endDate else { return .error(400, 4_000_016, "Invalid request. The end date is not a timestamp value in milliseconds.") }
         if end > nowMs { end = nowMs }
@@ -84,8 +88,10 @@ extension SimulatedAPI {
         // The query's matches, found once per request body and kept: each page is then a slice,
         // as it is for Apple, instead of a scan of the whole world (a window of a million
         // notifications would otherwise cost the simulator more than the reconciler).
+        // A first page lists the world as it is now (retries may have delivered some since).
         let matches: [Int]
-        if let kept = state.withLock({ $0.queryMatches[bodyKey] }) {
+        let retried = state.withLock { $0.retriedDeliveries }
+        if offset > 0, let kept = state.withLock({ $0.queryMatches[bodyKey] }) {
             matches = kept
         } else {
             matches = scenario.notifications.indices.filter { index in
@@ -96,10 +102,21 @@ extension SimulatedAPI {
                     guard notification.type == type, notification.subtype == subtype else { return false }
                 }
                 if let customer, notification.customer != customer { return false }
-                if request.onlyFailures == true, notification.sendAttempts.contains(where: { $0.result == "SUCCESS" && $0.date <= nowMs }) { return false }
+                if request.onlyFailures == true,
+                    notification.sendAttempts.contains(where: { $0.result == "SUCCESS" && $0.date <= nowMs }) || retried[index].map({ $0 <= nowMs }) == true
+                {
+                    return false
+                }
                 return true
             }
             state.withLock { $0.queryMatches[bodyKey] = matches }
+        }
+        if request.onlyFailures == true, let page = options.retriesDeliveredAtPage, offset == page * Self.pageSize {
+            state.withLock { state in
+                guard !state.retriesDeliveredServed else { return }
+                state.retriesDeliveredServed = true
+                for index in matches.prefix(options.retriesDelivered) { state.retriedDeliveries[index] = nowMs }
+            }
         }
         let pageEnd = min(matches.count, offset + Self.pageSize)
         let page: [NotificationHistoryItemBody] = (offset < pageEnd ? Array(matches[offset..<pageEnd]) : []).map { index in
@@ -107,6 +124,7 @@ extension SimulatedAPI {
             return NotificationHistoryItemBody(
                 signedPayload: servedPayload(notification),
                 sendAttempts: notification.sendAttempts.filter { $0.date <= nowMs }.map { .init(attemptDate: $0.date, sendAttemptResult: $0.result) }
+                    + (retried[index].map { [.init(attemptDate: $0, sendAttemptResult: "SUCCESS")] } ?? [])
             )
         }
         let hasMore = pageEnd < matches.count

@@ -64,6 +64,12 @@ package final class SimulatedAPI: Sendable {
         var tokenlessPageServed = false
         /// Get Notification History matches by request body (see `notificationHistory`).
         var queryMatches: [String: [Int]] = [:]
+        /// Deliveries Apple's retries made while a query paged (`retriesDeliveredAtPage`):
+        /// notification index → when.
+        var retriedDeliveries: [Int: Int64] = [:]
+        var retriesDeliveredServed = false
+        /// Get Notification History requests answered (`historyClockJump`).
+        var historyRequests = 0
     }
 
     package init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), credentials: SimulatorCredentials = SimulatorCredentials(), pki: TestPKI? = nil) throws {
@@ -83,6 +89,13 @@ package final class SimulatedAPI: Sendable {
 
     /// Requests served per endpoint path prefix, and how many were refused with 429.
     package var requestCounts: [String: Int] { state.withLock { $0.requestCounts } }
+    /// How far Apple's clock runs ahead of the wall clock now (`historyClockJump`).
+    package var clockAhead: TimeInterval { state.withLock { Self.clockAhead(afterHistoryRequests: $0.historyRequests, options) } }
+
+    static func clockAhead(afterHistoryRequests requests: Int, _ options: SimulatorOptions) -> TimeInterval {
+        guard let jump = options.historyClockJump, requests >= jump.afterRequests else { return 0 }
+        return jump.seconds
+    }
     package var rateLimitedCount: Int { state.withLock { $0.rateLimited } }
     /// When the first request came, and the last 429 went out.
     package var rateLimitTimes: (firstRequest: Date?, lastRateLimited: Date?) { state.withLock { ($0.firstRequest, $0.lastRateLimited) } }

@@ -28,6 +28,17 @@ package struct SimulatorOptions: Sendable {
     /// Refuse, once, the pagination token that asks for this page (counting from 1 for the second
     /// page) as expired (4000017): a token that lapses in the middle of a window.
     package var expireTokenOnceAtPage: Int?
+    /// When the page at this index (from 0) of an `onlyFailures` Get Notification History query
+    /// is served, Apple's retries deliver the first `retriesDelivered` notifications of that
+    /// query's list (a SUCCESS attempt at that moment), once: from then on they are no longer
+    /// failures, and a query started afresh lists every later notification that many places
+    /// earlier. A token already issued keeps paging the list it was issued for.
+    package var retriesDeliveredAtPage: Int?
+    package var retriesDelivered = 5
+    /// After this many Get Notification History requests, Apple's clock runs this far ahead of
+    /// the wall clock: a run that pages for hours, in seconds (Apple's 180-day limit moves while
+    /// the run pages). A test gives the tool the same clock (`SimulatedAPI.clockAhead`).
+    package var historyClockJump: (afterRequests: Int, seconds: TimeInterval)?
     /// Accounts (by index in the scenario) for which Get Transaction History and Get All
     /// Subscription Statuses answer this error instead (Apple's 4040001 AccountNotFoundError,
     /// 4000006 InvalidTransactionIdError, ...), whatever transaction ID of theirs is asked.

@@ -7,9 +7,18 @@ import SignedData
 package struct OutageWindow: Hashable, Sendable {
     package var start: Date
     package var end: Date
+    /// The start asked for: later than `start` never; earlier when the window was clamped to
+    /// what Apple's history will still hold when the run's last query is sent (`retentionMargin`).
+    /// Checkpoints are kept under it, so that a resumed run of the same window finds them.
+    package var requestedStart: Date
 
-    package var startMilliseconds: UnixMilliseconds { Int64((start.timeIntervalSince1970 * 1000).rounded()) }
-    package var endMilliseconds: UnixMilliseconds { Int64((end.timeIntervalSince1970 * 1000).rounded()) }
+    /// The start was moved later than asked (`requestedStart`).
+    package var isClamped: Bool { Self.milliseconds(requestedStart) != startMilliseconds }
+
+    package var startMilliseconds: UnixMilliseconds { Self.milliseconds(start) }
+    package var endMilliseconds: UnixMilliseconds { Self.milliseconds(end) }
+
+    package static func milliseconds(_ date: Date) -> UnixMilliseconds { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
 
     /// How long Get Notification History keeps notifications: about six months in Production,
     /// 30 days in Sandbox.
@@ -17,8 +26,25 @@ package struct OutageWindow: Hashable, Sendable {
         environment == .production ? 180 : 30
     }
 
-    /// Checks a window an operator asked for; the error says what is allowed.
-    package init(start: Date, end: Date, environment: AppStoreEnvironment, now: Date = Date()) throws {
+    /// How long before Apple's limit a window's start is kept: a run sends its last query
+    /// (the unfiltered pass, a restart after a refused token) minutes or hours after its first,
+    /// and Apple checks every query's start against its own clock (StartDateTooFarInPastError,
+    /// 4000012, not retryable). A start within this of the limit is moved to it, with a warning.
+    package static let retentionMargin: TimeInterval = 3600
+
+    /// The earliest start a window asked for at `now` keeps: the limit of what Apple's history
+    /// holds, plus `retentionMargin`.
+    package static func earliestStart(_ environment: AppStoreEnvironment, now: Date) -> Date {
+        now.addingTimeInterval(-Double(retentionDays(environment)) * 86_400 + retentionMargin)
+    }
+
+    /// Checks a window an operator asked for; the error says what is allowed. A start before
+    /// what Apple's history keeps is refused; one within `retentionMargin` of that limit is moved
+    /// to it (`isClamped`): the notifications signed in between leave Apple's history while
+    /// the run pages, and no query could fetch them. `resuming`: the window of an unfinished run
+    /// (its checkpoints exist), whose start Apple's limit may have overtaken since: clamped too,
+    /// never refused, so that the run can finish what Apple still holds.
+    package init(start: Date, end: Date, environment: AppStoreEnvironment, now: Date = Date(), resuming: Bool = false) throws {
         let days = Self.retentionDays(environment)
         guard start < end else {
             throw WindowError(
@@ -28,15 +54,33 @@ package struct OutageWindow: Hashable, Sendable {
             )
         }
         guard start < now else { throw WindowError("the window starts in the future (\(Self.format(start)))") }
-        let earliest = now.addingTimeInterval(-Double(days) * 86_400)
-        guard start >= earliest else {
+        let limit = now.addingTimeInterval(-Double(days) * 86_400)
+        let earliest = Self.earliestStart(environment, now: now)
+        guard start >= limit || resuming else {
             throw WindowError(
                 "the window starts \(Self.format(start)), before what \(environment.rawValue) history keeps "
-                    + "(\(days) days: nothing before \(Self.format(earliest))); use a later --start"
+                    + "(\(days) days: nothing before \(Self.format(limit))); use --start \(Self.format(earliest)) or later"
             )
         }
-        self.start = start
+        guard end > earliest else {
+            throw WindowError(
+                "the window ends \(Self.format(end)), within the hour before what \(environment.rawValue) history keeps "
+                    + "(\(days) days: nothing before \(Self.format(limit))): its notifications leave Apple's history before a run could page them"
+            )
+        }
+        self.requestedStart = start
+        self.start = max(start, earliest)
         self.end = min(end, now)
+    }
+
+    /// The window's start moved to `earliestStart` at `now`, for a run that is still paging when
+    /// Apple's limit reaches its start: nil when the start is still later than that.
+    package func movedPastRetention(_ environment: AppStoreEnvironment, now: Date) -> OutageWindow? {
+        let earliest = Self.earliestStart(environment, now: now)
+        guard start < earliest, earliest < end else { return nil }
+        var moved = self
+        moved.start = earliest
+        return moved
     }
 
     /// Parses a time as ISO 8601 with an offset (`2026-11-18T02:00:00Z`, `…+01:00`, fractional

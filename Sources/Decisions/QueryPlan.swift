@@ -1,3 +1,4 @@
+import Foundation
 import AppStoreServerModel
 import SignedData
 
@@ -74,10 +75,12 @@ package struct QueryPlan: Hashable, Sendable {
     /// The rest of the window: one unfiltered query that skips what the priority queries fetched.
     package var remainderQuery: Query { Query(type: nil, subtype: nil, skipping: Set(priorityPairs)) }
 
-    /// The request body of a query; the same body goes with every page.
-    package func request(for query: Query) -> NotificationHistoryRequest {
+    /// The request body of a query; the same body goes with every page. `start`: the window's
+    /// start once Apple's limit has overtaken it (`OutageWindow.movedPastRetention`).
+    package func request(for query: Query, start: Date? = nil) -> NotificationHistoryRequest {
         NotificationHistoryRequest(
-            startDate: window.startMilliseconds, endDate: window.endMilliseconds, notificationType: query.type,
+            startDate: start.map { max(window.startMilliseconds, OutageWindow.milliseconds($0)) } ?? window.startMilliseconds,
+            endDate: window.endMilliseconds, notificationType: query.type,
             notificationSubtype: query.subtype, onlyFailures: onlyFailures ? true : nil
         )
     }

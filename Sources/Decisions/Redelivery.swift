@@ -81,8 +81,12 @@ package struct DeliveryPolicy: Sendable, Hashable {
     /// The pause before the second round; each later pause doubles, up to `maximumDelay`.
     package var firstDelay: Duration
     package var maximumDelay: Duration
-    /// How long one POST may take before it counts as failed.
+    /// How long a notification's first POST may take before it counts as failed. Each later
+    /// POST of the same notification may take twice as long as the one before, up to
+    /// `maximumRequestTimeout` (`requestTimeout(afterAttempts:)`).
     package var requestTimeout: Duration
+    /// The longest any POST may take (at least `requestTimeout`).
+    package var maximumRequestTimeout: Duration
     /// A round ends after this many POSTs in a row got no answer at all (a handler down or hung):
     /// the rest wait for the next round, run or `deliver`, rather than a timeout each.
     package var unansweredInARowEndingARound: Int
@@ -94,8 +98,9 @@ package struct DeliveryPolicy: Sendable, Hashable {
 
     package init(
         rounds: Int = 5, firstDelay: Duration = .seconds(1), maximumDelay: Duration = .seconds(30), requestTimeout: Duration = .seconds(10),
-        unansweredInARowEndingARound: Int = 3, maximumAttempts: Int = 12, concurrency: Int = 1
+        unansweredInARowEndingARound: Int = 3, maximumAttempts: Int = 12, concurrency: Int = 1, maximumRequestTimeout: Duration? = nil
     ) {
+        self.maximumRequestTimeout = max(requestTimeout, maximumRequestTimeout ?? requestTimeout * Self.timeoutGrowthBound)
         self.unansweredInARowEndingARound = max(1, unansweredInARowEndingARound)
         self.maximumAttempts = max(1, maximumAttempts)
         self.concurrency = max(1, concurrency)
@@ -113,6 +118,23 @@ package struct DeliveryPolicy: Sendable, Hashable {
         return min(delay, maximumDelay)
     }
 
+    /// How many times the first POST's timeout a later POST may wait, by default.
+    package static let timeoutGrowthBound = 6
+
+    /// How long the POST of a notification already sent `attempts` times may take: the first
+    /// `requestTimeout`, each later one twice the one before, at most `maximumRequestTimeout`. A
+    /// handler that answers a little after the timeout (12 s against 10 s) would otherwise get
+    /// every notification again and again, processing each copy, until it is parked; with this,
+    /// its second POST waits long enough for its answer.
+    package func requestTimeout(afterAttempts attempts: Int) -> Duration {
+        var timeout = requestTimeout
+        for _ in 0..<max(0, min(attempts, 32)) {
+            timeout = timeout * 2
+            if timeout >= maximumRequestTimeout { return maximumRequestTimeout }
+        }
+        return min(timeout, maximumRequestTimeout)
+    }
+
     /// Whether an answer delivers the notification: any 2xx, as Apple counts its own deliveries.
     /// Redirects are not followed (a 3xx is a refusal): following one would POST the payload
     /// where the target did not say, or turn the POST into a GET whose 2xx would count.
@@ -122,7 +144,7 @@ package struct DeliveryPolicy: Sendable, Hashable {
     package var summary: String {
         let pauses = (2...max(2, rounds)).map { "\(delay(beforeRound: $0).components.seconds) s" }
         return "\(rounds) rounds" + (rounds > 1 ? " (pauses of \(pauses.joined(separator: ", ")))" : "")
-            + ", \(requestTimeout.components.seconds) s per POST, \(concurrency) at once, fewest attempts first; a round ends after \(unansweredInARowEndingARound) POSTs in a row get no answer; "
+            + ", \(requestTimeout.components.seconds) s for a notification's first POST (doubling for each later one, at most \(maximumRequestTimeout.components.seconds) s), \(concurrency) at once, fewest attempts first; a round ends after \(unansweredInARowEndingARound) POSTs in a row get no answer; "
             + "a notification refused \(maximumAttempts) times is parked as failed"
     }
 }

@@ -52,7 +52,9 @@ package enum RepairPlanner {
                 plan.batch.transactions.append(record)
                 continue
             }
-            guard existing.signedDate.unixMilliseconds < record.signedDate.unixMilliseconds else { continue }
+            // Signed at the same time but saying something else: Apple's answer is the truth
+            // (content decides, not only the signing time).
+            guard existing.signedDate.unixMilliseconds <= record.signedDate.unixMilliseconds else { continue }
             if sameContent(existing, record) { continue }
             plan.transactionsChanged.append(record.transactionId)
             if existing.revocationDate == nil && record.revocationDate != nil { plan.refundsFound.append(record.transactionId) }
@@ -61,7 +63,7 @@ package enum RepairPlanner {
         for truthRow in truth.subscriptions {
             let storedRow = storedSubscriptions[truthRow.originalTransactionId]
             let changes = differences(storedRow, truthRow)
-            if !changes.isEmpty, storedRow.map({ $0.lastSignedDate.unixMilliseconds < truthRow.lastSignedDate.unixMilliseconds }) ?? true {
+            if !changes.isEmpty, storedRow.map({ $0.lastSignedDate.unixMilliseconds <= truthRow.lastSignedDate.unixMilliseconds }) ?? true {
                 plan.changes += changes.map { change in
                     var change = change
                     change.originalTransactionId = truthRow.originalTransactionId

@@ -316,6 +316,7 @@ package struct LedgerStore: Sendable {
                         ELSE app_store.transaction_rows.signed_transaction END,
                     updated_at = CASE WHEN \(transactionChanges) THEN now() ELSE app_store.transaction_rows.updated_at END
                 WHERE app_store.transaction_rows.signed_date < EXCLUDED.signed_date
+                    OR ($34::boolean AND app_store.transaction_rows.signed_date = EXCLUDED.signed_date AND \(transactionChanges))
                 RETURNING transaction_id, updated_at = now() AS content_changed
             ), stored_headers AS (
                 INSERT INTO app_store.jws_headers (header_sha256, header)
@@ -344,6 +345,7 @@ package struct LedgerStore: Sendable {
                     OR (app_store.subscriptions.last_signed_date = EXCLUDED.last_signed_date
                         AND coalesce(app_store.subscriptions.renewal_signed_date, app_store.subscriptions.last_signed_date)
                             < EXCLUDED.renewal_signed_date)
+                    OR ($34::boolean AND app_store.subscriptions.last_signed_date = EXCLUDED.last_signed_date AND \(subscriptionChanges))
                 RETURNING original_transaction_id, updated_at = now() AS content_changed
             ), changed_subscriptions AS (
                 SELECT original_transaction_id FROM written_subscriptions WHERE content_changed
@@ -386,6 +388,7 @@ package struct LedgerStore: Sendable {
             .text, .uuidArray, .byteaArray, .text, .textArray, .byteaArray, .text, .text,
             .text, .text, .text, .text,
             .byteaArray, .textArray, .byteaArray, .byteaArray, .byteaArray, .byteaArray, .byteaArray, .boolArray, .textArray, .textArray,
+            .bool,
         ]
 
         let batch: LedgerBatch
@@ -403,7 +406,7 @@ package struct LedgerStore: Sendable {
             }
             let scope = checkpoint?.1
             let point = checkpoint?.0
-            var bindings = PostgresBindings(capacity: 33)
+            var bindings = PostgresBindings(capacity: 34)
             bindings.append(scope?.pair.environment.rawValue)
             bindings.append(scope?.windowStart)
             bindings.append(scope?.windowEnd)
@@ -437,6 +440,9 @@ package struct LedgerStore: Sendable {
             bindings.append(objects.whole)
             bindings.append(objects.wholeTexts)
             bindings.append(objects.owners)
+            // Apple's answer to a repair, signed at the same time as the row but saying something
+            // else, is the truth: content decides, not only the signing time (issue 48, point 9).
+            bindings.append(batch.cause == .repair)
             return bindings
         }
 
@@ -761,17 +767,17 @@ package struct LedgerStore: Sendable {
         for (index, id) in ids.enumerated() { position[id] = index }
         let transactionRows = try await client.query(
             """
-            SELECT original_transaction_id, transaction_id, product_type, purchase_date, expires_date, revocation_date, signed_date, updated_at
+            SELECT original_transaction_id, transaction_id, product_type, purchase_date, expires_date, revocation_date, signed_date, updated_at, is_upgraded
             FROM app_store.transactions WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id = ANY(\(ids)) ORDER BY purchase_date
             """,
             logger: logger
         )
-        for try await row in transactionRows.decode((String, String, String?, Date?, Date?, Date?, Date, Date).self) {
+        for try await row in transactionRows.decode((String, String, String?, Date?, Date?, Date?, Date, Date, Bool?).self) {
             guard let index = position[row.0] else { continue }
             views[index].transactions.append(
                 .init(
                     transactionId: row.1, productType: row.2, purchaseDate: row.3, expiresDate: row.4, revocationDate: row.5, signedDate: row.6,
-                    recordedAt: row.7
+                    recordedAt: row.7, isUpgraded: row.8
                 )
             )
         }

@@ -170,10 +170,13 @@ package struct CustomerLedgerView: Hashable, Sendable {
         package var signedDate: Date
         /// When the ledger last wrote the row (nil: unknown, taken as new).
         package var recordedAt: Date?
+        /// The customer upgraded from this transaction to another plan of its group.
+        package var isUpgraded: Bool?
         package init(
             transactionId: String, productType: String?, purchaseDate: Date?, expiresDate: Date?, revocationDate: Date?, signedDate: Date,
-            recordedAt: Date? = nil
+            recordedAt: Date? = nil, isUpgraded: Bool? = nil
         ) {
+            self.isUpgraded = isUpgraded
             self.recordedAt = recordedAt
             self.transactionId = transactionId
             self.productType = productType

@@ -1,4 +1,6 @@
 import ArgumentParser
+import Decisions
+import Foundation
 import Ledger
 import Logging
 import Reconciliation
@@ -30,6 +32,13 @@ func conclude(_ result: RunResult, reportDirectory: String?, summary: (RecoveryR
     let directory = try ReportFiles.write(report, to: reportDirectory)
     print((result.dryRun ? "Dry run: " : "Done: ") + summary(report))
     print("Report: \(directory)/report.html (also report.md and report.json)")
+    if let moved = result.passOne?.startMovedTo, let window = result.passOne?.window {
+        printError(
+            "warning: Apple's history stopped holding the window's start while the run paged (StartDateTooFarInPastError); "
+                + "it was recovered from \(moved.formatted(.iso8601)): what was signed between \(window.start.formatted(.iso8601)) and then had left Apple's history",
+            level: .warning
+        )
+    }
     let problems = result.problems
     if problems.any {
         var parts: [String] = []

@@ -2,12 +2,14 @@ import Decisions
 import Foundation
 import Logging
 import Reconciliation
+import SignedData
 
 extension ReconciliationRun.Event {
     /// How much it matters to the operator (a JSON log line's level).
     var level: Logger.Level {
         switch self {
         case .shardWaitExpired, .redeliveryBusy, .metricsNotWritten: .warning
+        case .recovering(let window, _, _, _, _) where window.isClamped: .warning
         default: .notice
         }
     }
@@ -17,8 +19,13 @@ extension ReconciliationRun.Event {
         switch self {
         case .recovering(let window, let environment, let passOne, let shard, let dryRun):
             let part = passOne.map { ", shard \(shard) (pass 1: \($0.start.formatted(.iso8601)) to \($0.end.formatted(.iso8601)))" } ?? ""
+            let clamped = window.isClamped
+                ? "\nwarning: --start \(window.requestedStart.formatted(.iso8601)) is within the hour before what \(environment.rawValue) history keeps "
+                    + "(\(OutageWindow.retentionDays(environment)) days); the window starts at \(window.start.formatted(.iso8601)), since what was signed before it "
+                    + "leaves Apple's history while the run pages"
+                : ""
             return "Recovering \(window.start.formatted(.iso8601)) to \(window.end.formatted(.iso8601)) (\(environment))\(part)"
-                + (dryRun ? ", dry run: nothing will be written" : "")
+                + (dryRun ? ", dry run: nothing will be written" : "") + clamped
         case .resumingUnfinishedNightlyWindow:
             return "An unfinished nightly run of this window left checkpoints: resuming its window"
         case .abandonedDeadRuns(let count):

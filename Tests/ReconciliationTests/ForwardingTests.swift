@@ -48,59 +48,59 @@ struct ForwardingTests {
         return found
     }
 
-    /// A handler that answers only after 12 s, past the 10 s timeout, four POSTs at once: the
-    /// fifth notification reaches it before any notification's third POST (not after the others'
-    /// retries, as when each pass started again from the oldest), each reaches it exactly three times (the limit),
-    /// and then all five are parked as failed. (Real seconds: the POST's timeout is the HTTP
-    /// client's and the due times are PostgreSQL's `now()`; no injected clock reaches either.)
-    @Test func aHandlerAnsweringAfter12sGetsEveryNotificationSoonAndNoneMoreThanTheAttemptLimit() async throws {
+    /// A handler that answers only after 12 s, past the 10 s timeout, four POSTs at once (issue
+    /// 48, point 8): each later POST of a notification may wait twice as long as the one before,
+    /// so the second POST waits for the handler's answer. Within 100 s every notification is
+    /// delivered, and none reaches the handler more than four times (with a fixed timeout: about
+    /// six times each in 100 s, every copy processed by the handler). The fifth notification's
+    /// first POST comes before any notification's second (fewest attempts first). (Real seconds:
+    /// the POST's timeout is the HTTP client's and the due times are PostgreSQL's `now()`; no
+    /// injected clock reaches either.)
+    @Test func aHandlerAnsweringAfter12sGetsEachNotificationAtMostFourTimesIn100sAndEveryOneDelivered() async throws {
         let receiver = WebhookReceiver(latency: .seconds(12))
-        let policy = DeliveryPolicy(requestTimeout: .seconds(10), maximumAttempts: 3, concurrency: 4)
+        let policy = DeliveryPolicy(requestTimeout: .seconds(10), concurrency: 4)
         try await Self.withForwarder(receiver, policy: policy, seed: 331) { uuids, store, target, client in
             let started = Date()
-            var firstArrivals: [String: Date] = [:]
-            // A wait, not a bound (the order below is what is proven): under the whole suite on
-            // two cores one first arrival once came after 60 s.
-            while firstArrivals.count < 5, Date().timeIntervalSince(started) < 150 {
-                for request in receiver.received { if let uuid = request.notificationUUID, firstArrivals[uuid] == nil { firstArrivals[uuid] = request.at } }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            #expect(Set(firstArrivals.keys) == Set(uuids), "every notification reached the handler")
-
-            var parked = 0
-            let deadline = Date().addingTimeInterval(120)
-            while parked < 5, Date() < deadline {
-                parked = try await Self.deliveries(client).values.filter(\.failed).count
+            var delivered = 0
+            // A wait, not a bound on the machine: under the whole suite on two cores one first
+            // arrival once came after 60 s.
+            while delivered < 5, Date().timeIntervalSince(started) < 150 {
+                delivered = try await Self.deliveredCount(client)
                 try await Task.sleep(for: .milliseconds(250))
             }
-            let rows = try await Self.deliveries(client)
-            #expect(parked == 5, "all five parked after their attempts: \(rows.values.map(\.attempts))")
-            #expect(rows.values.allSatisfy { $0.attempts == 3 })
-            // The last notification's first POST came before any notification's third (fewest
-            // attempts first), not after the others' retries. An order, not a time: the time bound
-            // this replaces (under 50 s) measured the machine (36 s, then 51.5 s, under the whole suite).
+            let attempts = try await Self.deliveries(client).values.map(\.attempts)
+            #expect(delivered == 5, "every notification delivered: \(attempts)")
+            let copiesIn100s = Dictionary(grouping: receiver.received.filter { $0.at.timeIntervalSince(started) <= 100 }.compactMap(\.notificationUUID), by: { $0 })
+                .mapValues(\.count)
+            #expect(Set(copiesIn100s.keys) == Set(uuids), "every notification reached the handler")
+            #expect(copiesIn100s.values.allSatisfy { $0 <= 4 }, "at most four copies each in 100 s: \(copiesIn100s.values.sorted())")
             var attemptsSoFar: [String: Int] = [:]
             var lastFirstPost: Int?
-            var firstThirdPost: Int?
+            var firstSecondPost: Int?
             for request in receiver.received.sorted(by: { $0.index < $1.index }) {
                 guard let uuid = request.notificationUUID else { continue }
                 attemptsSoFar[uuid, default: 0] += 1
                 if attemptsSoFar[uuid] == 1 { lastFirstPost = request.index }
-                if attemptsSoFar[uuid] == 3, firstThirdPost == nil { firstThirdPost = request.index }
+                if attemptsSoFar[uuid] == 2, firstSecondPost == nil { firstSecondPost = request.index }
             }
             #expect(
-                lastFirstPost != nil && firstThirdPost != nil && lastFirstPost! < firstThirdPost!,
-                "every first POST before any third: \(String(describing: lastFirstPost)), \(String(describing: firstThirdPost))")
-            let perNotification = Dictionary(grouping: receiver.received.compactMap(\.notificationUUID), by: { $0 }).mapValues(\.count)
-            #expect(perNotification.values.allSatisfy { $0 == 3 }, "each reached the handler exactly 3 times: \(perNotification.values.sorted())")
-            // Parked means parked: nothing is left for the forwarder to send, now or later
-            // (it sends only what `nextDeliveryDue` and the due queue name).
+                lastFirstPost != nil && firstSecondPost != nil && lastFirstPost! < firstSecondPost!,
+                "every first POST before any second: \(String(describing: lastFirstPost)), \(String(describing: firstSecondPost))")
             #expect(try await store.nextDeliveryDue(to: target.key) == nil)
             #expect(try await store.deliveryQueue(to: target.key, dueOnly: false).isEmpty)
         }
     }
 
-    /// A handler that never answers (2 s timeout, at most 3 attempts): each notification ends
+    static func deliveredCount(_ client: PostgresClient) async throws -> Int {
+        for try await count in try await client.query(
+            "SELECT count(*)::int FROM app_store.deliveries WHERE delivered_at IS NOT NULL", logger: TestDatabase.logger
+        ).decode(Int.self) {
+            return count
+        }
+        return 0
+    }
+
+    /// A handler that never answers (2 s timeout growing to 4 s and 8 s, at most 3 attempts): each notification ends
     /// parked after exactly 3 attempts, the handler saw each 3 times, the counts say so (serve's
     /// failed-forwards metric), and `deliver --retry-failed`'s un-parking sends them again.
     @Test func aHandlerThatNeverAnswersEndsWithEachNotificationFailedAfterItsAttempts() async throws {

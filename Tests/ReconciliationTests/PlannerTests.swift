@@ -229,7 +229,7 @@ struct PlannerTests {
             "DID_RENEW (no subtype)", "DID_RENEW/BILLING_RECOVERY", "EXPIRED (no subtype)", "EXPIRED/VOLUNTARY",
             "EXPIRED/BILLING_RETRY", "EXPIRED/PRICE_INCREASE", "EXPIRED/PRODUCT_NOT_FOR_SALE", "CONSUMPTION_REQUEST (no subtype)",
         ])
-        let requests = plan.priorityQueries.map(plan.request(for:))
+        let requests = plan.priorityQueries.map { plan.request(for: $0) }
         #expect(requests.allSatisfy { $0.onlyFailures == nil && $0.startDate == window.startMilliseconds })
         #expect(QueryPlan(window: window, onlyFailures: true).request(for: plan.priorityQueries[0]).onlyFailures == true)
     }

@@ -189,6 +189,32 @@ struct RecoveryTests {
 
 @Suite("A pagination token that expires in the middle of a window")
 struct ExpiredTokenTests {
+    /// Issue 48, point 2: with `--only-failures`, Apple's retries deliver five notifications of
+    /// the list while page 1 is served, then Apple refuses the token of page 2. The query starts
+    /// over on a list five places shorter; skipping its first 40 items by position would skip
+    /// five notifications never handled. Skipped by notificationUUID, every missed DID_RENEW is
+    /// recorded, once.
+    @Test func aRestartAfterARefusedTokenSkipsWhatWasHandledSoARetryThatShrinksTheFailuresListLosesNothing() async throws {
+        var options = SimulatorOptions()
+        options.retriesDeliveredAtPage = 1
+        options.retriesDelivered = 5
+        options.expireTokenOnceAtPage = 2
+        let harness = try RecoveryHarness(customers: 150, seed: 21, options: options)
+        let missed = Set(harness.scenario.missedNotifications.filter { $0.type == .didRenew }.map(\.uuid))
+        try #require(harness.scenario.missedNotifications.filter { $0.type == .didRenew && $0.subtype == nil }.count > 60, "three pages of the first query")
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let report = try await harness.recovery(baseURL, store, url).run(.init(window: try harness.window(), onlyFailures: true, onlyTypes: [.didRenew]))
+                let recorded = try await RecoveryHarness.historyUUIDs(client)
+                #expect(missed.subtracting(recorded).isEmpty, "never recorded: \(missed.subtracting(recorded).sorted())")
+                #expect(recorded == missed)
+                #expect(report.counts.missed == missed.count, "each counted once")
+            }
+        }
+    }
+
     @Test func theQueryStartsOverAndEveryMissedNotificationIsAppliedOnceAndCountedOnce() async throws {
         var options = SimulatorOptions()
         options.expireTokenOnceAtPage = 3
@@ -202,6 +228,104 @@ struct ExpiredTokenTests {
                 #expect(try await RecoveryHarness.historyUUIDs(client) == missed)
                 #expect(report.counts.missed == missed.count)
                 #expect(report.counts.fetched == harness.scenario.notifications.count, "restarted pages are not counted twice")
+            }
+        }
+    }
+}
+
+/// Issue 48, point 3: Apple keeps 180 days of history (30 in Sandbox) and checks every query's
+/// start against its own clock (StartDateTooFarInPastError, 4000012, not retryable). A run is
+/// minutes or hours long: the window is checked with a margin, the start moved to it with a
+/// warning, and a run that Apple's limit overtakes anyway starts its query over from the new
+/// limit instead of failing; an unfinished run of such a window resumes the same way.
+@Suite("Apple's retention edge")
+struct RetentionEdgeTests {
+    static let day: TimeInterval = 86_400
+
+    /// A Sandbox world of 31 days, nearly all of it missed.
+    static func harness(_ options: SimulatorOptions = SimulatorOptions()) throws -> RecoveryHarness {
+        try RecoveryHarness(customers: 60, seed: 61, outageHours: 29 * 24, options: options) { $0.history = 31 * Self.day }
+    }
+
+    @Test func aStartWithinTheMarginIsMovedToItAndOneBeforeTheLimitIsRefusedUnlessResumed() throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let limit = now.addingTimeInterval(-30 * Self.day)
+        let near = try OutageWindow(start: limit.addingTimeInterval(600), end: now, environment: .sandbox, now: now)
+        #expect(near.isClamped && near.start == limit.addingTimeInterval(OutageWindow.retentionMargin))
+        #expect(near.requestedStart == limit.addingTimeInterval(600), "checkpoints are kept under the start asked for")
+        let clear = try OutageWindow(start: limit.addingTimeInterval(7_200), end: now, environment: .sandbox, now: now)
+        #expect(!clear.isClamped && clear.start == clear.requestedStart)
+        do {
+            _ = try OutageWindow(start: limit.addingTimeInterval(-60), end: now, environment: .sandbox, now: now)
+            Issue.record("a start before the limit was accepted")
+        } catch let error as WindowError {
+            #expect(error.description.contains("use --start \(limit.addingTimeInterval(OutageWindow.retentionMargin).formatted(.iso8601)) or later"))
+        }
+        let resumed = try OutageWindow(start: limit.addingTimeInterval(-60), end: now, environment: .sandbox, now: now, resuming: true)
+        #expect(resumed.start == limit.addingTimeInterval(OutageWindow.retentionMargin) && resumed.isClamped)
+        #expect(throws: WindowError.self) {
+            try OutageWindow(start: limit.addingTimeInterval(60), end: limit.addingTimeInterval(1_800), environment: .sandbox, now: now)
+        }
+        // Later in the run, the limit has moved: the start moves with it, never backwards.
+        #expect(clear.movedPastRetention(.sandbox, now: now.addingTimeInterval(7_200))?.start == limit.addingTimeInterval(3 * 3_600))
+        #expect(clear.movedPastRetention(.sandbox, now: now) == nil)
+    }
+
+    /// After five history requests, Apple's clock (and the tool's) is two hours on: the window's
+    /// start, 61 minutes inside the limit when the run began, has left Apple's history while the
+    /// run paged. The run ends successfully, having recorded every missed notification Apple
+    /// still held. (Before: the run failed with StartDateTooFarInPastError, and running it again
+    /// was refused.)
+    @Test func aRunThatAppleLimitOvertakesStartsTheQueryOverFromTheNewLimitAndRecordsEverythingStillHeld() async throws {
+        var options = SimulatorOptions()
+        options.historyClockJump = (afterRequests: 5, seconds: 7_200)
+        let harness = try Self.harness(options)
+        let api = harness.api
+        let start = Date().addingTimeInterval(-30 * Self.day + 61 * 60)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let run = ReconciliationRun(
+                    client: try harness.client(baseURL), verifier: try harness.verifier(), store: store, databaseURL: url, logger: harness.logger,
+                    now: { Date().addingTimeInterval(api.clockAhead) }
+                )
+                let result = try await run.execute(.init(kind: .run, window: .fixed(start: start, end: Date()), mode: .apply, repair: false))
+                let moved = try #require(result.passOne?.startMovedTo, "Apple's limit overtook the start (\(api.requestCounts) requests)")
+                #expect(moved.timeIntervalSince(start) > 7_000 && moved.timeIntervalSince(start) < 7_400, "moved once, to the new limit and its margin")
+                let stillHeld = Set(harness.scenario.missedNotifications.filter { $0.signedDate >= moved.unixMilliseconds }.map(\.uuid))
+                #expect(stillHeld.count > 50)
+                let recorded = try await RecoveryHarness.historyUUIDs(client)
+                #expect(stillHeld.subtracting(recorded).isEmpty, "\(stillHeld.subtracting(recorded).count) still held by Apple, never recorded")
+            }
+        }
+    }
+
+    /// A run of a window whose start Apple's limit has overtaken since it began (its checkpoints
+    /// in the ledger) resumes, clamped; the same window without an unfinished run is refused.
+    @Test func anUnfinishedRunOfAWindowTheLimitOvertookResumesClampedInsteadOfBeingRefused() async throws {
+        let harness = try Self.harness()
+        let start = Date().addingTimeInterval(-30 * Self.day + 61 * 60)
+        let end = Date()
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                let later = ReconciliationRun(
+                    client: try harness.client(baseURL), verifier: try harness.verifier(), store: store, databaseURL: url, logger: harness.logger,
+                    now: { Date().addingTimeInterval(2 * 3_600) }
+                )
+                let request = ReconciliationRun.Request(kind: .run, window: .fixed(start: start, end: end), mode: .apply, repair: false)
+                await #expect(throws: WindowError.self) { try await later.execute(request) }
+                // The first attempt, begun two hours earlier, left a checkpoint and died.
+                let first = try OutageWindow(start: start, end: end, environment: .sandbox)
+                let scope = NotificationRecovery.Options(window: first).checkpointScope(harness.pair)
+                let runId = try await store.startRun(kind: .run, pair: harness.pair, windowStart: first.start, windowEnd: first.end)
+                try await store.saveCheckpoint(QueryCheckpoint(query: "DID_RENEW/-", position: 0, paginationToken: nil, completed: false), in: scope, runId: runId)
+                let result = try await later.execute(request)
+                let window = try #require(result.passOne?.window)
+                #expect(window.isClamped && window.requestedStart.unixMilliseconds == start.unixMilliseconds)
+                #expect(window.start > start)
+                #expect(result.passOne?.resumed != nil, "the unfinished run's checkpoints were taken over")
             }
         }
     }

@@ -237,4 +237,16 @@ struct RedeliveryTests {
         #expect(DeliveryPolicy.delivers(status: 200) && DeliveryPolicy.delivers(status: 204) && !DeliveryPolicy.delivers(status: 302))
         #expect(!DeliveryPolicy.delivers(status: 500))
     }
+
+    /// Issue 48, point 8: a notification's later POSTs may wait longer than its first (twice the
+    /// one before), up to a bound, so that a handler slower than the timeout answers one of them.
+    @Test func eachLaterPostOfANotificationMayWaitTwiceAsLongUpToTheBound() {
+        let policy = DeliveryPolicy(requestTimeout: .seconds(10))
+        #expect((0...5).map { policy.requestTimeout(afterAttempts: $0) } == [.seconds(10), .seconds(20), .seconds(40), .seconds(60), .seconds(60), .seconds(60)])
+        let bounded = DeliveryPolicy(requestTimeout: .seconds(2), maximumRequestTimeout: .seconds(5))
+        #expect((0...3).map { bounded.requestTimeout(afterAttempts: $0) } == [.seconds(2), .seconds(4), .seconds(5), .seconds(5)])
+        // A bound below the first timeout is the first timeout: no POST waits less than asked.
+        #expect(DeliveryPolicy(requestTimeout: .seconds(10), maximumRequestTimeout: .seconds(1)).requestTimeout(afterAttempts: 3) == .seconds(10))
+        #expect(policy.requestTimeout(afterAttempts: 1_000) == .seconds(60))
+    }
 }

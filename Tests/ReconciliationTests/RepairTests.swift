@@ -227,6 +227,78 @@ struct RepairTests {
         }
     }
 
+    /// Issue 48, point 9: a subscription row that says something other than Apple's answer, signed
+    /// at the very same millisecond, is repaired: content decides, in the plan and in the write
+    /// (which used to keep the stored row when the signing times were equal).
+    @Test func aRepairWritesApplesAnswerSignedAtTheSameTimeAsARowThatSaysSomethingElse() async throws {
+        let harness = try RecoveryHarness(customers: 20, seed: 47, outageHours: 10)
+        let customer = try #require(harness.scenario.customers.first { !$0.subscriptions.isEmpty })
+        let id = try #require(customer.subscriptions.first?.originalTransactionId)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                _ = try await harness.repair(baseURL, store).repair([.init(customer: customer.originalTransactionId, reasons: [.named])], dryRun: false)
+                let apple = try #require(try await store.subscriptions([id], pair: harness.pair)[id])
+                #expect(try await harness.mismatches(store, accounts: [customer]) == [])
+                // The row changed by something other than Apple, its signing time left as it was.
+                try await client.query(
+                    "UPDATE app_store.subscriptions SET status = 5, auto_renew_status = 1 - coalesce(auto_renew_status, 0) WHERE original_transaction_id = \(id)")
+                let wrong = try #require(try await store.subscriptions([id], pair: harness.pair)[id])
+                #expect(wrong.lastSignedDate.unixMilliseconds == apple.lastSignedDate.unixMilliseconds && wrong != apple)
+
+                let plan = RepairPlanner.plan(truth: .init(transactions: [], subscriptions: [apple]), storedTransactions: [], storedSubscriptions: [id: wrong])
+                #expect(plan.batch.subscriptions == [apple], "the plan writes Apple's answer")
+                #expect(Set(plan.changes.map(\.field)).isSuperset(of: ["status", "autoRenewStatus"]))
+                let outcome = try await store.apply(plan.batch, runId: nil)
+                #expect(outcome.changedSubscriptions == [id])
+                #expect(try await store.subscriptions([id], pair: harness.pair)[id] == apple, "the row equals Apple's answer")
+                // A notification of the same signing time (not Apple's answer to a repair) still never replaces a row.
+                var live = LedgerBatch(cause: .webhook)
+                live.subscriptions = [wrong]
+                #expect(try await store.apply(live, runId: nil).writtenSubscriptions.isEmpty)
+            }
+        }
+    }
+
+    /// Issue 48, point 1, in the simulator: Apple signs a DID_FAIL_TO_RENEW 7.5 hours after the
+    /// BILLING_RECOVERY that ended it, carrying the failed period, while the subscription stays
+    /// active. `serve` records both as delivered, and the later signature wins: the ledger says
+    /// billing retry. The next run (nothing missed in its window) checks the account with Apple
+    /// in its pass 2, and the row becomes Apple's answer: active.
+    @Test func aBillingFailureAppleSignedLateOverARecoveryIsCheckedWithAppleByTheNextRunAndTheRowBecomesApplesAnswer() async throws {
+        let harness = try RecoveryHarness(customers: 300, seed: 49, outageHours: 0) { configuration in
+            configuration.renewalShare = 0.2
+            configuration.lateFailuresAfterRecovery = Set(0..<300)
+        }
+        let late = harness.scenario.customers.filter { customer in
+            let own = harness.scenario.notifications.filter { $0.customer == customer.index && $0.originalTransactionId == customer.originalTransactionId }
+            guard let last = own.last, last.type == .didFailToRenew, own.dropLast().last?.subtype == .billingRecovery, customer.subscriptionStatus == .active
+            else { return false }
+            return (last.transaction.expiresDate ?? 0) < (customer.latestTransaction.expiresDate ?? 0)
+        }
+        try #require(!late.isEmpty, "the world has a failure signed late over a recovery, as the last word")
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let rows = try await store.subscriptions(late.map(\.originalTransactionId), pair: harness.pair)
+                #expect(rows.values.allSatisfy { $0.status == 3 }, "serve's ledger: billing retry over the renewal")
+                #expect(rows.count == late.count)
+
+                let report = try await Self.bothPasses(harness, store, url, try harness.client(baseURL))
+                #expect(report.counts.missed == 0, "nothing was missed: the run's window has nothing to recover")
+                for customer in late {
+                    let entries = report.repairs.filter { $0.originalTransactionId == customer.originalTransactionId || $0.members.contains(customer.originalTransactionId) }
+                    #expect(entries.contains { $0.reasons.contains(GapReason.contradictedByTransactions.rawValue) }, "\(entries.map(\.reasons))")
+                }
+                let problems = try await harness.mismatches(store, accounts: late)
+                #expect(problems.isEmpty, "every such row equals Apple's answer: \(problems.prefix(5))")
+                let after = try await store.subscriptions(late.map(\.originalTransactionId), pair: harness.pair)
+                #expect(after.values.allSatisfy { $0.status == 1 })
+            }
+        }
+    }
+
     @Test func aSubscriptionPastItsGracePeriodAndOneWhoseBillingRetryEndedAreSelectedAndRepaired() async throws {
         let harness = try RecoveryHarness(customers: 60, seed: 48, outageHours: 2)
         // Two accounts whose every notification was delivered: the ledger agrees with Apple.
@@ -486,8 +558,51 @@ struct GapRuleTests {
         case .transactionChainGap: return view(expires: future, signed: 5_000, transactions: [(1_000, 2_000, 1_000), (5_000, future, 5_000)])
         case .skippedStep: return view(status: 2, expires: future, notifications: [("DID_RENEW", nil, 1_000), ("EXPIRED", "VOLUNTARY", 2_000)])
         case .refundFlow: return view(expires: future, notifications: [("DID_RENEW", nil, 1_000), ("REFUND", nil, 2_000)])
+        case .contradictedByTransactions: return lateFailure()
         case .recoveredInWindow, .payloadRejected, .named: return nil
         }
+    }
+
+    /// Issue 48, point 1: the renewal (T2) recorded, then a DID_FAIL_TO_RENEW Apple signed hours
+    /// later carrying the period before it (T1): the row says billing retry on T1's expiry.
+    func lateFailure() -> CustomerLedgerView {
+        let e1 = now.timeIntervalSince1970 - 86_400
+        return view(
+            status: 3, expires: e1, signed: now.timeIntervalSince1970 - 3_600,
+            transactions: [(e1 - 30 * 86_400, e1, e1 - 30 * 86_400), (e1, e1 + 30 * 86_400, e1 + 6 * 3_600)]
+        )
+    }
+
+    @Test func aLaterSignedNotificationThatLeavesTheRowOnAnOlderPeriodThanARecordedTransactionSelectsTheAccount() {
+        let late = lateFailure()
+        #expect(GapRules.evaluate(late, now: now) == [.contradictedByTransactions])
+        #expect(!GapReason.contradictedByTransactions.needsTransactionHistory, "the statuses tell the truth")
+        // Whatever the status the late notification wrote: an older period than a recorded transaction.
+        var active = late
+        active.subscription?.status = 1
+        active.subscription?.expiresDate = now.addingTimeInterval(3_600)
+        active.transactions[1].expiresDate = now.addingTimeInterval(86_400)
+        #expect(GapRules.evaluate(active, now: now) == [.contradictedByTransactions])
+        // Not a contradiction: the later transaction refunded, upgraded from, or not a subscription's.
+        for change in 0..<3 {
+            var other = late
+            switch change {
+            case 0: other.transactions[1].revocationDate = now.addingTimeInterval(-7_200)
+            case 1: other.transactions[1].isUpgraded = true
+            default: other.transactions[1].productType = "Non-Consumable"
+            }
+            #expect(!ContradictedByTransactions().selects(other, now: now), "case \(change)")
+        }
+        // The row on the latest period: no contradiction.
+        var current = late
+        current.subscription?.expiresDate = current.transactions[1].expiresDate
+        #expect(!ContradictedByTransactions().selects(current, now: now))
+        // Apple's answer, applied by pass 2, is signed before the verification: never selected again.
+        var verified = late
+        verified.verifiedAt = now.addingTimeInterval(-60)
+        #expect(!ContradictedByTransactions().selects(verified, now: now))
+        verified.verifiedAt = now.addingTimeInterval(-7_200)
+        #expect(ContradictedByTransactions().selects(verified, now: now), "a late notification signed after the verification")
     }
 
     @Test func eachRuleSelectsItsOwnContradictionAndNoOtherRuleDoes() {

@@ -143,7 +143,7 @@ package struct RecoveryHarness: Sendable {
                 try await reconciliation.execute(
                     .init(
                         kind: .run, window: .fixed(start: options.window.start, end: options.window.end), mode: options.dryRun ? .dryRun : .apply,
-                        onlyFailures: options.onlyFailures, repair: false
+                        onlyFailures: options.onlyFailures, repair: false, onlyTypes: options.onlyTypes
                     )
                 )
             )

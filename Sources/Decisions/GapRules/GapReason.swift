@@ -30,6 +30,11 @@ package enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
     /// transaction refunded (perhaps a plan the customer upgraded from), so the row keeps its
     /// product and expiry, and Apple is asked for the current transaction.
     case refundFlow = "refund-flow"
+    /// A notification written since the last verification left the subscription on an older
+    /// period than a transaction of it the ledger recorded: Apple signed it late, out of order
+    /// (a DID_FAIL_TO_RENEW hours after the DID_RENEW that ended the billing trouble), and
+    /// "the later signedDate wins" took it over the renewal.
+    case contradictedByTransactions = "contradicted-by-transactions"
     /// Named by the operator (`repair --transaction-id`).
     case named
 }
@@ -40,7 +45,9 @@ extension GapReason {
     package var needsTransactionHistory: Bool {
         switch self {
         case .payloadRejected, .transactionChainGap, .refundFlow, .named: true
-        case .recoveredInWindow, .activeButExpired, .gracePeriodEnded, .billingRetryEnded, .rowOlderThanTransactions, .skippedStep: false
+        case .recoveredInWindow, .activeButExpired, .gracePeriodEnded, .billingRetryEnded, .rowOlderThanTransactions, .skippedStep,
+            .contradictedByTransactions:
+            false
         }
     }
 }

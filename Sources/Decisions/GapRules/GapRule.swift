@@ -21,7 +21,7 @@ package enum GapRules {
     /// Every rule, in the order a report lists their reasons.
     package static let all: [any GapRule] = [
         ActiveButExpired(), GracePeriodEnded(), BillingRetryEnded(), RowOlderThanTransactions(),
-        TransactionChainGap(), SkippedStep(), UncheckedRefundFlow(),
+        TransactionChainGap(), SkippedStep(), UncheckedRefundFlow(), ContradictedByTransactions(),
     ]
 
     /// The reasons of the rules that select `view` at `now`.

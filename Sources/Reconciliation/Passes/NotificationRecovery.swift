@@ -47,7 +47,7 @@ package struct NotificationRecovery: Sendable {
         /// Where this run's checkpoints live.
         package func checkpointScope(_ pair: AppStorePair) -> CheckpointScope {
             CheckpointScope(
-                pair: pair, windowStart: window.start, windowEnd: window.end, onlyFailures: onlyFailures,
+                pair: pair, windowStart: window.requestedStart, windowEnd: window.end, onlyFailures: onlyFailures,
                 shard: shard.description
             )
         }
@@ -59,11 +59,14 @@ package struct NotificationRecovery: Sendable {
     package let logger: Logger
     package let progress: any RunProgress
     package let stop: StopRequest
+    /// The clock Apple's retention limit is read against.
+    package let now: @Sendable () -> Date
 
     package init(
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, logger: Logger,
-        progress: any RunProgress = NoProgress(), stop: StopRequest = StopRequest()
+        progress: any RunProgress = NoProgress(), stop: StopRequest = StopRequest(), now: @escaping @Sendable () -> Date = { Date() }
     ) {
+        self.now = now
         self.client = client
         self.verifier = verifier
         self.store = store
@@ -107,6 +110,9 @@ package struct NotificationRecovery: Sendable {
         var rejectedCustomers: Set<String> = []
         /// A dry run's recoveries: customer → whether one calls for the transaction history.
         var recoveredInDryRun: [String: Bool] = [:]
+        /// Where the window starts once Apple's 180-day (30 in Sandbox) limit overtook its start
+        /// while the run paged: the queries from then on start here.
+        var startMovedTo: Date?
 
         mutating func reject(_ entry: RecoveryReport.Rejected) {
             rejected.append(entry)
@@ -193,8 +199,11 @@ package struct NotificationRecovery: Sendable {
     /// Pages one query, with the next page fetched while this one is verified and applied, from
     /// where a checkpoint says an earlier run stopped. When Apple refuses a pagination token
     /// (expired, 4000017, or invalid, 4000014), the query starts over from its first page and
-    /// skips the items already handled: Apple's order within a query is stable, and anything
-    /// recorded meanwhile is skipped as already recorded regardless.
+    /// skips the notifications this process already handled in it, by `notificationUUID`
+    /// (`HandledNotifications`), never by position: Apple's order is not documented as stable,
+    /// and with `--only-failures` the list shrinks as retries succeed. (A run resumed from a
+    /// checkpoint whose token is refused knows none: it reads the query again, and what the
+    /// ledger already holds is skipped as already recorded.)
     private func process(
         _ query: QueryPlan.Query, saved: QueryCheckpoint?, scope: CheckpointScope?, plan: QueryPlan, options: Options, runId: UUID,
         tally: inout Tally
@@ -203,13 +212,30 @@ package struct NotificationRecovery: Sendable {
         var handledInQuery = saved?.position ?? 0
         var token = saved?.paginationToken
         var restarts = 0
+        var handled = HandledNotifications()
         while true {
             do {
                 try await processOnce(
                     query, from: token.map { ($0, handledInQuery) }, scope: scope, plan: plan, options: options, runId: runId,
-                    skipping: handledInQuery, handled: &handledInQuery, tally: &tally
+                    skipping: handled.count > 0 ? handled : nil, handled: &handled, count: &handledInQuery, tally: &tally
                 )
                 return
+            } catch let error as AppStoreAPIError where error.code == .startDateTooFarInPast {
+                // Apple's limit overtook the window's start while the run paged (the window was
+                // checked with a margin when the run began): the query starts over from the
+                // limit as it is now, plus the margin, and skips what it handled. What was signed
+                // before that has left Apple's history: no query can fetch it any more.
+                let environment = verifier.configuration.pair.environment
+                // Each move must gain ground on Apple's limit, or the clocks disagree by more than the margin.
+                guard let moved = plan.window.movedPastRetention(environment, now: now()),
+                    tally.startMovedTo.map({ $0 < moved.start }) ?? true
+                else { throw error }
+                token = nil
+                tally.startMovedTo = moved.start
+                logger.warning(
+                    "Apple's history no longer holds the window's start; the query starts over from \(moved.start.formatted(.iso8601))",
+                    metadata: ["query": "\(query)", "requestedStart": "\(plan.window.requestedStart.formatted(.iso8601))"]
+                )
             } catch let error as AppStoreAPIError where error.isPaginationTokenProblem && restarts < Self.maximumRestarts {
                 restarts += 1
                 token = nil
@@ -226,23 +252,22 @@ package struct NotificationRecovery: Sendable {
     ///   - scope: where to record checkpoints; nil: none.
     private func processOnce(
         _ query: QueryPlan.Query, from: (token: String, position: Int)?, scope: CheckpointScope?, plan: QueryPlan, options: Options,
-        runId: UUID, skipping alreadyHandled: Int, handled: inout Int, tally: inout Tally
+        runId: UUID, skipping alreadyHandled: HandledNotifications?, handled: inout HandledNotifications, count: inout Int, tally: inout Tally
     ) async throws {
-        let pages = client.notificationHistory(plan.request(for: query), resumingAfter: from?.token)
+        let pages = client.notificationHistory(plan.request(for: query, start: tally.startMovedTo), resumingAfter: from?.token)
         // Later pages are fetched and verified while this one is compared and written:
         // verification (CPU) and Apple's round trips overlap the database's.
         let verifier = self.verifier
         var pipeline = PagePipeline(first: pages.makeAsyncIterator(), at: from?.position ?? 0) { fetched in
-            // After a restart, the items before `alreadyHandled` were handled by the first attempt.
-            let items = fetched.page.response.notificationHistory.enumerated()
-                .filter { fetched.start + $0.offset >= alreadyHandled }.map(\.element)
+            // After a restart, what an earlier attempt handled, by notificationUUID.
+            let items = fetched.page.response.notificationHistory
+                .filter { item in alreadyHandled.map { !$0.contains(item) } ?? true }
                 .filter { item in query.skipping.isEmpty || !Self.isPriorityPair(item, query.skipping) }
             return PagePipeline.Ready(
                 page: fetched.page, items: items, inputs: await PageInputs.verify(items, with: verifier)
             )
         }
         defer { pipeline.cancel() }
-        var position = from?.position ?? 0
         // A page with payloads left for a later try (an OCSP responder out of reach) holds the
         // checkpoint back, so that a run that dies before that try fetches them again.
         var holdCheckpoint = false
@@ -264,13 +289,13 @@ package struct NotificationRecovery: Sendable {
             upcoming = .notTaken
             let step = current.step
             let page = step.page
-            position += page.response.notificationHistory.count
             let items = step.items
-            // The checkpoint after this page, once the page reaches past what was handled before.
+            // The checkpoint after this page: its token, and how many of the query's notifications
+            // are handled with it (a count for the report, never a place to skip to).
             var checkpoint: (QueryCheckpoint, CheckpointScope)?
-            if let scope, !holdCheckpoint, position >= handled {
+            if let scope, !holdCheckpoint {
                 checkpoint = (
-                    QueryCheckpoint(query: query.key, position: position, paginationToken: page.resumeToken, completed: page.resumeToken == nil),
+                    QueryCheckpoint(query: query.key, position: count + items.count, paginationToken: page.resumeToken, completed: page.resumeToken == nil),
                     scope
                 )
             }
@@ -295,7 +320,8 @@ package struct NotificationRecovery: Sendable {
                 }
             }
             holdCheckpoint = holdCheckpoint || deferred
-            handled = max(handled, position)
+            handled.insert(step.inputs)
+            count += items.count
             tally.pages += 1
             progress.update(
                 "pages \(tally.pages) · fetched \(tally.counts.fetched) · missed \(tally.counts.missed) · rejected \(tally.counts.rejected)",
@@ -469,6 +495,7 @@ package struct NotificationRecovery: Sendable {
             result.overlay.transactions = tally.memory.transactions
             result.overlay.wouldRecord = tally.wouldRecord
         }
+        result.startMovedTo = tally.startMovedTo
         if let resumed {
             result.resumed = .init(
                 fromRuns: resumed.map { $0.uuidString.lowercased() }, notificationsHandledBefore: tally.handledBefore,

@@ -124,7 +124,7 @@ package struct NotificationRedelivery: Sendable {
     /// One notification: read again, POSTed, its answer recorded.
     private func attempt(_ uuid: UUID, with httpClient: HTTPClient) async throws -> Attempt {
         guard let pending = try await store.pendingDelivery(uuid, to: target.key) else { return Attempt(uuid: uuid, sent: false) }
-        let answer = await post(pending.signedPayload, with: httpClient)
+        let answer = await post(pending.signedPayload, with: httpClient, timeout: policy.requestTimeout(afterAttempts: pending.attempts))
         let delivered = answer.status.map(DeliveryPolicy.delivers) ?? false
         let parked = try await store.recordDeliveryAttempt(
             uuid, to: target.key, status: answer.status, error: delivered ? nil : answer.problem, delivered: delivered, maximumAttempts: policy.maximumAttempts
@@ -160,14 +160,14 @@ package struct NotificationRedelivery: Sendable {
     }
 
     /// One POST: the status, or why there was none; and for a non-2xx, what to keep as the error.
-    func post(_ signedPayload: String, with httpClient: HTTPClient) async -> (status: Int?, problem: String?) {
+    func post(_ signedPayload: String, with httpClient: HTTPClient, timeout: Duration) async -> (status: Int?, problem: String?) {
         var request = HTTPClientRequest(url: target.url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         for field in target.headers.fields { request.headers.add(name: field.name, value: field.value) }
         request.body = .bytes(ByteBuffer(string: "{\"signedPayload\":\"\(signedPayload)\"}"))
         do {
-            let response = try await httpClient.execute(request, timeout: .nanoseconds(Int64(policy.requestTimeout / .nanoseconds(1))))
+            let response = try await httpClient.execute(request, timeout: .nanoseconds(Int64(timeout / .nanoseconds(1))))
             // The body is not needed; read a little of it, so that the connection can be reused.
             let body = try? await response.body.collect(upTo: 4096)
             let status = Int(response.status.code)

@@ -96,7 +96,17 @@ package struct ReconciliationRun: Sendable {
         let present = now()
         switch request.window {
         case .fixed(let start, let end):
-            return try OutageWindow(start: start, end: end, environment: environment, now: present)
+            do {
+                return try OutageWindow(start: start, end: end, environment: environment, now: present)
+            } catch let error as WindowError where !request.dryRun && start < end {
+                // An unfinished run of this very window, whose start Apple's limit overtook since
+                // it began: resumed as the first attempt would have gone on (clamped, with a
+                // warning), not refused.
+                let resumable = try OutageWindow(start: start, end: end, environment: environment, now: present, resuming: true)
+                let scope = NotificationRecovery.Options(window: resumable, onlyFailures: request.onlyFailures, shard: request.shard).checkpointScope(verifier.configuration.pair)
+                guard !request.fresh, try await !store.resumableCheckpoints(in: scope).isEmpty else { throw error }
+                return resumable
+            }
         case .nightly(let firstStart, let overlap, let settle):
             // Only nightly runs move the start: a manual run of some other window says nothing
             // about the time since the last nightly one.
@@ -127,7 +137,7 @@ package struct ReconciliationRun: Sendable {
                 deliverTo: request.deliverTo?.key, onlyTypes: request.onlyTypes
             )
             if request.fresh, !request.dryRun { try await store.clearCheckpoints(in: scope, keepingPassOne: false) }
-            let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress, stop: stop)
+            let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress, stop: stop, now: now)
             let passOne = try await recovery.run(options)
             result.passOne = passOne
             if let resumed = passOne.resumed { events(.resumed(resumed)) }
@@ -231,7 +241,7 @@ package struct ReconciliationRun: Sendable {
         var announced = false
         while true {
             let done = try await store.shardsWithPassOneDone(
-                pair: verifier.configuration.pair, windowStart: window.start, windowEnd: window.end, onlyFailures: request.onlyFailures
+                pair: verifier.configuration.pair, windowStart: window.requestedStart, windowEnd: window.end, onlyFailures: request.onlyFailures
             )
             let waiting = all.subtracting(done).sorted()
             if waiting.isEmpty { return }

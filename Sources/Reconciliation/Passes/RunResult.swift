@@ -36,6 +36,9 @@ package struct PassOneResult: Sendable {
     package var overlay = RecoveryReport.LedgerOverlay()
     /// Stopped on request before its end: the counts and lists hold what it did until then.
     package var stopped = false
+    /// Where the window started from once Apple's retention limit overtook its start while the
+    /// run paged (StartDateTooFarInPastError): what was signed before had left Apple's history.
+    package var startMovedTo: Date?
 
     package init(
         runId: UUID?, dryRun: Bool, window: OutageWindow, plan: QueryPlan, shard: Shard = .whole, startedAt: Date, finishedAt: Date,
