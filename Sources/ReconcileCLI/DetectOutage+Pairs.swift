@@ -17,22 +17,42 @@ extension DetectOutageCommand {
             let client = AppStoreServerAPIClient(configuration: configuration, logger: Logger(label: "appstore-reconcile.detect-outage"))
             scans.append((index, pair.pair, OutageScan(client: client, progress: ProgressLine(enabled: progress, writeLine: { printError($0) }))))
         }
-        var results = [Result<OutageScan.Result, any Error>?](repeating: nil, count: scans.count)
-        await withTaskGroup(of: (Int, Result<OutageScan.Result, any Error>).self) { group in
-            var next = scans.makeIterator()
-            func start() {
-                guard let (index, _, scan) = next.next() else { return }
-                group.addTask {
-                    do { return (index, .success(try await scan.scan(since: since, gap: gap, now: now))) } catch { return (index, .failure(error)) }
+        // The children are added here, in the body, never from a nested function. The release
+        // build miscompiled the earlier form, a nested `func start()` that captured the group and
+        // the pairs' iterator and added each child: `group.next()` handed back a position of
+        // 139,771,456,307,040 for the only pair, and `results[index]` trapped (SIGILL) on every
+        // try (issue 48, point 0; the debug build never did). The same children added from the
+        // body return their positions intact (seen in the release build, DetectOutageTests run
+        // against it by scripts/test).
+        let collected = await withTaskGroup(of: (Int, Result<OutageScan.Result, any Error>).self, returning: [Int: Result<OutageScan.Result, any Error>].self) { group in
+            var collected: [Int: Result<OutageScan.Result, any Error>] = [:]
+            var started = 0
+            while started < min(4, scans.count) {
+                group.addTask(operation: Self.scanTask(scans[started], since: since, gap: gap, now: now))
+                started += 1
+            }
+            while let (index, result) = await group.next() {
+                collected[index] = result
+                if started < scans.count {
+                    group.addTask(operation: Self.scanTask(scans[started], since: since, gap: gap, now: now))
+                    started += 1
                 }
             }
-            for _ in 0..<4 { start() }
-            while let (index, result) = await group.next() {
-                results[index] = result
-                start()
+            return collected
+        }
+        return scans.map { scan in (scan.1, collected[scan.0] ?? .failure(CancellationError())) }
+    }
+
+    /// One pair's scan, as a child task: its position among the pairs and how it ended.
+    static func scanTask(
+        _ entry: (Int, AppStorePair, OutageScan), since: Date, gap: TimeInterval, now: Date
+    ) -> @Sendable () async -> (Int, Result<OutageScan.Result, any Error>) {
+        let (index, _, scan) = entry
+        return {
+            do { return (index, .success(try await scan.scan(since: since, gap: gap, now: now))) } catch {
+                return (index, .failure(error))
             }
         }
-        return scans.map { ($0.1, results[$0.0]!) }
     }
 
     /// report.md, report.json and report.html of one scan. Reports that cannot be written are a

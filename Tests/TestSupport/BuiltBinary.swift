@@ -12,7 +12,15 @@ package enum BuiltBinary {
     /// The companion with the simulator and the throwaway PostgreSQL.
     package static var devPath: String { executable("appstore-reconcile-dev") }
 
+    /// The directory of the executables under test when not beside the test bundle: set to the
+    /// release build's (`swift build -c release --show-bin-path`), the binary teams deploy, by
+    /// `scripts/test` for its second pass over the end-to-end command tests.
+    package static let directoryVariable = "APPSTORE_RECONCILE_TEST_BINARIES"
+
     static func executable(_ name: String) -> String {
+        if let directory = ProcessInfo.processInfo.environment[directoryVariable], !directory.isEmpty {
+            return URL(fileURLWithPath: directory).appendingPathComponent(name).path
+        }
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
         var directory = URL(fileURLWithPath: executable).deletingLastPathComponent()

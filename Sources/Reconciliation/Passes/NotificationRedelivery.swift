@@ -79,18 +79,16 @@ package struct NotificationRedelivery: Sendable {
             var refusedThisRound: Set<UUID> = []
             var unansweredInARow = 0
             try await withThrowingTaskGroup(of: Attempt.self) { group in
-                var next = queue.makeIterator()
-                var underWay = 0
+                // Children are added in the body, not from a nested function capturing the group:
+                // the release build miscompiled that form in `detect-outage` (issue 48, point 0).
+                var position = 0
                 var cut = false
-                func startOne() -> Bool {
-                    guard !cut, !stop.isRequested, let uuid = next.next() else { return false }
+                while position < min(policy.concurrency, queue.count), !stop.isRequested {
+                    let uuid = queue[position]
+                    position += 1
                     group.addTask { try await self.attempt(uuid, with: httpClient) }
-                    underWay += 1
-                    return true
                 }
-                while underWay < policy.concurrency, startOne() {}
                 while let attempt = try await group.next() {
-                    underWay -= 1
                     if attempt.sent {
                         summary.attempts += 1
                         if attempt.delivered {
@@ -107,7 +105,11 @@ package struct NotificationRedelivery: Sendable {
                             logger.warning("re-delivery: \(unansweredInARow) POSTs in a row got no answer; the rest of this round waits")
                         }
                     }
-                    _ = startOne()
+                    if !cut, !stop.isRequested, position < queue.count {
+                        let uuid = queue[position]
+                        position += 1
+                        group.addTask { try await self.attempt(uuid, with: httpClient) }
+                    }
                 }
             }
             if stop.isRequested { break rounds }
