@@ -7,6 +7,13 @@ extension AppStoreAPIError: KindedFailure {
     /// Refused credentials are the configuration's to fix; any other answer Apple gives that the
     /// client did not retry is unexpected.
     package var failureKind: FailureKind { isCredentialsProblem ? .configuration : .unexpected }
+
+    /// A 401 is wrong credentials, or, in Production, an app that has never had a release: Apple
+    /// opens Production's endpoints with the first release (developer forums, thread 742923).
+    package var advice: String? {
+        guard isCredentialsProblem else { return nil }
+        return "Check the key file, key ID, issuer ID and bundle ID; in Production, Apple also answers 401 to an app that has never had a release"
+    }
 }
 
 extension RateLimitedUntil: KindedFailure {

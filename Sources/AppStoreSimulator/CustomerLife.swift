@@ -151,6 +151,17 @@ struct CustomerLife {
             pending.append((.didFailToRenew, nil, late, transaction, renewalInfo, .billingRetry))
         }
 
+        /// A refund request: Apple's CONSUMPTION_REQUEST, and while it is unanswered a new one
+        /// (a new notificationUUID, the same transaction) every half hour, as many times as
+        /// `Configuration.consumptionRequestRepeats` says (Apple staff, developer forum thread
+        /// 756151: Apple sends new requests periodically while one is unanswered).
+        mutating func requestRefund(at date: Int64) {
+            emit(.consumptionRequest, nil, at: date)
+            for number in 0..<configuration.consumptionRequestRepeats {
+                emit(.consumptionRequest, nil, at: date + Int64(number + 1) * period / 48)
+            }
+        }
+
         /// A restore of the purchase: a new transaction ID under the same originalTransactionId.
         mutating func restore(at date: Int64) {
             guard date <= now else { return }
@@ -267,13 +278,37 @@ struct CustomerLife {
                     return
                 } else if fate < 0.86 {
                     let refundDate = (current.purchaseDate ?? expires) + period / 3
+                    if configuration.familySharingRevocations && kind.ownership == "FAMILY_SHARED" {
+                        // The purchaser stopped sharing: the member's access is revoked, nothing
+                        // is refunded to them, and no refund request precedes it.
+                        guard refundDate <= now else { return }
+                        current.revocationDate = refundDate
+                        current.revocationReason = 0
+                        current.revocationType = "FAMILY_REVOKE"
+                        current.signedDate = refundDate
+                        versions.append(Scenario.TransactionVersion(modified: refundDate, transaction: current))
+                        status = .revoked
+                        renewal.autoRenewStatus = 0
+                        emit(.revoke, nil, at: refundDate)
+                        return
+                    }
+                    if configuration.refundsDeclinedFirst {
+                        // An earlier request Apple declined: a new request follows it.
+                        requestRefund(at: refundDate - period / 3)
+                        emit(.refundDeclined, nil, at: refundDate - period / 4)
+                    }
                     // The customer's refund request: Apple asks for consumption information first.
-                    emit(.consumptionRequest, nil, at: refundDate - period / 6)
+                    requestRefund(at: refundDate - period / 6)
                     guard refundDate <= now else { return }
                     current.revocationDate = refundDate
                     current.revocationReason = 0
-                    current.revocationType = "REFUND_PRORATED"
-                    current.revocationPercentage = 66_667
+                    if configuration.fullRefunds {
+                        current.revocationType = "REFUND_FULL"
+                        current.revocationPercentage = 100_000
+                    } else {
+                        current.revocationType = "REFUND_PRORATED"
+                        current.revocationPercentage = 66_667
+                    }
                     current.signedDate = refundDate
                     versions.append(Scenario.TransactionVersion(modified: refundDate, transaction: current))
                     status = .revoked

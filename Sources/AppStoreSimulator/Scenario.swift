@@ -46,6 +46,17 @@ package struct Scenario: Sendable {
         /// Accounts (by customer index) whose billing recoveries Apple follows with the billing
         /// failure signed 7.5 hours late, out of order (`CustomerLife.Builder.signFailureLate`).
         package var lateFailuresAfterRecovery: Set<Int> = []
+        /// How many more CONSUMPTION_REQUESTs Apple sends for a refund request while it is
+        /// unanswered, half an hour apart, each with a notificationUUID of its own.
+        package var consumptionRequestRepeats = 0
+        /// Each refunded subscription's customer asked once before, and Apple declined
+        /// (REFUND_DECLINED) before the request that led to the refund.
+        package var refundsDeclinedFirst = false
+        /// A Family Sharing member's subscription that would be refunded is revoked instead (the
+        /// purchaser stopped sharing): REVOKE, `revocationType` FAMILY_REVOKE, nothing refunded.
+        package var familySharingRevocations = false
+        /// Refunds are whole (`REFUND_FULL`, 100%) rather than prorated (`REFUND_PRORATED`, 66.667%).
+        package var fullRefunds = false
 
         package init() {}
     }

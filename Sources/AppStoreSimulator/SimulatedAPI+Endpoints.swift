@@ -1,3 +1,6 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
 import Crypto
 import Foundation
 import SignedData
@@ -426,33 +429,57 @@ extension SimulatedAPI {
 
     func requestTestNotification(now: Date) -> Answer {
         let token = UUID().uuidString.lowercased() + "_" + String(Int64(now.timeIntervalSince1970 * 1000))
-        state.withLock { $0.testNotifications[token] = now }
+        let configuration = scenario.configuration
+        let payload = NotificationPayload(
+            notificationType: .test, notificationUUID: UUID().uuidString.lowercased(), signedDate: Int64(now.timeIntervalSince1970 * 1000),
+            data: NotificationData(
+                appAppleId: configuration.environment == .production ? configuration.appAppleId : nil,
+                bundleId: configuration.bundleId, environment: configuration.environment
+            )
+        )
+        let signed = (try? signer.sign(payload)) ?? ""
+        let url = state.withLock { state in
+            state.testNotifications[token] = TestNotification(sent: now, signedPayload: signed, result: nil)
+            return state.webhookURL
+        }
+        if let url {
+            Task {
+                let result = await Self.post(signed, to: url)
+                self.state.withLock { $0.testNotifications[token]?.result = result }
+            }
+        } else {
+            state.withLock { $0.testNotifications[token]?.result = options.webhookReachable ? "SUCCESS" : "NO_RESPONSE" }
+        }
         return .json(["testNotificationToken": token])
+    }
+
+    /// Apple's delivery of a notification: a POST of `{"signedPayload":"…"}`; the send attempt's result.
+    static func post(_ signedPayload: String, to url: String) async -> String {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(string: "{\"signedPayload\":\"\(signedPayload)\"}"))
+        do {
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+            _ = try? await response.body.collect(upTo: 4096)
+            return (200..<300).contains(Int(response.status.code)) ? "SUCCESS" : "UNSUCCESSFUL_HTTP_RESPONSE_CODE"
+        } catch {
+            return "NO_RESPONSE"
+        }
     }
 
     func testNotificationStatus(token: String, now: Date) -> Answer {
         guard let sent = state.withLock({ $0.testNotifications[token] }) else {
             return .error(404, 4_040_008, "Test notification not found.")
         }
-        let configuration = scenario.configuration
-        let sentMs = Int64(sent.timeIntervalSince1970 * 1000)
-        let payload = NotificationPayload(
-            notificationType: .test, notificationUUID: UUID().uuidString.lowercased(), signedDate: sentMs,
-            data: NotificationData(
-                appAppleId: configuration.environment == .production ? configuration.appAppleId : nil,
-                bundleId: configuration.bundleId, environment: configuration.environment
-            )
-        )
         struct Body: Encodable {
             struct Attempt: Encodable { var attemptDate: Int64; var sendAttemptResult: String }
             var signedPayload: String
             var sendAttempts: [Attempt]
         }
+        let sentMs = Int64(sent.sent.timeIntervalSince1970 * 1000)
         return .json(
-            Body(
-                signedPayload: (try? signer.sign(payload)) ?? "",
-                sendAttempts: [.init(attemptDate: sentMs + 1000, sendAttemptResult: options.webhookReachable ? "SUCCESS" : "NO_RESPONSE")]
-            )
+            Body(signedPayload: sent.signedPayload, sendAttempts: sent.result.map { [.init(attemptDate: sentMs + 1000, sendAttemptResult: $0)] } ?? [])
         )
     }
 }

@@ -54,7 +54,10 @@ package final class SimulatedAPI: Sendable {
         var rateLimited = 0
         var firstRequest: Date?
         var lastRateLimited: Date?
-        var testNotifications: [String: Date] = [:]
+        var testNotifications: [String: TestNotification] = [:]
+        /// Where Request a Test Notification delivers (`deliverTestNotifications(to:)`); nil:
+        /// nowhere, and `SimulatorOptions.webhookReachable` decides the result.
+        var webhookURL: String?
         var transactionHistoryRequests: [(id: String, revision: String?)] = []
         var subscriptionStatusesRequests: [String] = []
         /// The `Retry-After`s each endpoint answered that still hold: when each went out, and until when.
@@ -89,6 +92,21 @@ package final class SimulatedAPI: Sendable {
 
     /// Requests served per endpoint path prefix, and how many were refused with 429.
     package var requestCounts: [String: Int] { state.withLock { $0.requestCounts } }
+    /// A test notification Apple sent: when, its signed payload (one notificationUUID for every
+    /// status answer), and its delivery's result once known.
+    struct TestNotification {
+        var sent: Date
+        var signedPayload: String
+        var result: String?
+    }
+
+    /// Makes Request a Test Notification POST the signed TEST notification to `url`, as Apple
+    /// POSTs it to the Server URL set in App Store Connect; Get Test Notification Status then
+    /// reports SUCCESS only for a 2xx answer.
+    package func deliverTestNotifications(to url: String?) {
+        state.withLock { $0.webhookURL = url }
+    }
+
     /// How far Apple's clock runs ahead of the wall clock now (`historyClockJump`).
     package var clockAhead: TimeInterval { state.withLock { Self.clockAhead(afterHistoryRequests: $0.historyRequests, options) } }
 

@@ -34,9 +34,19 @@ package enum RepairPlanner {
         package var batch = LedgerBatch(cause: .repair)
         package var transactionsAdded: [String] = []
         package var transactionsChanged: [String] = []
-        /// Transactions whose revocation (a refund) only this repair found.
+        /// Transactions whose refund only this repair found (`RevocationKind.isRefund`).
         package var refundsFound: [String] = []
+        /// Every revocation only this repair found, refunds or not, with its kind.
+        package var revocationsFound: [RevocationFound] = []
         package var changes: [Change] = []
+    }
+
+    /// A revocation a repair found: the transaction and what it is (`RevocationKind.name`, `.label`).
+    package struct RevocationFound: Sendable, Hashable, Codable {
+        package var transactionId: String
+        package var kind: String
+        package var label: String
+        package var isRefund: Bool
     }
 
     package static func plan(
@@ -48,7 +58,7 @@ package enum RepairPlanner {
             guard let record = LedgerMapping.transactionRecord(payload, signed: signed, fallbackSignedDate: nil) else { continue }
             guard let existing = stored[record.transactionId] else {
                 plan.transactionsAdded.append(record.transactionId)
-                if record.revocationDate != nil { plan.refundsFound.append(record.transactionId) }
+                plan.noteRevocation(of: record)
                 plan.batch.transactions.append(record)
                 continue
             }
@@ -57,7 +67,7 @@ package enum RepairPlanner {
             guard existing.signedDate.unixMilliseconds <= record.signedDate.unixMilliseconds else { continue }
             if sameContent(existing, record) { continue }
             plan.transactionsChanged.append(record.transactionId)
-            if existing.revocationDate == nil && record.revocationDate != nil { plan.refundsFound.append(record.transactionId) }
+            if existing.revocationDate == nil { plan.noteRevocation(of: record) }
             plan.batch.transactions.append(record)
         }
         for truthRow in truth.subscriptions {
@@ -104,5 +114,15 @@ package enum RepairPlanner {
         LedgerMapping.describe(&record, transaction: transaction, renewal: renewal, current: nil)
         record.renewalSignedDate = LedgerMapping.date(renewal?.signedDate)
         return record
+    }
+}
+
+extension RepairPlanner.Plan {
+    /// Records `record`'s revocation, when it has one: a refund among the refunds, and every kind
+    /// among the revocations.
+    mutating func noteRevocation(of record: TransactionRecord) {
+        guard let kind = RevocationKind(record) else { return }
+        if kind.isRefund { refundsFound.append(record.transactionId) }
+        revocationsFound.append(.init(transactionId: record.transactionId, kind: kind.name, label: kind.label, isRefund: kind.isRefund))
     }
 }

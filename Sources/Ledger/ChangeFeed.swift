@@ -1,4 +1,5 @@
 import Foundation
+import LedgerModel
 import Logging
 import PostgresNIO
 import Synchronization
@@ -18,7 +19,10 @@ package enum ChangeFeed {
     }
 
     /// One change, as `appstore-reconcile changes` prints it: a JSON object on one line, with the
-    /// table's columns as keys (`changed_at` in ISO 8601 UTC; before/after times in UNIX ms).
+    /// table's columns as keys (`changed_at` in ISO 8601 UTC; before/after times in UNIX ms), and
+    /// `revocation`: for a transaction whose row is revoked, what the revocation is
+    /// (`RevocationKind.name`: `full_refund`, `prorated_refund`, `refund`, `family_sharing_revoked`,
+    /// `revoked:TYPE`), else null.
     package struct Line: Sendable, Hashable {
         package var id: Int64
         package var json: String
@@ -33,7 +37,8 @@ package enum ChangeFeed {
                 'changed_at', to_char(changed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
                 'bundle_id', bundle_id, 'environment', environment, 'original_transaction_id', original_transaction_id,
                 'app_account_token', app_account_token, 'kind', kind, 'before', before, 'after', after,
-                'cause', cause, 'notification_uuid', notification_uuid, 'run_id', run_id
+                'cause', cause, 'notification_uuid', notification_uuid, 'run_id', run_id,
+                'revocation', CASE WHEN kind = 'transaction' THEN \(unescaped: RevocationKind.sql(row: "after")) END
             )::text
             FROM app_store.changes WHERE id > \(after) ORDER BY id LIMIT \(limit)
             """,

@@ -138,6 +138,14 @@ package struct LedgerStore: Sendable {
 
     // MARK: Writes
 
+    /// Whether the ledger holds the notification, of any App Store (`check`'s look-up of Apple's
+    /// test notification: the live path recorded it).
+    package func holdsNotification(_ uuid: UUID) async throws -> Bool {
+        let rows = try await client.query("SELECT count(*) FROM app_store.notifications WHERE notification_uuid = \(uuid)", logger: logger)
+        for try await count in rows.decode(Int.self) { return count > 0 }
+        return false
+    }
+
     /// Writes a batch in one database transaction: all of it or nothing, and with it the
     /// checkpoint that says the batch is done, so progress never runs ahead of what is committed.
     ///
@@ -147,7 +155,7 @@ package struct LedgerStore: Sendable {
     package func apply(_ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)? = nil) async throws -> LedgerBatchOutcome {
         guard !batch.isEmpty || checkpoint != nil else { return LedgerBatchOutcome() }
         let logger = self.logger
-        if batch.rejected.isEmpty && batch.accounts.isEmpty {
+        if batch.rejected.isEmpty && batch.accounts.isEmpty && batch.refundRequestTransactions.isEmpty {
             let statement = RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint)
             return try await client.withConnection { connection in
                 try await Self.outcome(of: statement, on: connection, logger: logger)
@@ -232,7 +240,15 @@ package struct LedgerStore: Sendable {
         }
         let writesRows = !batch.notifications.isEmpty || !batch.transactions.isEmpty || !batch.subscriptions.isEmpty || checkpoint != nil
         guard writesRows else { return LedgerBatchOutcome() }
-        return try await Self.outcome(of: RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint), on: connection, logger: logger)
+        let outcome = try await Self.outcome(of: RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint), on: connection, logger: logger)
+        // One open refund request per transaction (migration 0022), decided from the events of
+        // the transactions whose requests or decisions this batch recorded.
+        for (store, transactions) in batch.refundRequestTransactions {
+            try await connection.query(
+                "SELECT app_store.settle_consumption_requests(\(store.bundleId), \(store.environment), \(transactions))", logger: logger
+            )
+        }
+        return outcome
     }
 
     /// Runs the batch's row statement and collects what it changed.
@@ -295,12 +311,31 @@ package struct LedgerStore: Sendable {
                 FROM jsonb_to_recordset($12::text::jsonb) AS r(\(NotificationRecord.recordsetTypes))
                 JOIN unnest($13::uuid[], $14::bytea[]) AS p(notification_uuid, object_key) USING (notification_uuid)
                 ON CONFLICT (notification_uuid) DO NOTHING
-                RETURNING notification_uuid
+                RETURNING notification_uuid, notification_type, bundle_id, environment, transaction_id, signed_date
             ), recorded_consumption_requests AS (
                 INSERT INTO app_store.consumption_requests (\(ConsumptionRequestRecord.selectList()))
                 SELECT \(ConsumptionRequestRecord.values(from: "r"))
                 FROM jsonb_to_recordset($22::text::jsonb) AS r(\(ConsumptionRequestRecord.recordsetTypes))
                 JOIN inserted_notifications USING (notification_uuid)
+                -- A request naming its transaction gets its row when its episode is settled
+                -- (after this statement): only an episode's first request has one.
+                WHERE r.transaction_id IS NULL
+                ON CONFLICT (notification_uuid) DO NOTHING
+                RETURNING 1
+            ), recorded_request_events AS (
+                INSERT INTO app_store.refund_request_events (kind, signed_date, \(ConsumptionRequestRecord.selectList()))
+                SELECT 'request', i.signed_date, \(ConsumptionRequestRecord.values(from: "r"))
+                FROM jsonb_to_recordset($22::text::jsonb) AS r(\(ConsumptionRequestRecord.recordsetTypes))
+                JOIN inserted_notifications i USING (notification_uuid)
+                WHERE r.transaction_id IS NOT NULL
+                ON CONFLICT (notification_uuid) DO NOTHING
+                RETURNING 1
+            ), recorded_decision_events AS (
+                INSERT INTO app_store.refund_request_events (notification_uuid, kind, bundle_id, environment, transaction_id, signed_date)
+                SELECT i.notification_uuid, 'decision', i.bundle_id, i.environment, i.transaction_id, i.signed_date
+                FROM inserted_notifications i
+                WHERE i.notification_type IN (\(ConsumptionRequestRecord.decisionTypes.map { "'\($0)'" }.joined(separator: ", ")))
+                    AND i.transaction_id IS NOT NULL
                 ON CONFLICT (notification_uuid) DO NOTHING
                 RETURNING 1
             ), written_transactions AS (

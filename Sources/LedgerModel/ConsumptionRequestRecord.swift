@@ -36,6 +36,10 @@ package struct ConsumptionRequestRecord: Hashable, Sendable, LedgerRow {
 }
 
 extension ConsumptionRequestRecord {
+    /// Apple's decisions on a refund request: a CONSUMPTION_REQUEST signed after one of these, for
+    /// the same transaction, is a new request (migration 0022's episodes).
+    package static let decisionTypes = ["REFUND", "REFUND_DECLINED"]
+
     /// `app_store.consumption_requests`' columns the tool writes.
     package static let columns: [LedgerColumn<Self>] = [
         .uuid("notification_uuid", \.notificationUUID),

@@ -70,6 +70,20 @@ package struct LedgerBatch: Hashable, Sendable {
     package var isEmpty: Bool {
         notifications.isEmpty && transactions.isEmpty && subscriptions.isEmpty && rejected.isEmpty && accounts.isEmpty
     }
+
+    /// The transactions, by App Store (bundle ID and environment), whose refund requests or
+    /// Apple's decisions on them this batch records: their episodes are settled in the batch's
+    /// transaction (`app_store.settle_consumption_requests`, migration 0022).
+    package var refundRequestTransactions: [(store: (bundleId: String, environment: String), transactions: [String])] {
+        var found: [String: (store: (bundleId: String, environment: String), transactions: Set<String>)] = [:]
+        let types = Set(["CONSUMPTION_REQUEST"] + ConsumptionRequestRecord.decisionTypes)
+        for notification in notifications where types.contains(notification.notificationType) {
+            guard let transaction = notification.transactionId else { continue }
+            let key = notification.bundleId + "\u{0}" + notification.environment
+            found[key, default: ((notification.bundleId, notification.environment), [])].transactions.insert(transaction)
+        }
+        return found.keys.sorted().map { key in (found[key]!.store, found[key]!.transactions.sorted()) }
+    }
 }
 
 /// One Apple account as pass 2 left it (`app_store.accounts`, `app_store.account_members`).

@@ -13,12 +13,13 @@ struct CheckCommand: AsyncParsableCommand {
         discussion: """
             Checks that the root certificates and the private key load, that Apple accepts the JWT (Request a \
             Test Notification), that Apple can reach the server's webhook (Get Test Notification Status: the \
-            send attempt's result), and that the database is reachable and migrated. Exit code 0 only if every \
-            check passes, 78 otherwise.
+            send attempt's result), that the test notification Apple delivered is in this ledger (the live \
+            path records: the Server URL in App Store Connect points to a serve writing this database), and \
+            that the database is reachable and migrated. Exit code 0 only if every check passes, 78 otherwise.
             """
     )
 
-    @Option(help: "Seconds to wait for Apple to report the test notification's delivery.")
+    @Option(help: "Seconds to wait for Apple to report the test notification's delivery, and again for it to appear in the ledger.")
     var webhookTimeout = 30.0
 
     @OptionGroup var options: ConfigurationOptions
@@ -55,7 +56,9 @@ struct CheckCommand: AsyncParsableCommand {
                 } catch {
                     report(false, "\(name)API credentials: \(error)")
                 }
-                if let client { await checkApple(client, name: name, report: report) }
+                if let client {
+                    await checkApple(client, settings: settings, pair: pair.pair, name: name, database: try? options.database.settings.databaseURL(), report: report)
+                }
             }
             let settings = try options.database.settings
 
@@ -77,28 +80,102 @@ struct CheckCommand: AsyncParsableCommand {
         }
     }
 
-    /// Apple accepts the credentials and reaches the webhook: Request a Test Notification, then its status.
-    private func checkApple(_ client: AppStoreServerAPIClient, name: String, report: (Bool, String) -> Void) async {
+    /// Apple accepts the credentials and reaches the webhook: Request a Test Notification, then its
+    /// status; and the notification Apple delivered is in this ledger.
+    private func checkApple(
+        _ client: AppStoreServerAPIClient, settings: Settings, pair: AppStorePair, name: String, database: DatabaseURL?, report: (Bool, String) -> Void
+    ) async {
+        let token: String
         do {
-            let token = try await client.requestTestNotification().testNotificationToken
+            token = try await client.requestTestNotification().testNotificationToken
             report(true, "\(name)Apple accepts the credentials (Request a Test Notification answered)")
-            let deadline = Date().addingTimeInterval(webhookTimeout)
-            var result: String?
+        } catch let error as AppStoreAPIError where error.isCredentialsProblem {
+            report(false, "\(name)Apple: \(error). " + Self.credentialsAdvice(pair.environment))
+            return
+        } catch {
+            report(false, "\(name)Apple: \(error)")
+            return
+        }
+        let deadline = Date().addingTimeInterval(webhookTimeout)
+        var result: String?
+        var signedPayload: String?
+        do {
             while Date() < deadline {
                 let status = try await client.testNotificationStatus(token: token)
                 if let attempt = status.sendAttempts?.last {
                     result = attempt.sendAttemptResult.rawValue
+                    signedPayload = status.signedPayload
                     break
                 }
                 try await Task.sleep(for: .seconds(2))
             }
-            switch result {
-            case "SUCCESS"?: report(true, "\(name)Apple reached the webhook with the test notification (SUCCESS)")
-            case let other?: report(false, "\(name)Apple could not reach the webhook: \(other)")
-            case nil: report(false, "\(name)Apple reported no delivery of the test notification within \(Int(webhookTimeout)) s")
-            }
         } catch {
             report(false, "\(name)Apple: \(error)")
+            return
         }
+        switch result {
+        case "SUCCESS"?: report(true, "\(name)Apple reached the webhook with the test notification (SUCCESS)")
+        case let other?:
+            report(false, "\(name)Apple could not reach the webhook: \(other)")
+            return
+        case nil:
+            report(false, "\(name)Apple reported no delivery of the test notification within \(Int(webhookTimeout)) s")
+            return
+        }
+        await checkRecorded(signedPayload, settings: settings, pair: pair, name: name, database: database, report: report)
+    }
+
+    /// A 200 from *some* server is not the live path working: the TEST notification Apple
+    /// delivered must be in this ledger, which only a `serve` writing this database puts there.
+    private func checkRecorded(
+        _ signedPayload: String?, settings: Settings, pair: AppStorePair, name: String, database: DatabaseURL?, report: (Bool, String) -> Void
+    ) async {
+        let server = "the \(pair.environment.rawValue) Server URL of \(pair.bundleId) in App Store Connect"
+        guard let signedPayload, let verifier = try? SignedDataVerifier(settings.verifierConfiguration()) else {
+            report(false, "\(name)Apple's test notification could not be read to look it up in the ledger")
+            return
+        }
+        guard let notification = await verifier.verifyNotification(signedPayload).verifiedPayload,
+            let uuid = UUID(uuidString: notification.payload.notificationUUID)
+        else {
+            report(false, "\(name)Apple's test notification did not verify, so it was not looked up in the ledger")
+            return
+        }
+        guard let database else {
+            report(false, "\(name)the test notification \(uuid.uuidString.lowercased()) was not looked up: no database configured")
+            return
+        }
+        let logger = Logger(label: "appstore-reconcile.check")
+        let wait = webhookTimeout
+        do {
+            let found = try await LedgerDatabase.withClient(database, logger: logger) { client in
+                let store = LedgerStore(client: client, logger: logger)
+                let deadline = Date().addingTimeInterval(wait)
+                repeat {
+                    if try await store.holdsNotification(uuid) { return true }
+                    try await Task.sleep(for: .seconds(1))
+                } while Date() < deadline
+                return false
+            }
+            if found {
+                report(true, "\(name)the test notification \(uuid.uuidString.lowercased()) is in the ledger: the live path records")
+            } else {
+                report(
+                    false,
+                    "\(name)Apple delivered the test notification \(uuid.uuidString.lowercased()) (SUCCESS), but it is not in this ledger after \(Int(wait)) s: "
+                        + "\(server) points to a server that does not record into this database (another deployment, an old server)"
+                )
+            }
+        } catch {
+            report(false, "\(name)the test notification \(uuid.uuidString.lowercased()) could not be looked up in the ledger: \(error)")
+        }
+    }
+
+    /// What a 401 can mean: wrong credentials, or, in Production, an app never released.
+    static func credentialsAdvice(_ environment: AppStoreEnvironment) -> String {
+        let check = "Check the key file, key ID, issuer ID and bundle ID"
+        guard environment == .production else { return check + "." }
+        return check + "; Apple also answers 401 in Production to an app that has never had a release (Production's endpoints open with "
+            + "the first release; Apple's developer forums, thread 742923): use Sandbox until then."
     }
 }

@@ -357,14 +357,36 @@ struct ConsumptionRequestsCommandTests {
 
 @Suite("check on the command line")
 struct CheckCommandTests {
-    @Test func everyCheckPassesAgainstTheSimulatorAndAMigratedLedger() async throws {
+    /// Issue 48, point 6: `check` proves the webhook end to end. Apple delivers its TEST
+    /// notification to the Server URL; a `serve` writing this ledger records it, and `check` finds
+    /// its notificationUUID there. The same SUCCESS from a server that answers 200 but records
+    /// nothing (another deployment, an old server) fails that line, exit 78.
+    @Test func everyCheckPassesWhenServeRecordsTheTestNotificationAndTheWebhookLineFailsWhenAnotherServerAnswers() async throws {
         let harness = try RecoveryHarness(customers: 3, seed: 101, outageHours: 5)
-        try await RunCommandTests.withSetup(harness, seed: false) { environment, _, _ in
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, _, scratch in
+            let (server, serve, _) = try await ServeCommandTests.spawnServe(arguments: [], environment: environment, scratch: scratch.path)
+            defer {
+                serve.send(SIGKILL)
+                _ = serve.wait()
+            }
+            harness.api.deliverTestNotifications(to: server + "/apple/notifications")
             let result = try await BuiltBinary.run(["check"], environment: environment)
             #expect(result.exitCode == 0, "\(result.combined)")
-            #expect(result.standardOutput.split(separator: "\n").count == 5)
+            #expect(result.standardOutput.split(separator: "\n").count == 6)
             #expect(!result.standardOutput.contains("FAIL"))
             #expect(result.standardOutput.contains("Apple reached the webhook with the test notification (SUCCESS)"))
+            #expect(result.standardOutput.contains("is in the ledger: the live path records"))
+
+            let elsewhere = WebhookReceiver()
+            try await elsewhere.withRunning { url in
+                harness.api.deliverTestNotifications(to: url)
+                let stray = try await BuiltBinary.run(["check", "--webhook-timeout", "3"], environment: environment)
+                #expect(stray.exitCode == 78, "\(stray.combined)")
+                #expect(stray.standardOutput.contains("ok   Apple reached the webhook with the test notification (SUCCESS)"))
+                #expect(stray.standardOutput.contains("but it is not in this ledger after 3 s"), "\(stray.standardOutput)")
+                #expect(stray.standardOutput.contains("Server URL of \(harness.pair.bundleId) in App Store Connect points to a server that does not record"))
+                #expect(elsewhere.received.count == 1, "Apple's test notification reached the other server")
+            }
         }
     }
 
@@ -373,14 +395,15 @@ struct CheckCommandTests {
         options.webhookReachable = false
         let harness = try RecoveryHarness(customers: 3, seed: 102, outageHours: 5, options: options)
         try await RunCommandTests.withSetup(harness, seed: false) { environment, _, _ in
-            let unreachable = try await BuiltBinary.run(["check"], environment: environment)
+            let unreachable = try await BuiltBinary.run(["check", "--webhook-timeout", "2"], environment: environment)
             #expect(unreachable.exitCode == 78)
             #expect(unreachable.standardOutput.contains("FAIL Apple could not reach the webhook: NO_RESPONSE"))
             var wrong = environment
             wrong["APPSTORE_KEY_ID"] = "WRONGKEY00"
-            let refused = try await BuiltBinary.run(["check"], environment: wrong)
+            let refused = try await BuiltBinary.run(["check", "--webhook-timeout", "2"], environment: wrong)
             #expect(refused.exitCode == 78)
             #expect(refused.standardOutput.contains("FAIL Apple:"))
+            #expect(refused.standardOutput.contains("Check the key file, key ID, issuer ID and bundle ID"), "\(refused.standardOutput)")
             #expect(refused.standardOutput.contains("ok   database"))
         }
     }

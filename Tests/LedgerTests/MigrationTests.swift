@@ -96,6 +96,45 @@ struct MigrationTests {
         }
     }
 
+    /// Issue 48, point 4: a ledger whose repeated refund requests each had a row (before 0022)
+    /// keeps one per transaction and episode, the first's, with the answered_date the team set on
+    /// any of them; requests after Apple's decision stay a request of their own.
+    @Test func migration0022KeepsOneRequestPerTransactionAndEpisodeWithItsAnswer() async throws {
+        try await TestDatabase.withFreshLedger(migrated: false) { client, _ in
+            _ = try await Migrator(migrations: Migration.bundled.filter { $0.version <= 21 }).migrate(client, logger: logger)
+            try await client.query(
+                """
+                INSERT INTO app_store.notifications (notification_uuid, notification_type, subtype, signed_date, environment, bundle_id,
+                    original_transaction_id, transaction_id, signed_payload, source)
+                VALUES ('6a0c8f1e-0000-4000-8000-000000000001', 'CONSUMPTION_REQUEST', NULL, '2026-11-24 10:00:00+00', 'Production', 'app', '2000', '2001', 'x.y.z', 'webhook'),
+                       ('6a0c8f1e-0000-4000-8000-000000000002', 'CONSUMPTION_REQUEST', NULL, '2026-11-24 10:30:00+00', 'Production', 'app', '2000', '2001', 'x.y.z', 'webhook'),
+                       ('6a0c8f1e-0000-4000-8000-000000000003', 'REFUND_DECLINED', NULL, '2026-11-24 11:00:00+00', 'Production', 'app', '2000', '2001', 'x.y.z', 'webhook'),
+                       ('6a0c8f1e-0000-4000-8000-000000000004', 'CONSUMPTION_REQUEST', NULL, '2026-11-24 12:00:00+00', 'Production', 'app', '2000', '2001', 'x.y.z', 'webhook'),
+                       ('6a0c8f1e-0000-4000-8000-000000000005', 'CONSUMPTION_REQUEST', NULL, '2026-11-24 12:30:00+00', 'Production', 'app', '2000', '2001', 'x.y.z', 'webhook'),
+                       ('6a0c8f1e-0000-4000-8000-000000000006', 'CONSUMPTION_REQUEST', NULL, '2026-11-24 10:00:00+00', 'Sandbox', 'app', '2000', '2001', 'x.y.z', 'webhook')
+                """,
+                logger: logger
+            )
+            try await client.query(
+                """
+                INSERT INTO app_store.consumption_requests (notification_uuid, environment, bundle_id, original_transaction_id, transaction_id,
+                    sent_date, deadline_date, answered_date)
+                SELECT notification_uuid, environment, bundle_id, original_transaction_id, transaction_id, signed_date, signed_date + interval '12 hours',
+                    CASE WHEN notification_uuid = '6a0c8f1e-0000-4000-8000-000000000005' THEN '2026-11-24 13:00:00+00'::timestamptz END
+                FROM app_store.notifications WHERE notification_type = 'CONSUMPTION_REQUEST'
+                """,
+                logger: logger
+            )
+            _ = try await Migrator().migrate(client, logger: logger)
+            let rows = try await client.query(
+                "SELECT notification_uuid::text, environment, answered_date IS NOT NULL FROM app_store.consumption_requests ORDER BY 1", logger: logger
+            )
+            var found: [String] = []
+            for try await (uuid, environment, answered) in rows.decode((String, String, Bool).self) { found.append("\(uuid.suffix(2)) \(environment) \(answered)") }
+            #expect(found == ["01 Production false", "04 Production true", "06 Sandbox false"])
+        }
+    }
+
     /// Rejected payloads written before 0016 and 0017: migration 0017 merges the webhook's
     /// repeats of the same bytes and reason into the oldest row (their counts summed), keeps what
     /// runs recorded, and then counts a repeat on that row. A run resumed over such an old row

@@ -78,6 +78,95 @@ struct ConsumptionRequestTests {
         }
     }
 
+    /// The first request of each episode of each transaction: requests signed after the same
+    /// number of Apple's decisions (REFUND, REFUND_DECLINED) on that transaction are one request.
+    static func expectedFirsts(_ scenario: Scenario) -> [String: Scenario.Notification] {
+        var firsts: [String: Scenario.Notification] = [:]
+        let decisions = scenario.notifications.filter { $0.type == .refund || $0.type == .refundDeclined }
+        for request in scenario.notifications where request.type == .consumptionRequest {
+            guard let transaction = request.transaction.transactionId else { continue }
+            let episode = decisions.filter { $0.transaction.transactionId == transaction && $0.signedDate < request.signedDate }.count
+            let key = "\(transaction)#\(episode)"
+            if let known = firsts[key], known.signedDate <= request.signedDate { continue }
+            firsts[key] = request
+        }
+        return firsts
+    }
+
+    static func allRows(_ client: PostgresClient) async throws -> [String: (transaction: String, deadline: Int64, answered: Bool)] {
+        var found: [String: (transaction: String, deadline: Int64, answered: Bool)] = [:]
+        let query: PostgresQuery = """
+            SELECT notification_uuid::text, transaction_id, (extract(epoch FROM deadline_date) * 1000)::bigint, answered_date IS NOT NULL
+            FROM app_store.consumption_requests
+            """
+        for try await (uuid, transaction, deadline, answered) in try await client.query(query).decode((String, String, Int64, Bool).self) {
+            found[uuid] = (transaction, deadline, answered)
+        }
+        return found
+    }
+
+    /// Issue 48, point 4: Apple sends a new CONSUMPTION_REQUEST every half hour while a refund
+    /// request is unanswered, and a customer asks again after Apple declined. Recorded live (in
+    /// signedDate order) or recovered (requests first, the decisions after them), the ledger holds
+    /// one open request per transaction and episode, the first one's, with its deadline; every
+    /// notification is still recorded. A team that marks the request answered is not paged again
+    /// by a repeat that follows.
+    @Test(arguments: [true, false])
+    func repeatedRequestsForATransactionAreOneRequestUntilAppleDecidesWhateverTheOrderTheyAreRecordedIn(live: Bool) async throws {
+        let harness = try RecoveryHarness(customers: 150, seed: 63, outageHours: live ? 0 : 8 * 24) { configuration in
+            configuration.consumptionRequestRepeats = 2
+            configuration.refundsDeclinedFirst = true
+        }
+        let requests = harness.scenario.notifications.filter { $0.type == .consumptionRequest }
+        let firsts = Self.expectedFirsts(harness.scenario)
+        try #require(requests.count >= 2 * firsts.count && firsts.count >= 4, "the world repeats its refund requests: \(requests.count), \(firsts.count)")
+        // Transactions whose customer asked again after Apple declined (the world's present may
+        // fall between the decline and the new request).
+        let declines = harness.scenario.notifications.filter { $0.type == .refundDeclined }
+        let declined = Set(requests.filter { request in
+            declines.contains { $0.transaction.transactionId == request.transaction.transactionId && $0.signedDate < request.signedDate }
+        }.compactMap(\.transaction.transactionId))
+        try #require(!declined.isEmpty, "and asks again after a decline")
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                if !live { _ = try await harness.recovery(baseURL, store, url).run(.init(window: try harness.window())) }
+                let recorded = try await RecoveryHarness.historyUUIDs(client).union(Self.webhookUUIDs(client))
+                #expect(Set(requests.map(\.uuid)).isSubset(of: recorded), "every request is recorded")
+                let rows = try await Self.allRows(client)
+                #expect(Set(rows.keys) == Set(firsts.values.map(\.uuid)), "one row per transaction and episode: \(rows.count) rows, \(firsts.count) expected")
+                for first in firsts.values where live {
+                    #expect(rows[first.uuid]?.deadline == first.signedDate + 12 * 3_600_000, "12 hours after the first request")
+                }
+                for transaction in declined {
+                    #expect(rows.values.filter { $0.transaction == transaction }.count == 2, "a request after Apple's decision is a new one")
+                }
+
+                // The team answers one transaction's open request; Apple's next repeat changes nothing.
+                let everDeclined = Set(declines.compactMap(\.transaction.transactionId))
+                let open = try #require(firsts.values.filter { !everDeclined.contains($0.transaction.transactionId!) }.max { $0.signedDate < $1.signedDate })
+                let transaction = try #require(open.transaction.transactionId)
+                try await client.query("UPDATE app_store.consumption_requests SET answered_date = now() WHERE transaction_id = \(transaction)")
+                var repeatRequest = open
+                repeatRequest.uuid = UUID().uuidString.lowercased()
+                repeatRequest.signedDate = open.signedDate + 3 * 3_600_000
+                let ingest = NotificationIngest(verifier: try harness.verifier(), store: store)
+                #expect(try await ingest.ingest(signedPayloads: [try harness.api.signNotification(repeatRequest)]) == 1)
+                let after = try await Self.allRows(client).filter { $0.value.transaction == transaction }
+                #expect(after.count == 1 && after.values.allSatisfy(\.answered), "still one request, answered: \(after)")
+            }
+        }
+    }
+
+    static func webhookUUIDs(_ client: PostgresClient) async throws -> Set<String> {
+        var found: Set<String> = []
+        for try await uuid in try await client.query("SELECT notification_uuid::text FROM app_store.notifications WHERE source = 'webhook'").decode(String.self) {
+            found.insert(uuid)
+        }
+        return found
+    }
+
     @Test func theHourlyCheckFindsARefundRequestMissedWithinItsHourAndRecordsOnlyRefundRequests() async throws {
         let harness = try RecoveryHarness(customers: 150, seed: 62, outageHours: 60)
         let missed = harness.scenario.missedNotifications.filter { $0.type == .consumptionRequest }

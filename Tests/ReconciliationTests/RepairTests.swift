@@ -3,10 +3,12 @@ import AppStoreSimulator
 @testable import Decisions
 import Foundation
 import Ledger
+import LedgerModel
 import PostgresNIO
 import Reconciliation
 import SignedData
 import TestSupport
+import Synchronization
 import Testing
 
 @Suite("Pass 2 end to end, per Apple account: what only Apple's present state can set right")
@@ -295,6 +297,57 @@ struct RepairTests {
                 #expect(problems.isEmpty, "every such row equals Apple's answer: \(problems.prefix(5))")
                 let after = try await store.subscriptions(late.map(\.originalTransactionId), pair: harness.pair)
                 #expect(after.values.allSatisfy { $0.status == 1 })
+            }
+        }
+    }
+
+    /// Issue 48, point 5: a Family Sharing revocation (REVOKE, FAMILY_REVOKE) and a refund that
+    /// only Get Transaction History reveals are each named for what they are, in report.md, .json
+    /// and .html and in the change feed; only the refund is counted as a refund.
+    @Test func aFamilySharingRevocationIsNamedAsOneAndNotCountedAsARefundInTheReportsAndTheChangeFeed() async throws {
+        func world(_ silenced: Set<String>) throws -> RecoveryHarness {
+            try RecoveryHarness(customers: 400, seed: 71, outageHours: 96, silenced: silenced) { configuration in
+                configuration.familySharingRevocations = true
+                configuration.secondSubscriptionShare = 0.6
+            }
+        }
+        let probe = try world([])
+        let revoke = try #require(probe.scenario.notifications.first { $0.type == .revoke }, "the world revokes a family member's access")
+        let refund = try #require(probe.scenario.notifications.first { $0.type == .refund && $0.transaction.inAppOwnershipType == "PURCHASED" && $0.transaction.type == .autoRenewable })
+        let harness = try world([revoke.uuid, refund.uuid])
+        let revoked = try #require(revoke.transaction.transactionId)
+        let refunded = try #require(refund.transaction.transactionId)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let report = try await Self.bothPasses(harness, store, url, try harness.client(baseURL))
+                let found = report.repairs.flatMap(\.revocationsFound)
+                #expect(found.first { $0.transactionId == revoked }?.kind == "family_sharing_revoked", "\(found)")
+                #expect(found.first { $0.transactionId == refunded }?.kind == "prorated_refund", "\(found)")
+                let refunds = Set(report.repairs.flatMap(\.refundsFound))
+                #expect(refunds.contains(refunded) && !refunds.contains(revoked), "a revocation that is not a refund is not counted as one")
+                let markdown = report.markdown()
+                #expect(markdown.contains("\(revoked) (Family Sharing revoked (no refund))"))
+                #expect(markdown.contains("\(refunded) (prorated refund (66.667%))"))
+                let html = report.html()
+                #expect(html.contains("Family Sharing revoked (no refund) found only here: \(revoked)"))
+                let json = String(decoding: try report.json(), as: UTF8.self)
+                #expect(json.contains("\"kind\" : \"family_sharing_revoked\"") || json.contains("\"kind\":\"family_sharing_revoked\""))
+
+                let collected = Mutex<[String]>([])
+                _ = try await ChangeFeed.stream(client: client, after: 0, limit: nil, follow: false, logger: TestDatabase.logger) { lines in
+                    collected.withLock { $0 += lines.map(\.json) }
+                }
+                let feed = collected.withLock { $0 }
+                func revocation(of transaction: String) -> String? {
+                    feed.last { $0.contains("\"transaction_id\" : \"\(transaction)\"") || $0.contains("\"transaction_id\": \"\(transaction)\"") || $0.contains("\"transaction_id\":\"\(transaction)\"") }
+                        .flatMap { line in
+                            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["revocation"] as? String
+                        }
+                }
+                #expect(revocation(of: revoked) == "family_sharing_revoked")
+                #expect(revocation(of: refunded) == "prorated_refund")
             }
         }
     }
@@ -720,5 +773,27 @@ struct GapRuleTests {
         #expect(GapRules.evaluate(ended, now: now) == [.billingRetryEnded])
         ended.verifiedAt = now.addingTimeInterval(-hour)
         #expect(GapRules.evaluate(ended, now: now).isEmpty, "verified after the retry ended")
+    }
+}
+
+@Suite("What a revocation is, without I/O")
+struct RevocationKindTests {
+    let date = Date(timeIntervalSince1970: 1_800_000_000)
+
+    @Test func eachRevocationTypeIsNamedAndOnlyRefundsAreRefunds() {
+        func kind(_ type: String?, _ percent: Int? = nil, _ ownership: String? = "PURCHASED") -> RevocationKind? {
+            RevocationKind(revocationDate: date, revocationType: type, revocationPercentage: percent, ownership: ownership)
+        }
+        #expect(RevocationKind(revocationDate: nil, revocationType: "REFUND_FULL", revocationPercentage: nil, ownership: nil) == nil)
+        #expect(kind("REFUND_FULL")?.name == "full_refund" && kind("REFUND_FULL")?.isRefund == true)
+        #expect(kind("REFUND_PRORATED", 67_932)?.label == "prorated refund (67.932%)")
+        #expect(kind("REFUND_PRORATED", 40_000)?.label == "prorated refund (40%)")
+        #expect(kind("REFUND_PRORATED", 15)?.label == "prorated refund (0.015%)")
+        #expect(kind("FAMILY_REVOKE")?.isRefund == false && kind("FAMILY_REVOKE")?.name == "family_sharing_revoked")
+        // Signed before Apple sent revocationType: a purchase's refund, a family member's revocation.
+        #expect(kind(nil)?.name == "refund" && kind(nil)?.isRefund == true)
+        #expect(kind(nil, nil, "FAMILY_SHARED")?.name == "family_sharing_revoked" && kind(nil, nil, "FAMILY_SHARED")?.isRefund == false)
+        // A type Apple adds later is named by its value, never counted as a refund.
+        #expect(kind("BUNDLE_SWITCH")?.name == "revoked:BUNDLE_SWITCH" && kind("BUNDLE_SWITCH")?.isRefund == false)
     }
 }

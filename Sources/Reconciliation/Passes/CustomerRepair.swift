@@ -342,6 +342,7 @@ package struct CustomerRepair: Sendable {
             entry.transactionsAdded = plan.transactionsAdded.filter(first.transactions.contains)
             entry.transactionsChanged = plan.transactionsChanged.filter(first.transactions.contains)
             entry.refundsFound = plan.refundsFound.filter(first.transactions.contains)
+            entry.revocationsFound = plan.revocationsFound.filter { first.transactions.contains($0.transactionId) }
             entry.changes = plan.changes.filter { $0.originalTransactionId.map(first.subscriptions.contains) ?? false }
             entry.outcome = first.transactions.isEmpty && first.subscriptions.isEmpty ? .unchanged : .repaired
             return RepairResult(entry: entry)
@@ -363,6 +364,7 @@ package struct CustomerRepair: Sendable {
         entry.transactionsAdded = plan.transactionsAdded.filter(written.changedTransactions.contains)
         entry.transactionsChanged = plan.transactionsChanged.filter(written.changedTransactions.contains)
         entry.refundsFound = plan.refundsFound.filter(written.changedTransactions.contains)
+        entry.revocationsFound = plan.revocationsFound.filter { written.changedTransactions.contains($0.transactionId) }
         entry.changes = plan.changes.filter { $0.originalTransactionId.map(written.changedSubscriptions.contains) ?? false }
         entry.outcome = written.changedTransactions.isEmpty && written.changedSubscriptions.isEmpty
             ? .unchanged : .repaired

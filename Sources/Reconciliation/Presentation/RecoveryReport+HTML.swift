@@ -281,8 +281,9 @@ extension RecoveryReport {
                 let whose = change.originalTransactionId.map { "<span class=\"id\">\(HTMLPage.escape($0))</span> " } ?? ""
                 return "\(whose)\(HTMLPage.escape(change.field)): \(HTMLPage.escape(change.before ?? "none")) → <b>\(HTMLPage.escape(change.after ?? "none"))</b>"
             }.joined(separator: "<br>")
-            let refunds = repair.refundsFound.isEmpty
-                ? "" : " <span class=\"badge bad\">refund found only here: \(HTMLPage.escape(repair.refundsFound.joined(separator: ", ")))</span>"
+            let refunds = repair.revocationsFound.map { found in
+                " <span class=\"badge \(found.isRefund ? "bad" : "warn")\">\(HTMLPage.escape(found.label)) found only here: \(HTMLPage.escape(found.transactionId))</span>"
+            }.joined()
             html += "<tr><td class=\"id\">\(HTMLPage.escape(repair.account ?? repair.originalTransactionId))</td><td>\(HTMLPage.escape(repair.reasons.joined(separator: ", ")))</td>"
                 + "<td class=\"num\">\(HTMLPage.number(repair.transactionsAdded.count))</td><td class=\"num\">\(HTMLPage.number(repair.transactionsChanged.count))\(refunds)</td>"
                 + "<td>\(changes)</td></tr>"

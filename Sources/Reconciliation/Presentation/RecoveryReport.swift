@@ -72,8 +72,11 @@ package struct RecoveryReport: Sendable, Codable {
         package var reason: String { reasons.first ?? "" }
         package var transactionsAdded: [String] = []
         package var transactionsChanged: [String] = []
-        /// Refunds (revocations) that only this repair found.
+        /// Refunds that only this repair found (money back to the customer: `RevocationKind.isRefund`).
         package var refundsFound: [String] = []
+        /// Every revocation only this repair found, each named for what it is (a full or prorated
+        /// refund, Family Sharing revoked, or a kind Apple added later).
+        package var revocationsFound: [RepairPlanner.RevocationFound] = []
         /// Each changed field of the subscription, before → after.
         package var changes: [RepairPlanner.Change] = []
         package var outcome = Outcome.unchanged
@@ -95,7 +98,7 @@ package struct RecoveryReport: Sendable, Codable {
         }
 
         enum CodingKeys: String, CodingKey {
-            case originalTransactionId, reasons, reason, transactionsAdded, transactionsChanged, refundsFound, changes, outcome
+            case originalTransactionId, reasons, reason, transactionsAdded, transactionsChanged, refundsFound, revocationsFound, changes, outcome
             case transactionHistoryRequests, rejected, failure, account, members, fromStoredRevision, subscriptionStatusesRequests
         }
 
@@ -107,6 +110,7 @@ package struct RecoveryReport: Sendable, Codable {
             try container.encode(transactionsAdded, forKey: .transactionsAdded)
             try container.encode(transactionsChanged, forKey: .transactionsChanged)
             try container.encode(refundsFound, forKey: .refundsFound)
+            try container.encode(revocationsFound, forKey: .revocationsFound)
             try container.encode(changes, forKey: .changes)
             try container.encode(outcome, forKey: .outcome)
             try container.encode(transactionHistoryRequests, forKey: .transactionHistoryRequests)
@@ -125,6 +129,7 @@ package struct RecoveryReport: Sendable, Codable {
             transactionsAdded = try container.decode([String].self, forKey: .transactionsAdded)
             transactionsChanged = try container.decode([String].self, forKey: .transactionsChanged)
             refundsFound = try container.decode([String].self, forKey: .refundsFound)
+            revocationsFound = try container.decodeIfPresent([RepairPlanner.RevocationFound].self, forKey: .revocationsFound) ?? []
             changes = try container.decode([RepairPlanner.Change].self, forKey: .changes)
             outcome = try container.decode(Outcome.self, forKey: .outcome)
             transactionHistoryRequests = try container.decode(Int.self, forKey: .transactionHistoryRequests)
@@ -458,7 +463,8 @@ package struct RecoveryReport: Sendable, Codable {
             line("| account | selected because | transactions added | changed | changes |")
             line("| --- | --- | --- | --- | --- |")
             for repair in repairs where repair.outcome == .repaired {
-                let refunds = repair.refundsFound.isEmpty ? "" : " ⚠ refund found only here: \(repair.refundsFound.joined(separator: ", "))"
+                let refunds = repair.revocationsFound.isEmpty
+                    ? "" : " ⚠ found only here: " + repair.revocationsFound.map { "\($0.transactionId) (\($0.label))" }.joined(separator: ", ")
                 let changes = repair.changes.map { change in
                     let whose = change.originalTransactionId.map { "\($0) " } ?? ""
                     return "\(whose)\(change.field): \(change.before ?? "none") → \(change.after ?? "none")"
