@@ -35,7 +35,10 @@ CREATE TABLE IF NOT EXISTS app_store.refund_request_events (
     app_account_token       uuid,
     reason                  text,
     sent_date               timestamptz,
-    deadline_date           timestamptz
+    deadline_date           timestamptz,
+    -- The answered_date a team had set on this request's row when the row was settled away, so
+    -- that the answer comes back with the row if a decision recorded later splits the episode.
+    answered_date           timestamptz
 );
 
 CREATE INDEX IF NOT EXISTS refund_request_events_transaction
@@ -61,8 +64,9 @@ ON CONFLICT (notification_uuid) DO NOTHING;
 -- Makes app_store.consumption_requests hold, for each of these transactions of one App Store,
 -- exactly one row per episode: the episode's first request (by sent_date, then signedDate), with
 -- the earliest answered_date a team set on any request of it. Rows of requests that are not an
--- episode's first are deleted (their notifications stay recorded); a first whose row was deleted
--- earlier (a decision recorded after the request that follows it) gets its row back.
+-- episode's first are deleted (their notifications stay recorded; the change feed has no row for
+-- a deletion), their answered_date kept on their event; a first whose row was deleted earlier (a
+-- decision recorded after the request that follows it) gets its row back, with its answer.
 CREATE OR REPLACE FUNCTION app_store.settle_consumption_requests(p_bundle_id text, p_environment text, p_transactions text[])
     RETURNS void
     LANGUAGE sql
@@ -70,24 +74,37 @@ AS $$
     WITH events AS (
         SELECT * FROM app_store.refund_request_events
         WHERE bundle_id = p_bundle_id AND environment = p_environment AND transaction_id = ANY(p_transactions)
-    ), requests AS (
-        SELECT r.*, (
-            SELECT count(*) FROM events d WHERE d.kind = 'decision' AND d.transaction_id = r.transaction_id AND d.signed_date < r.signed_date
+    ), numbered AS (
+        -- A request's episode: the decisions signed before it (one signed in the same millisecond
+        -- counts after it).
+        SELECT e.*, sum((e.kind = 'decision')::int) OVER (
+            PARTITION BY e.transaction_id ORDER BY e.signed_date, e.kind = 'decision', e.notification_uuid ROWS UNBOUNDED PRECEDING
         ) AS episode
-        FROM events r WHERE r.kind = 'request'
+        FROM events e
+    ), requests AS (
+        SELECT * FROM numbered WHERE kind = 'request'
     ), firsts AS (
         SELECT DISTINCT ON (transaction_id, episode) * FROM requests
         ORDER BY transaction_id, episode, sent_date, signed_date, notification_uuid
-    ), answered AS (
-        SELECT q.transaction_id, q.episode, min(c.answered_date) AS answered_date
-        FROM requests q JOIN app_store.consumption_requests c USING (notification_uuid)
-        WHERE c.answered_date IS NOT NULL
-        GROUP BY q.transaction_id, q.episode
     ), removed AS (
+        -- RETURNING gives each row as it is once locked: an answer committed meanwhile is kept.
         DELETE FROM app_store.consumption_requests c
         WHERE c.notification_uuid IN (SELECT notification_uuid FROM requests)
             AND c.notification_uuid NOT IN (SELECT notification_uuid FROM firsts)
+        RETURNING c.notification_uuid, c.answered_date
+    ), noted AS (
+        UPDATE app_store.refund_request_events e SET answered_date = r.answered_date
+        FROM removed r WHERE e.notification_uuid = r.notification_uuid AND r.answered_date IS NOT NULL
         RETURNING 1
+    ), answers AS (
+        SELECT notification_uuid, answered_date FROM requests WHERE answered_date IS NOT NULL
+        UNION ALL SELECT notification_uuid, answered_date FROM removed WHERE answered_date IS NOT NULL
+        UNION ALL SELECT c.notification_uuid, c.answered_date FROM app_store.consumption_requests c
+            WHERE c.notification_uuid IN (SELECT notification_uuid FROM requests) AND c.answered_date IS NOT NULL
+    ), answered AS (
+        SELECT q.transaction_id, q.episode, min(a.answered_date) AS answered_date
+        FROM requests q JOIN answers a USING (notification_uuid)
+        GROUP BY q.transaction_id, q.episode
     )
     INSERT INTO app_store.consumption_requests (notification_uuid, environment, bundle_id, original_transaction_id, transaction_id,
         product_id, app_account_token, reason, sent_date, deadline_date, answered_date)

@@ -50,7 +50,10 @@ struct ConsumptionRequestsCommand: AsyncParsableCommand {
             )
             var request = recovery.request(kind: .consumptionRequests, window: window)
             request.repair = false
-            request.onlyTypes = [.consumptionRequest]
+            // Apple's decisions too: a CONSUMPTION_REQUEST signed after a REFUND or REFUND_DECLINED
+            // of its transaction is a new request (migration 0022), which the ledger can tell only
+            // once it holds the decision.
+            request.onlyTypes = [.consumptionRequest, .refund, .refundDeclined]
             try await recovery.execute(request, configuration: options)
         }
     }

@@ -20,7 +20,7 @@ extension ReconciliationRun.Event {
         case .recovering(let window, let environment, let passOne, let shard, let dryRun):
             let part = passOne.map { ", shard \(shard) (pass 1: \($0.start.formatted(.iso8601)) to \($0.end.formatted(.iso8601)))" } ?? ""
             let clamped = window.isClamped
-                ? "\nwarning: --start \(window.requestedStart.formatted(.iso8601)) is within the hour before what \(environment.rawValue) history keeps "
+                ? "\nwarning: --start \(window.requestedStart.formatted(.iso8601)) is before, or within the hour before, what \(environment.rawValue) history keeps "
                     + "(\(OutageWindow.retentionDays(environment)) days); the window starts at \(window.start.formatted(.iso8601)), since what was signed before it "
                     + "leaves Apple's history while the run pages"
                 : ""

@@ -244,7 +244,7 @@ struct RetentionEdgeTests {
 
     /// A Sandbox world of 31 days, nearly all of it missed.
     static func harness(_ options: SimulatorOptions = SimulatorOptions()) throws -> RecoveryHarness {
-        try RecoveryHarness(customers: 60, seed: 61, outageHours: 29 * 24, options: options) { $0.history = 31 * Self.day }
+        try RecoveryHarness(customers: 40, seed: 61, outageHours: 29 * 24, options: options) { $0.history = 31 * Self.day }
     }
 
     @Test func aStartWithinTheMarginIsMovedToItAndOneBeforeTheLimitIsRefusedUnlessResumed() throws {
@@ -292,7 +292,9 @@ struct RetentionEdgeTests {
                 )
                 let result = try await run.execute(.init(kind: .run, window: .fixed(start: start, end: Date()), mode: .apply, repair: false))
                 let moved = try #require(result.passOne?.startMovedTo, "Apple's limit overtook the start (\(api.requestCounts) requests)")
-                #expect(moved.timeIntervalSince(start) > 7_000 && moved.timeIntervalSince(start) < 7_400, "moved once, to the new limit and its margin")
+                // Moved once, to Apple's limit after the jump plus the margin: never past what the limit is by the run's end.
+                #expect(moved.timeIntervalSince(start) > 7_000)
+                #expect(moved <= OutageWindow.earliestStart(.sandbox, now: Date().addingTimeInterval(api.clockAhead)))
                 let stillHeld = Set(harness.scenario.missedNotifications.filter { $0.signedDate >= moved.unixMilliseconds }.map(\.uuid))
                 #expect(stillHeld.count > 50)
                 let recorded = try await RecoveryHarness.historyUUIDs(client)

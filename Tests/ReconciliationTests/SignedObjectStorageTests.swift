@@ -177,7 +177,7 @@ struct SignedObjectLedgerTests {
                 )
             }
             let outcome = try await Migrator().migrate(client, logger: Self.logger)
-            #expect(outcome.applied.map(\.prefix4) == ["0021"])
+            #expect(outcome.applied.map(\.prefix4).first == "0021" && outcome.applied.allSatisfy { $0.prefix4 >= "0021" })
             #expect(outcome.conversion.batches >= 1)
             let read = try await Self.texts(client, "SELECT notification_uuid::text, signed_payload FROM app_store.notifications")
             #expect(read == sent, "every JWS written before reads back byte for byte")
@@ -345,7 +345,7 @@ struct SignedObjectConversionTests {
                 for try await result in group { if let result { probe = result } }
                 return (outcome, probe)
             }
-            #expect(outcome.applied.map { String($0.prefix(4)) } == ["0021"])
+            #expect(outcome.applied.map { String($0.prefix(4)) }.first == "0021")
             #expect(outcome.conversion.batches >= 20, "\(outcome.conversion.batches) batches")
             #expect(outcome.conversion.longestBatch < .seconds(1), "longest batch in the server \(outcome.conversion.longestBatch)")
             #expect(probe.statements > 20, "the writer beside it ran")

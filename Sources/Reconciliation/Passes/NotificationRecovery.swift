@@ -113,6 +113,7 @@ package struct NotificationRecovery: Sendable {
         /// Where the window starts once Apple's 180-day (30 in Sandbox) limit overtook its start
         /// while the run paged: the queries from then on start here.
         var startMovedTo: Date?
+        var retentionMoves = 0
 
         mutating func reject(_ entry: RecoveryReport.Rejected) {
             rejected.append(entry)
@@ -195,6 +196,8 @@ package struct NotificationRecovery: Sendable {
 
     /// How often one query may start over after its pagination token expired or was refused.
     static let maximumRestarts = 3
+    /// How often a run may move its window's start after Apple's limit overtook it.
+    static let maximumRetentionMoves = 3
 
     /// Pages one query, with the next page fetched while this one is verified and applied, from
     /// where a checkpoint says an earlier run stopped. When Apple refuses a pagination token
@@ -213,11 +216,14 @@ package struct NotificationRecovery: Sendable {
         var token = saved?.paginationToken
         var restarts = 0
         var handled = HandledNotifications()
+        // Payloads left for a later try hold the query's checkpoints back for good, restarts included.
+        var holdCheckpoint = false
         while true {
             do {
                 try await processOnce(
                     query, from: token.map { ($0, handledInQuery) }, scope: scope, plan: plan, options: options, runId: runId,
-                    skipping: handled.count > 0 ? handled : nil, handled: &handled, count: &handledInQuery, tally: &tally
+                    skipping: handled.count > 0 ? handled : nil, handled: &handled, count: &handledInQuery, holdCheckpoint: &holdCheckpoint,
+                    tally: &tally
                 )
                 return
             } catch let error as AppStoreAPIError where error.code == .startDateTooFarInPast {
@@ -226,10 +232,13 @@ package struct NotificationRecovery: Sendable {
                 // limit as it is now, plus the margin, and skips what it handled. What was signed
                 // before that has left Apple's history: no query can fetch it any more.
                 let environment = verifier.configuration.pair.environment
-                // Each move must gain ground on Apple's limit, or the clocks disagree by more than the margin.
-                guard let moved = plan.window.movedPastRetention(environment, now: now()),
+                // A few moves at most: Apple refusing again right after one means its clock (or its
+                // retention) and this machine's disagree by more than the margin, which moving on
+                // would never mend.
+                guard tally.retentionMoves < Self.maximumRetentionMoves, let moved = plan.window.movedPastRetention(environment, now: now()),
                     tally.startMovedTo.map({ $0 < moved.start }) ?? true
                 else { throw error }
+                tally.retentionMoves += 1
                 token = nil
                 tally.startMovedTo = moved.start
                 logger.warning(
@@ -252,7 +261,8 @@ package struct NotificationRecovery: Sendable {
     ///   - scope: where to record checkpoints; nil: none.
     private func processOnce(
         _ query: QueryPlan.Query, from: (token: String, position: Int)?, scope: CheckpointScope?, plan: QueryPlan, options: Options,
-        runId: UUID, skipping alreadyHandled: HandledNotifications?, handled: inout HandledNotifications, count: inout Int, tally: inout Tally
+        runId: UUID, skipping alreadyHandled: HandledNotifications?, handled: inout HandledNotifications, count: inout Int,
+        holdCheckpoint: inout Bool, tally: inout Tally
     ) async throws {
         let pages = client.notificationHistory(plan.request(for: query, start: tally.startMovedTo), resumingAfter: from?.token)
         // Later pages are fetched and verified while this one is compared and written:
@@ -269,8 +279,7 @@ package struct NotificationRecovery: Sendable {
         }
         defer { pipeline.cancel() }
         // A page with payloads left for a later try (an OCSP responder out of reach) holds the
-        // checkpoint back, so that a run that dies before that try fetches them again.
-        var holdCheckpoint = false
+        // checkpoint back (`holdCheckpoint`), so that a run that dies before that try fetches them again.
         // The page after the one being written, taken from the pipeline while the write is in
         // flight, with its ledger read already started (see `handle`).
         var upcoming = Upcoming.notTaken

@@ -138,7 +138,7 @@ extension RecoveryReport {
                 + "<p>A customer asked Apple for a refund, and Apple asks for consumption information (Send Consumption Information, "
                 + "<code>\(HTMLPage.escape(ConsumptionDeadline.endpoint))</code>). Apple's page says: &ldquo;Respond within 12 hours of receiving the "
                 + "CONSUMPTION_REQUEST notification&rdquo; (<code>\(HTMLPage.escape(ConsumptionDeadline.documentation))</code>). "
-                + "The deadline counts from Apple's first send attempt. Each request is also in <code>app_store.consumption_requests</code>.</p>"
+                + "The deadline counts from Apple's first send attempt. <code>app_store.consumption_requests</code> holds one request per transaction until Apple decides it: the first of its repeats.</p>"
                 + "<table><thead><tr><th>notificationUUID</th><th>originalTransactionId</th><th>Apple sent</th><th>answer by</th><th></th></tr></thead><tbody>"
             for entry in summary.consumptionRows {
                 let passed = ConsumptionDeadlines.isPassed(entry, now: reportTime)

@@ -399,7 +399,7 @@ package struct RecoveryReport: Sendable, Codable {
                 "⚠ A customer asked Apple for a refund, and Apple asks for consumption information (Send Consumption Information, "
                     + "`\(ConsumptionDeadline.endpoint)`). Apple's page says: \"Respond within 12 hours of receiving the CONSUMPTION_REQUEST "
                     + "notification\" (\(ConsumptionDeadline.documentation)). The deadline below counts from Apple's first send attempt. "
-                    + "Each request is also in `app_store.consumption_requests`."
+                    + "`app_store.consumption_requests` holds one request per transaction until Apple decides it: the first of its repeats."
             )
             line("")
             line("**\(deadlines.sentence)**")
