@@ -113,7 +113,7 @@ struct ConsumptionRequestTests {
     /// by a repeat that follows.
     @Test(arguments: [true, false])
     func repeatedRequestsForATransactionAreOneRequestUntilAppleDecidesWhateverTheOrderTheyAreRecordedIn(live: Bool) async throws {
-        let harness = try RecoveryHarness(customers: 80, seed: 63, outageHours: live ? 0 : 8 * 24) { configuration in
+        let harness = try RecoveryHarness(customers: 45, seed: 63, outageHours: live ? 0 : 8 * 24) { configuration in
             configuration.consumptionRequestRepeats = 2
             configuration.refundsDeclinedFirst = true
         }

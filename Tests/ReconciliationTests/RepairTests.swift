@@ -314,7 +314,7 @@ struct RepairTests {
     /// and .html and in the change feed; only the refund is counted as a refund.
     @Test func aFamilySharingRevocationIsNamedAsOneAndNotCountedAsARefundInTheReportsAndTheChangeFeed() async throws {
         func world(_ silenced: Set<String>) throws -> RecoveryHarness {
-            try RecoveryHarness(customers: 150, seed: 71, outageHours: 96, silenced: silenced) { configuration in
+            try RecoveryHarness(customers: 70, seed: 71, outageHours: 96, silenced: silenced) { configuration in
                 configuration.familySharingRevocations = true
                 configuration.secondSubscriptionShare = 1
             }
