@@ -151,6 +151,20 @@ struct CustomerLife {
             pending.append((.didFailToRenew, nil, late, transaction, renewalInfo, .billingRetry))
         }
 
+        /// The subscription's current transaction revoked at `date` (a refund, or a Family Sharing
+        /// member's access withdrawn): a new version of it, status 5, auto-renew off, `notification`.
+        mutating func revoke(at date: Int64, type: String, percentage: Int?, notifying notification: NotificationType) {
+            current.revocationDate = date
+            current.revocationReason = 0
+            current.revocationType = type
+            current.revocationPercentage = percentage
+            current.signedDate = date
+            versions.append(Scenario.TransactionVersion(modified: date, transaction: current))
+            status = .revoked
+            renewal.autoRenewStatus = 0
+            emit(notification, nil, at: date)
+        }
+
         /// A refund request: Apple's CONSUMPTION_REQUEST, and while it is unanswered a new one
         /// (a new notificationUUID, the same transaction) every half hour, as many times as
         /// `Configuration.consumptionRequestRepeats` says (Apple staff, developer forum thread
@@ -282,14 +296,7 @@ struct CustomerLife {
                         // The purchaser stopped sharing: the member's access is revoked, nothing
                         // is refunded to them, and no refund request precedes it.
                         guard refundDate <= now else { return }
-                        current.revocationDate = refundDate
-                        current.revocationReason = 0
-                        current.revocationType = "FAMILY_REVOKE"
-                        current.signedDate = refundDate
-                        versions.append(Scenario.TransactionVersion(modified: refundDate, transaction: current))
-                        status = .revoked
-                        renewal.autoRenewStatus = 0
-                        emit(.revoke, nil, at: refundDate)
+                        revoke(at: refundDate, type: "FAMILY_REVOKE", percentage: nil, notifying: .revoke)
                         return
                     }
                     if configuration.refundsDeclinedFirst {
@@ -300,20 +307,11 @@ struct CustomerLife {
                     // The customer's refund request: Apple asks for consumption information first.
                     requestRefund(at: refundDate - period / 6)
                     guard refundDate <= now else { return }
-                    current.revocationDate = refundDate
-                    current.revocationReason = 0
                     if configuration.fullRefunds {
-                        current.revocationType = "REFUND_FULL"
-                        current.revocationPercentage = 100_000
+                        revoke(at: refundDate, type: "REFUND_FULL", percentage: 100_000, notifying: .refund)
                     } else {
-                        current.revocationType = "REFUND_PRORATED"
-                        current.revocationPercentage = 66_667
+                        revoke(at: refundDate, type: "REFUND_PRORATED", percentage: 66_667, notifying: .refund)
                     }
-                    current.signedDate = refundDate
-                    versions.append(Scenario.TransactionVersion(modified: refundDate, transaction: current))
-                    status = .revoked
-                    renewal.autoRenewStatus = 0
-                    emit(.refund, nil, at: refundDate)
                     return
                 } else if fate < 0.89 {
                     emit(.priceIncrease, .pending, at: expires - period / 3)
