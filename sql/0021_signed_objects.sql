@@ -26,6 +26,11 @@
 -- the ledger stays in use; a row of a writer of your own may do the same (the views read the text
 -- first). A notification whose stored JWS `prune` dropped keeps its key (the SHA-256 of the JWS
 -- Apple sent) and its decoded columns; its `signed_payload` reads as NULL.
+--
+-- Amended for migration 0023, which adds columns to the app_store.transactions view: run again
+-- after it (psql, or `migrate` adopting a psql-applied ledger), this file leaves the view as 0023
+-- made it (a view cannot lose columns). The earlier text:
+-- amends checksum 9b0a5f8f509d9e06041cc04d1865761540c0dbfee848d5ed0498f046f8c83cca
 
 CREATE TABLE IF NOT EXISTS app_store.jws_headers (
     header_sha256 bytea PRIMARY KEY,
@@ -492,14 +497,17 @@ BEGIN
         n.source, n.recorded_at, n.bundle_id
     FROM app_store.notification_rows n;
 
-    CREATE OR REPLACE VIEW app_store.transactions AS
-    SELECT t.transaction_id, t.original_transaction_id, t.product_id, t.product_type, t.purchase_date, t.expires_date,
-        t.revocation_date, t.revocation_reason, t.is_upgraded, t.signed_date, t.environment,
-        coalesce(t.signed_transaction, app_store.jws_text(t.signed_transaction_key)) AS signed_transaction,
-        t.recorded_at, t.updated_at, t.app_account_token, t.in_app_ownership_type, t.subscription_group_identifier,
-        t.web_order_line_item_id, t.quantity, t.price, t.currency, t.storefront, t.offer_type, t.offer_identifier,
-        t.transaction_reason, t.revocation_type, t.revocation_percentage, t.app_transaction_id, t.bundle_id
-    FROM app_store.transaction_rows t;
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('app_store.transactions')
+            AND attname = 'original_purchase_date' AND NOT attisdropped) THEN
+        CREATE OR REPLACE VIEW app_store.transactions AS
+        SELECT t.transaction_id, t.original_transaction_id, t.product_id, t.product_type, t.purchase_date, t.expires_date,
+            t.revocation_date, t.revocation_reason, t.is_upgraded, t.signed_date, t.environment,
+            coalesce(t.signed_transaction, app_store.jws_text(t.signed_transaction_key)) AS signed_transaction,
+            t.recorded_at, t.updated_at, t.app_account_token, t.in_app_ownership_type, t.subscription_group_identifier,
+            t.web_order_line_item_id, t.quantity, t.price, t.currency, t.storefront, t.offer_type, t.offer_identifier,
+            t.transaction_reason, t.revocation_type, t.revocation_percentage, t.app_transaction_id, t.bundle_id
+        FROM app_store.transaction_rows t;
+    END IF;
     DROP TRIGGER IF EXISTS insert_row ON app_store.notifications;
     CREATE TRIGGER insert_row INSTEAD OF INSERT ON app_store.notifications
         FOR EACH ROW EXECUTE FUNCTION app_store.insert_notification_row();

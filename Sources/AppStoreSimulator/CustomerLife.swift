@@ -95,8 +95,16 @@ struct CustomerLife {
             // The app's own UUID for its user, set at purchase by three apps in four; a purchase
             // shared through Family Sharing carries none (it is not the member's own).
             transaction.appAccountToken = kind.ownership == "PURCHASED" && index % 4 != 3 ? Self.appAccountToken(index) : nil
-            // An introductory offer on one first subscription purchase in three.
-            transaction.offerType = kind.type == .autoRenewable && transactionCount == 1 && index % 3 == 0 ? 1 : nil
+            // An introductory offer on one first subscription purchase in three: a free week.
+            let introductory = kind.type == .autoRenewable && transactionCount == 1 && index % 3 == 0
+            transaction.offerType = introductory ? 1 : nil
+            transaction.offerDiscountType = introductory ? "FREE_TRIAL" : nil
+            transaction.offerPeriod = introductory ? "P1W" : nil
+            // The app download's transaction: one per account.
+            transaction.appTransactionId = Self.appTransactionId(index, environment: configuration.environment)
+            // The main subscription of one account in 37 is one Apple migrated (Advanced
+            // Commerce): its transactions name the originalTransactionId it had before.
+            transaction.previousOriginalTransactionId = Self.migrated(index: index, kind: kind) ? Self.previousOriginalTransactionId(of: originalTransactionId) : nil
             transaction.signedDate = date
             current = transaction
             versions.append(Scenario.TransactionVersion(modified: date, transaction: transaction))
@@ -112,6 +120,21 @@ struct CustomerLife {
             renewal.renewalPrice = 4990
             renewal.currency = "USD"
             renewal.appAccountToken = transaction.appAccountToken
+            renewal.appTransactionId = transaction.appTransactionId
+            renewal.eligibleWinBackOfferIds = nil
+        }
+
+        static func appTransactionId(_ index: Int, environment: AppStoreEnvironment) -> String {
+            String((environment == .production ? 7_000_000_000_000_000 : 6_000_000_000_000_000) + Int64(index))
+        }
+
+        static func migrated(index: Int, kind: Kind) -> Bool {
+            kind.idOffset == Kind.main.idOffset && index % 37 == 5
+        }
+
+        /// The ID a migrated subscription had before: an earlier purchase of the account, outside the history.
+        static func previousOriginalTransactionId(of original: String) -> String {
+            String(Int64(original)! + 900)
         }
 
         /// A deterministic UUID for the account's user in the app.
@@ -265,6 +288,8 @@ struct CustomerLife {
                     emit(.didChangeRenewalStatus, .autoRenewDisabled, at: expires - period / 2)
                     status = .expired
                     renewal.expirationIntent = 1
+                    // A customer who left of their own accord may be won back.
+                    renewal.eligibleWinBackOfferIds = [configuration.bundleId + ".winback.monthly", configuration.bundleId + ".winback.annual"]
                     emit(.expired, .voluntary, at: expires)
                     return
                 } else if fate < 0.82 {

@@ -72,19 +72,29 @@ enum LedgerMapping {
         record.revocationType = transaction.revocationType
         record.revocationPercentage = transaction.revocationPercentage
         record.appTransactionId = transaction.appTransactionId
+        record.originalPurchaseDate = date(transaction.originalPurchaseDate)
+        record.offerDiscountType = transaction.offerDiscountType
+        record.offerPeriod = transaction.offerPeriod
+        record.storefrontId = transaction.storefrontId
+        record.previousOriginalTransactionId = transaction.previousOriginalTransactionId
         return record
     }
 
     /// The facts a backend queries about a subscription (migration 0006): the customer's token,
     /// group and ownership from the transaction (else the renewal info's token), the next
     /// renewal's from the renewal info. What the payloads do not carry keeps `current`'s value
-    /// (a notification without renewal info says nothing about the next renewal).
+    /// (a notification without renewal info says nothing about the next renewal). Migration
+    /// 0023's: the app download's transaction ID (the transaction's, else the row's, else the
+    /// renewal info's), the subscription it continues after a migration by Apple (kept once
+    /// said), and the next renewal's date, offer payment mode and period, and win-back offers.
     static func describe(_ record: inout SubscriptionRecord, transaction: TransactionPayload?, renewal: RenewalInfoPayload?, current: SubscriptionRecord?) {
         // A token that is not a UUID counts as none, as in migration 0006's backfill.
         let token = transaction?.appAccountToken.flatMap(UUID.init(uuidString:)) ?? renewal?.appAccountToken.flatMap(UUID.init(uuidString:))
         record.appAccountToken = token ?? current?.appAccountToken
         record.subscriptionGroupIdentifier = transaction?.subscriptionGroupIdentifier ?? current?.subscriptionGroupIdentifier
         record.inAppOwnershipType = transaction?.inAppOwnershipType ?? current?.inAppOwnershipType
+        record.appTransactionId = transaction?.appTransactionId ?? current?.appTransactionId ?? renewal?.appTransactionId
+        record.previousOriginalTransactionId = transaction?.previousOriginalTransactionId ?? current?.previousOriginalTransactionId
         guard let renewal else {
             record.expirationIntent = current?.expirationIntent
             record.priceIncreaseStatus = current?.priceIncreaseStatus
@@ -92,6 +102,10 @@ enum LedgerMapping {
             record.currency = current?.currency
             record.offerType = current?.offerType
             record.offerIdentifier = current?.offerIdentifier
+            record.renewalDate = current?.renewalDate
+            record.offerDiscountType = current?.offerDiscountType
+            record.offerPeriod = current?.offerPeriod
+            record.eligibleWinBackOfferIds = current?.eligibleWinBackOfferIds
             return
         }
         record.expirationIntent = renewal.expirationIntent
@@ -100,6 +114,10 @@ enum LedgerMapping {
         record.currency = renewal.currency
         record.offerType = renewal.offerType
         record.offerIdentifier = renewal.offerIdentifier
+        record.renewalDate = date(renewal.renewalDate)
+        record.offerDiscountType = renewal.offerDiscountType
+        record.offerPeriod = renewal.offerPeriod
+        record.eligibleWinBackOfferIds = renewal.eligibleWinBackOfferIds
     }
 
     /// The subscription's state a notification reports, as of its `signedDate`; fields the

@@ -31,6 +31,7 @@ extension LedgerColumn {
             case .boolean: try cell.decode(Bool?.self).map(LedgerValue.boolean)
             case .uuid: try cell.decode(UUID?.self).map(LedgerValue.uuid)
             case .time: try cell.decode(Date?.self).map(LedgerValue.time)
+            case .textArray: try cell.decode([String]?.self).map(LedgerValue.texts)
             }
         try set(&record, value)
     }

@@ -62,6 +62,13 @@ struct RowJSON {
             case .boolean(let flag): bytes.append(contentsOf: (flag ? "true" : "false").utf8)
             case .time(let date): bytes.append(contentsOf: String(date.unixMilliseconds).utf8)
             case .uuid(let uuid): string(uuid.uuidString)
+            case .texts(let texts):
+                bytes.append(UInt8(ascii: "["))
+                for (index, text) in texts.enumerated() {
+                    if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                    string(text)
+                }
+                bytes.append(UInt8(ascii: "]"))
             }
         }
         bytes.append(UInt8(ascii: "}"))

@@ -8,6 +8,8 @@ package enum LedgerValue: Hashable, Sendable {
     /// A time, compared and carried at Apple's precision: UNIX milliseconds.
     case time(Date)
     case uuid(UUID)
+    /// A list of strings (`text[]`, Apple's arrays of IDs), in Apple's order.
+    case texts([String])
 
     /// For people (the repair diff): times as ISO 8601, UUIDs in lower case.
     package var description: String {
@@ -17,6 +19,7 @@ package enum LedgerValue: Hashable, Sendable {
         case .boolean(let flag): flag ? "true" : "false"
         case .time(let date): date.formatted(.iso8601)
         case .uuid(let uuid): uuid.uuidString.lowercased()
+        case .texts(let texts): "[" + texts.joined(separator: ", ") + "]"
         }
     }
 
@@ -27,6 +30,7 @@ package enum LedgerValue: Hashable, Sendable {
         case (.boolean(let a), .boolean(let b)): a == b
         case (.time(let a), .time(let b)): a.unixMilliseconds == b.unixMilliseconds
         case (.uuid(let a), .uuid(let b)): a == b
+        case (.texts(let a), .texts(let b)): a == b
         default: false
         }
     }
@@ -38,6 +42,7 @@ package enum LedgerValue: Hashable, Sendable {
         case .boolean(let flag): hasher.combine(flag)
         case .time(let date): hasher.combine(date.unixMilliseconds)
         case .uuid(let uuid): hasher.combine(uuid)
+        case .texts(let texts): hasher.combine(texts)
         }
     }
 }
@@ -50,6 +55,8 @@ package enum LedgerValue: Hashable, Sendable {
 package struct LedgerColumn<Record>: Sendable {
     package enum Kind: Sendable {
         case text, smallint, integer, bigint, boolean, uuid
+        /// `text[]`, carried in the batch JSON as an array of strings.
+        case textArray
         /// `timestamptz`, carried in the batch JSON as UNIX milliseconds (the precision of
         /// everything Apple signs) under the column's name with `_date` replaced by `_ms`.
         case time
@@ -93,6 +100,7 @@ package struct LedgerColumn<Record>: Sendable {
         case .boolean: "boolean"
         case .uuid: "uuid"
         case .time: "timestamptz"
+        case .textArray: "text[]"
         }
     }
 
@@ -133,6 +141,7 @@ extension LedgerValue {
     package var boolean: Bool? { if case .boolean(let value) = self { value } else { nil } }
     package var time: Date? { if case .time(let value) = self { value } else { nil } }
     package var uuid: UUID? { if case .uuid(let value) = self { value } else { nil } }
+    package var texts: [String]? { if case .texts(let value) = self { value } else { nil } }
 }
 
 extension LedgerColumn {
@@ -212,6 +221,10 @@ extension LedgerColumn {
 
     static func uuid(_ name: String, _ field: Field<UUID?>, update: Update = .replace, compared: Bool = false) -> Self {
         optional(name, .uuid, field, update: update, compared: compared, wrap: LedgerValue.uuid, unwrap: \.uuid)
+    }
+
+    static func texts(_ name: String, _ field: Field<[String]?>, update: Update = .replace, compared: Bool = false) -> Self {
+        optional(name, .textArray, field, update: update, compared: compared, wrap: LedgerValue.texts, unwrap: \.texts)
     }
 
     static func uuid(_ name: String, _ field: Field<UUID>, update: Update = .key) -> Self {

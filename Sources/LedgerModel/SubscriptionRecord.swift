@@ -39,6 +39,19 @@ package struct SubscriptionRecord: Hashable, Sendable, Codable, LedgerRow {
     /// nil before it, and where no renewal info was ever seen). A notification older than the row
     /// may still carry renewal info newer than this: the row's latest notification had none.
     package var renewalSignedDate: Date? = nil
+    // Migration 0023.
+    /// From the renewal info: when the most recent purchase expires and the next renewal is due.
+    package var renewalDate: Date? = nil
+    /// From the renewal info: the next renewal's offer, its payment mode and its duration (as on transactions).
+    package var offerDiscountType: String? = nil
+    package var offerPeriod: String? = nil
+    /// The app download's transaction ID: the transaction's, else the renewal info's.
+    package var appTransactionId: String? = nil
+    /// From the renewal info: the win-back offers the customer may redeem now (Apple's order).
+    package var eligibleWinBackOfferIds: [String]? = nil
+    /// The subscription this one continues (`previousOriginalTransactionId`: its
+    /// originalTransactionId before Apple migrated it), kept once any of its transactions said it.
+    package var previousOriginalTransactionId: String? = nil
 
     package init(
         originalTransactionId: String, productId: String?, status: Int?, expiresDate: Date?, autoRenewStatus: Int?,
@@ -86,6 +99,14 @@ extension SubscriptionRecord {
         .integer("offer_type", .smallint, \.offerType, compared: true),
         .text("offer_identifier", \.offerIdentifier, compared: true),
         .time("renewal_signed_date", \.renewalSignedDate),
+        .time("renewal_date", \.renewalDate, compared: true),
+        .text("offer_discount_type", \.offerDiscountType, compared: true),
+        .text("offer_period", \.offerPeriod, compared: true),
+        .text("app_transaction_id", \.appTransactionId, compared: true),
+        .texts("eligible_win_back_offer_ids", \.eligibleWinBackOfferIds, compared: true),
+        // Kept when a later payload does not say it, and not compared: Apple's latest
+        // transaction may leave it out, and that unsays nothing.
+        .text("previous_original_transaction_id", \.previousOriginalTransactionId, update: .keepWhenAbsent),
     ]
 
     package static let blank = SubscriptionRecord(

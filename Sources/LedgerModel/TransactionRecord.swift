@@ -38,6 +38,17 @@ package struct TransactionRecord: Hashable, Sendable, LedgerRow {
     /// Milliunits of a percent refunded (0–100000).
     package var revocationPercentage: Int? = nil
     package var appTransactionId: String? = nil
+    // Migration 0023.
+    /// When the purchase of the original transaction was made.
+    package var originalPurchaseDate: Date? = nil
+    /// The offer's payment mode: `FREE_TRIAL`, `PAY_AS_YOU_GO`, `PAY_UP_FRONT` or `ONE_TIME`.
+    package var offerDiscountType: String? = nil
+    /// How long the offer lasts, in ISO 8601 (`P1M`).
+    package var offerPeriod: String? = nil
+    /// Apple's ID of the storefront (`143441`), beside `storefront`'s three letters.
+    package var storefrontId: String? = nil
+    /// The originalTransactionId this purchase had before Apple migrated it.
+    package var previousOriginalTransactionId: String? = nil
 
     package init(
         transactionId: String, originalTransactionId: String, productId: String?, productType: String?, purchaseDate: Date?,
@@ -93,6 +104,11 @@ extension TransactionRecord {
         .text("revocation_type", \.revocationType, compared: true),
         .integer("revocation_percentage", .integer, \.revocationPercentage, compared: true),
         .text("app_transaction_id", \.appTransactionId, compared: true),
+        .time("original_purchase_date", \.originalPurchaseDate, compared: true),
+        .text("offer_discount_type", \.offerDiscountType, compared: true),
+        .text("offer_period", \.offerPeriod, compared: true),
+        .text("storefront_id", \.storefrontId, compared: true),
+        .text("previous_original_transaction_id", \.previousOriginalTransactionId, compared: true),
     ]
 
     package static let blank = TransactionRecord(

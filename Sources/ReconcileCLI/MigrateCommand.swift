@@ -12,9 +12,9 @@ struct MigrateCommand: AsyncParsableCommand {
             applied yet, each in its own transaction, and records each with its checksum in \
             app_store.schema_migrations. Running it again changes nothing. It refuses to run if an applied \
             migration file was edited since. Concurrent runs wait for each other (advisory lock). Rows \
-            written before migration 0021 have their signed payloads converted to the compact form in \
-            batches of a fraction of a second each, while the ledger stays in use; an interrupted run \
-            resumes there. Only DATABASE_URL is needed.
+            written before migration 0021 have their signed payloads converted to the compact form, and \
+            rows written before 0023 get its columns from their stored payloads, in batches of a fraction \
+            of a second each, while the ledger stays in use; an interrupted run resumes there. Only DATABASE_URL is needed.
             """
     )
 

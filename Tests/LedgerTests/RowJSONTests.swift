@@ -23,6 +23,7 @@ struct RowJSONTests {
         case .boolean(let flag)?: NSNumber(value: flag)
         case .time(let date)?: NSNumber(value: date.unixMilliseconds)
         case .uuid(let uuid)?: uuid.uuidString as NSString
+        case .texts(let texts)?: texts as NSArray
         }
     }
 
@@ -43,13 +44,17 @@ struct RowJSONTests {
     static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
     static func subscription(_ index: Int, _ text: String, full: Bool) -> SubscriptionRecord {
-        SubscriptionRecord(
+        var record = SubscriptionRecord(
             originalTransactionId: "customer-\(index)-\(text)", productId: full ? text : nil, status: full ? index : nil,
             expiresDate: full ? date(-1_700_000_000_000 - Int64(index)) : nil, autoRenewStatus: full ? 0 : nil,
             autoRenewProductId: full ? text : nil, isInBillingRetry: full ? index % 2 == 0 : nil,
             gracePeriodExpiresDate: full ? date(253_402_300_799_999) : nil, lastSignedDate: date(1_700_000_000_123),
             environment: full ? text : nil
         )
+        // A list of texts, awkward ones included, and an empty one.
+        record.eligibleWinBackOfferIds = full ? (index % 2 == 0 ? [text, "second", text] : []) : nil
+        record.renewalDate = full ? date(1_700_000_000_456) : nil
+        return record
     }
 
     @Test func theChangeContextParsesBackToItsCauseRunAndNotificationsWithAnyKeyEscaped() throws {
@@ -144,6 +149,8 @@ struct RowJSONTests {
                 "productId", "status", "expiresDate", "autoRenewStatus", "autoRenewProductId", "isInBillingRetry", "gracePeriodExpiresDate",
                 "environment", "appAccountToken", "subscriptionGroupIdentifier", "inAppOwnershipType", "expirationIntent", "priceIncreaseStatus",
                 "renewalPrice", "currency", "offerType", "offerIdentifier",
+                // Migration 0023's.
+                "renewalDate", "offerDiscountType", "offerPeriod", "appTransactionId", "eligibleWinBackOfferIds",
             ]
         )
         #expect(TransactionRecord.columns.filter { !$0.compared }.map(\.name) == ["transaction_id", "signed_date", "bundle_id"])

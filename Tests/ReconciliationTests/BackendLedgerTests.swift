@@ -16,10 +16,12 @@ struct BackendLedgerTests {
     static let transactionFacts = [
         "app_account_token", "in_app_ownership_type", "subscription_group_identifier", "web_order_line_item_id", "quantity", "price", "currency",
         "storefront", "offer_type", "offer_identifier", "transaction_reason", "revocation_type", "revocation_percentage", "app_transaction_id",
+        "original_purchase_date", "offer_discount_type", "offer_period", "storefront_id", "previous_original_transaction_id",
     ]
     static let subscriptionFacts = [
         "app_account_token", "subscription_group_identifier", "in_app_ownership_type", "expiration_intent", "price_increase_status", "renewal_price",
         "currency", "offer_type", "offer_identifier",
+        "renewal_date", "offer_discount_type", "offer_period", "app_transaction_id", "eligible_win_back_offer_ids", "previous_original_transaction_id",
     ]
 
     /// Each row's key and these columns, as text, in key order.
@@ -78,6 +80,65 @@ struct BackendLedgerTests {
             #expect(try await Self.count(current, "SELECT count(*) FROM app_store.transactions WHERE revocation_type IS NOT NULL") > 0)
             #expect(try await Self.count(current, "SELECT count(*) FROM app_store.subscriptions WHERE renewal_price = 4990 AND currency = 'USD'") > 10)
             #expect(try await Self.count(current, "SELECT count(*) FROM app_store.subscriptions WHERE expiration_intent IS NOT NULL") > 0)
+            try await Self.expectQueriedFieldsHeld(current)
+        }
+    }
+
+    /// Migration 0023's columns hold real values (not a comparison of NULLs).
+    static func expectQueriedFieldsHeld(_ client: PostgresClient) async throws {
+        #expect(try await count(client, "SELECT count(*) FROM app_store.transactions WHERE original_purchase_date <= purchase_date AND storefront_id = '143441'") > 10)
+        #expect(try await count(client, "SELECT count(*) FROM app_store.transactions WHERE offer_discount_type = 'FREE_TRIAL' AND offer_period = 'P1W'") > 0)
+        #expect(try await count(client, "SELECT count(*) FROM app_store.transactions WHERE previous_original_transaction_id IS NOT NULL") > 0)
+        #expect(try await count(client, "SELECT count(*) FROM app_store.subscriptions WHERE renewal_date IS NOT NULL AND app_transaction_id IS NOT NULL") > 10)
+        #expect(try await count(client, "SELECT count(*) FROM app_store.subscriptions WHERE cardinality(eligible_win_back_offer_ids) = 2") > 0)
+        #expect(try await count(client, "SELECT count(*) FROM app_store.subscriptions WHERE previous_original_transaction_id IS NOT NULL") > 0)
+    }
+
+    /// Issue 48, point 7: rows written before migration 0023 (its columns NULL) get them from
+    /// their stored JWS when `migrate` runs: the same values every writer writes, the renewal
+    /// columns from the renewal info the row's renewal fields came from. Those values, and the
+    /// subscription a migrated one continues, are Apple's (the simulator's truth).
+    @Test func rowsWrittenBeforeMigration0023GetItsColumnsFromTheirStoredJWSAsWritersWriteThem() async throws {
+        let harness = try RecoveryHarness(customers: 80, seed: 62)
+        let logger = TestDatabase.logger
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: logger)
+            try await harness.seedDeliveredNotifications(store)
+            let written = (
+                transactions: try await Self.rows(client, table: "transactions", key: "transaction_id", columns: Self.transactionFacts),
+                subscriptions: try await Self.rows(client, table: "subscriptions", key: "original_transaction_id", columns: Self.subscriptionFacts)
+            )
+            try await Self.expectQueriedFieldsHeld(client)
+            let migrated = harness.scenario.customers.flatMap(\.subscriptions).filter { $0.latestTransaction.previousOriginalTransactionId != nil }
+            #expect(!migrated.isEmpty)
+            // Those whose notifications arrived (the outage's are not seeded here).
+            let rows = try await store.subscriptions(migrated.map(\.originalTransactionId), pair: harness.pair)
+            #expect(!rows.isEmpty)
+            for subscription in migrated {
+                guard let row = rows[subscription.originalTransactionId] else { continue }
+                #expect(row.previousOriginalTransactionId == subscription.latestTransaction.previousOriginalTransactionId)
+            }
+
+            try await client.query(
+                """
+                UPDATE app_store.transaction_rows SET original_purchase_date = NULL, offer_discount_type = NULL, offer_period = NULL,
+                    storefront_id = NULL, previous_original_transaction_id = NULL
+                """, logger: logger)
+            try await client.query(
+                """
+                UPDATE app_store.subscriptions SET renewal_date = NULL, offer_discount_type = NULL, offer_period = NULL, app_transaction_id = NULL,
+                    eligible_win_back_offer_ids = NULL, previous_original_transaction_id = NULL
+                """, logger: logger)
+            #expect(try await Self.count(client, "SELECT count(*) FROM app_store.subscriptions WHERE renewal_date IS NOT NULL") == 0)
+            try await client.query(
+                "UPDATE app_store.signed_object_conversion SET after = NULL, finished_at = NULL WHERE table_name LIKE '%0023'", logger: logger)
+            let outcome = try await Migrator().migrate(client, logger: logger)
+            #expect(outcome.applied.isEmpty)
+            #expect(outcome.conversion.batches > 0)
+            let transactions = try await Self.rows(client, table: "transactions", key: "transaction_id", columns: Self.transactionFacts)
+            let subscriptions = try await Self.rows(client, table: "subscriptions", key: "original_transaction_id", columns: Self.subscriptionFacts)
+            #expect(transactions == written.transactions, "\(zip(transactions, written.transactions).filter { $0 != $1 }.prefix(3))")
+            #expect(subscriptions == written.subscriptions, "\(zip(subscriptions, written.subscriptions).filter { $0 != $1 }.prefix(3))")
         }
     }
 

@@ -104,6 +104,17 @@ package struct RecoveryHarness: Sendable {
                 if row.productId != subscription.latestTransaction.productId { problems.append("\(id): productId") }
                 if row.environment != scenario.configuration.environment.rawValue { problems.append("\(id): environment") }
                 if row.bundleId != scenario.configuration.bundleId { problems.append("\(id): bundleId") }
+                // Migration 0023's columns.
+                let renewal = subscription.renewalInfo
+                if row.renewalDate?.unixMilliseconds != renewal?.renewalDate { problems.append("\(id): renewalDate") }
+                if row.offerDiscountType != renewal?.offerDiscountType || row.offerPeriod != renewal?.offerPeriod {
+                    problems.append("\(id): the next renewal's offer")
+                }
+                if row.eligibleWinBackOfferIds != renewal?.eligibleWinBackOfferIds { problems.append("\(id): eligibleWinBackOfferIds") }
+                if row.appTransactionId != subscription.latestTransaction.appTransactionId { problems.append("\(id): appTransactionId") }
+                if row.previousOriginalTransactionId != subscription.latestTransaction.previousOriginalTransactionId {
+                    problems.append("\(id): previousOriginalTransactionId")
+                }
             }
             let id = customer.originalTransactionId
             var truth: [String: TransactionPayload] = [:]
@@ -117,6 +128,9 @@ package struct RecoveryHarness: Sendable {
                 guard let row = stored[transactionId] else { continue }
                 if row.purchaseDate?.unixMilliseconds != expected.purchaseDate || row.expiresDate?.unixMilliseconds != expected.expiresDate
                     || row.revocationDate?.unixMilliseconds != expected.revocationDate || row.revocationReason != expected.revocationReason
+                    || row.originalPurchaseDate?.unixMilliseconds != expected.originalPurchaseDate
+                    || row.offerDiscountType != expected.offerDiscountType || row.offerPeriod != expected.offerPeriod
+                    || row.storefrontId != expected.storefrontId || row.previousOriginalTransactionId != expected.previousOriginalTransactionId
                 {
                     problems.append("\(id): transaction \(transactionId) differs")
                 }
