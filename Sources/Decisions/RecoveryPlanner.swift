@@ -124,13 +124,16 @@ package struct RecoveryPlanner: Sendable {
             case .rejected(let rejection):
                 decision.rejection = rejection
                 decision.unverifiedCustomer = input.unverifiedNames?.originalTransactionId
-                // What anyone can POST (serve, ingest) is kept whole only when Apple's signature is
-                // proven; what Apple's API answered over TLS, always.
+                // What Apple's API answered over TLS is kept whole. What anyone can POST (serve,
+                // ingest) is kept as a summary, even when Apple's signature is proven (issue 53:
+                // Apple's notifications of other apps are anyone's to obtain and send, 13.5 KB a
+                // row), and a proven one once, however its signature's bytes were re-made.
                 plan.batch.rejected.append(
                     RejectedPayloadRecord(
                         source: source.rawValue, notificationUUID: decision.notificationUUID, reason: rejection.reason.rawValue,
-                        detail: rejection.detail, signedPayload: input.item.signedPayload, keptWhole: source != .webhook || rejection.reason.provesItsSigner,
-                        unverifiedOriginalTransactionId: decision.unverifiedCustomer
+                        detail: rejection.detail, signedPayload: input.item.signedPayload, keptWhole: source != .webhook,
+                        unverifiedOriginalTransactionId: decision.unverifiedCustomer,
+                        digestOfSigningInput: source == .webhook && rejection.reason.provesItsSigner
                     )
                 )
             case .retryLater(let reason):

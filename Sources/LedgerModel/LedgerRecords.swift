@@ -2,10 +2,11 @@ import Crypto
 import SignedData
 import Foundation
 
-/// A row of `app_store.rejected_payloads`: a payload Apple did sign is kept whole
-/// (`keptWhole`); one whose signer nothing proves is kept as its digest, size and first
-/// `summaryPrefixBytes` bytes. At the webhook (anyone can send anything again), a repeat of the
-/// same bytes for the same reason only counts on its first row, whole or not.
+/// A row of `app_store.rejected_payloads`: what Apple's API answered is kept whole
+/// (`keptWhole`); what anyone can POST (the webhook) as its digest, size and first
+/// `summaryPrefixBytes` bytes. At the webhook a repeat of the same bytes for the same reason only
+/// counts on its first row (for a payload whose signature was proven, the same header and
+/// payload, whatever the signature's bytes).
 package struct RejectedPayloadRecord: Hashable, Sendable {
     package static let summaryPrefixBytes = 256
 
@@ -21,16 +22,21 @@ package struct RejectedPayloadRecord: Hashable, Sendable {
     /// The customer the payload's unverified content names, for repairing them; never applied.
     package var unverifiedOriginalTransactionId: String?
 
+    /// - Parameter digestOfSigningInput: the digest is of the JWS's header and payload
+    ///   (`header.payload`), not of its whole text: for a payload whose signature was proven, so
+    ///   that a copy re-signed by anyone as (r, n − s), which verifies all the same (ECDSA
+    ///   signatures are malleable, and Apple's are not normalized), is a repeat of the same row.
     package init(
         source: String, notificationUUID: String?, reason: String, detail: String, signedPayload: String, keptWhole: Bool = true,
-        unverifiedOriginalTransactionId: String? = nil
+        unverifiedOriginalTransactionId: String? = nil, digestOfSigningInput: Bool = false
     ) {
         self.source = source
         self.notificationUUID = notificationUUID
         self.reason = reason
         self.detail = detail
         self.keptWhole = keptWhole
-        self.sha256 = Array(SHA256.hash(data: Array(signedPayload.utf8)))
+        let signed = digestOfSigningInput ? signedPayload.utf8.lastIndex(of: UInt8(ascii: ".")).map { signedPayload.utf8[..<$0] } : nil
+        self.sha256 = Array(SHA256.hash(data: Array(signed ?? signedPayload.utf8[...])))
         self.bytes = signedPayload.utf8.count
         // A cut inside a character ends in U+FFFD: the summary is for people, the digest for matching.
         self.signedPayload = keptWhole ? signedPayload : String(decoding: signedPayload.utf8.prefix(Self.summaryPrefixBytes), as: UTF8.self)

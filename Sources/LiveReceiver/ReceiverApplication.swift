@@ -32,6 +32,12 @@ package struct ReceiverSettings: Sendable {
     package var idleTimeout: Duration = .seconds(30)
     /// The time a client has to send a request's whole body.
     package var bodyTimeout: Duration = .seconds(10)
+    /// What one connection may make serve hold: pipelined requests, a request's time to arrive,
+    /// an answer's time to be read.
+    package var connectionBounds = ConnectionBounds()
+    /// Payloads that fail verification written to `app_store.rejected_payloads` per reason and
+    /// hour, at most; the others are answered 400 and counted on /metrics only.
+    package var keptRejectionsPerHour = 10
     /// Where each App Store's recorded notifications are forwarded (none: not forwarded), and how.
     package var forwardTo: [AppStorePair: DeliveryTarget] = [:]
     package var forwardPolicy = DeliveryPolicy(rounds: 1)
@@ -69,12 +75,13 @@ package struct ReceiverApplication: Sendable {
         }
         let ingests = verifiers.map { NotificationIngest(verifier: $0, store: store, deliverTo: settings.forwardTo[$0.configuration.pair]?.key) }
         let batched = BatchedIngest(ingests: ingests, limits: limits)
-        let routes = ReceiverRoutes(
-            path: settings.path, receiver: NotificationReceiver(ingests: ingests, batched: batched), forwarders: forwarders,
+        var routes = ReceiverRoutes(
+            path: settings.path, receiver: NotificationReceiver(ingests: ingests, batched: batched, keptRejectionsPerHour: settings.keptRejectionsPerHour), forwarders: forwarders,
             metrics: ServeMetrics(pairs: ingests.map(\.verifier.configuration.pair)),
             database: database, logger: logger, inFlight: RequestsInFlight(maximum: settings.maximumRequests, readingBytes: settings.maximumReadingBytes),
             bodyTimeout: settings.bodyTimeout
         )
+        routes.skipsClosedConnections = true
         self.init(routes, batched: batched, settings: settings, logger: logger, onListening: onListening)
     }
 
@@ -89,10 +96,17 @@ package struct ReceiverApplication: Sendable {
             await routes.respond(to: request, channel: context.channel)
         }
         let port = settings.port
+        let bounds = settings.connectionBounds
+        let metrics = routes.metrics
         self.routes = routes
         self.application = Application(
             responder: responder,
-            server: .http1(configuration: HTTP1Channel.Configuration(idleTimeout: .seconds(max(1, settings.idleTimeout.components.seconds)))),
+            server: .http1(
+                configuration: HTTP1Channel.Configuration(
+                    additionalChannelHandlers: [ConnectionGuard(bounds: bounds, onClose: { metrics.record(closed: $0) })],
+                    idleTimeout: .seconds(max(1, settings.idleTimeout.components.seconds))
+                )
+            ),
             configuration: ApplicationConfiguration(
                 address: .hostname(settings.host, port: port), serverName: "appstore-reconcile", backlog: settings.backlog,
                 availableConnectionsDelegate: MaximumAvailableConnections(settings.maximumConnections)

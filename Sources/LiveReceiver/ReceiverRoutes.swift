@@ -33,6 +33,12 @@ package struct ReceiverRoutes: Sendable {
     /// `/metrics`' count of the notifications not yet accepted by the `--forward-to` handlers,
     /// read at most once per its interval.
     package let forwardCounts: LedgerReadCache<DeliveryCounts>
+    /// Whether a request whose connection is already closed is skipped unanswered: on a
+    /// listener's sockets (`ReceiverApplication`); not in process, where the channel of a test's
+    /// request is never active.
+    package var skipsClosedConnections = false
+    /// The "answered 400/503" log lines, at most one per kind of answer per 10 s.
+    let logThrottle = Locked(LogThrottle(interval: .seconds(10)))
 
     package init(
         path: String, receiver: NotificationReceiver, forwarders: [AppStorePair: NotificationForwarder] = [:], metrics: ServeMetrics, database: PostgresClient,
@@ -56,6 +62,18 @@ package struct ReceiverRoutes: Sendable {
 
     /// The answer to one request on `channel` (whose input a refused body's read closes).
     package func respond(to request: Request, channel: any Channel) async -> Response {
+        // Its connection already closed (by its bounds: a client pipelining requests it never
+        // reads): nobody can read an answer, so none is worked out.
+        if skipsClosedConnections, !channel.isActive { return Self.closing(Self.text(503, "the connection is closed\n")) }
+        // Only Apple's POST has a body. Any other request that comes with one is answered at once
+        // and its connection's input closed unread (issue 53: a GET /livez declaring a gigabyte
+        // and dripping a byte now and then held its connection for ever, each part restarting the
+        // idle timer, and one streamed at full speed cost a core).
+        if !(request.uri.path == path && request.method == .post), Self.carriesBody(request) {
+            channel.close(mode: .input, promise: nil)
+            metrics.record(other: .bodyRefused)
+            return Self.closing(Self.text(413, "content too large: no request body is accepted here\n"))
+        }
         switch (request.uri.path, request.method) {
         case (path, .post):
             let started = ContinuousClock.now
@@ -151,8 +169,14 @@ package struct ReceiverRoutes: Sendable {
     func respond(_ routed: NotificationReceiver.Routed, started: ContinuousClock.Instant) -> Response {
         let answer = routed.answer
         let elapsed = ContinuousClock.now - started
-        metrics.record(answer, of: routed.pair, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-        if answer.status != 200 { logger.notice("answered \(answer.status): \(answer.outcome)\(routed.pair.map { " (\($0))" } ?? "")") }
+        metrics.record(
+            answer, of: routed.pair, notKept: routed.notKept, seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        // Anyone can make serve answer 400 or 503 as often as they like: one line per kind of
+        // answer per interval at most, saying how many it stands for.
+        if answer.status != 200, let others = logThrottle.withLock { $0.note(answer.outcome, at: .now) } {
+            let since = others > 0 ? " (and \(others) more since the last line)" : ""
+            logger.notice("answered \(answer.status): \(answer.outcome)\(routed.pair.map { " (\($0))" } ?? "")\(since)")
+        }
         if answer == .recorded, let pair = routed.pair { forwarders[pair]?.wake() }
         var response = Self.text(answer.status, answer.text)
         if let seconds = answer.retryAfter { response.headers[.retryAfter] = String(seconds) }
@@ -200,6 +224,14 @@ package struct ReceiverRoutes: Sendable {
         }
         // Input ended by the timer reads as the body's end: what arrived is not the whole body.
         return expiry.passed.load(ordering: .sequentiallyConsistent) ? .tooSlow : .read(Array(collected.readableBytesView))
+    }
+
+    /// Whether the request says a body follows: a Content-Length other than 0, or any
+    /// Transfer-Encoding (HTTP/1.1 frames a body by one or the other).
+    static func carriesBody(_ request: Request) -> Bool {
+        if request.headers[.transferEncoding] != nil { return true }
+        guard let length = request.headers[.contentLength] else { return false }
+        return length.trimmingCharacters(in: .whitespaces) != "0"
     }
 
     /// `response`, saying the connection ends with it: its request's input was closed unread, so

@@ -92,6 +92,18 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Seconds a client has to send a request's whole body; after that the answer is 408 and the connection is closed.", valueName: "seconds"))
     var bodyTimeout = 10
 
+    @Option(help: ArgumentHelp("Requests read on one connection and not yet answered (HTTP/1.1 pipelining), at most; one more closes the connection.", valueName: "n"))
+    var maxPipelinedRequests = ConnectionBounds().maximumPipelinedRequests
+
+    @Option(help: ArgumentHelp("Seconds from a request's first line to its end (its whole body), on any route; past it the connection is closed. At least --body-timeout + 5.", valueName: "seconds"))
+    var requestTimeout = Int(ConnectionBounds().requestTimeout.components.seconds)
+
+    @Option(help: ArgumentHelp("Seconds an answer may wait unwritten because the client reads nothing; past it the connection is closed.", valueName: "seconds"))
+    var writeTimeout = Int(ConnectionBounds().writeTimeout.components.seconds)
+
+    @Option(help: ArgumentHelp("Payloads that fail verification kept in app_store.rejected_payloads per reason and hour, at most; the others are answered 400 and counted on /metrics only.", valueName: "n"))
+    var rejectionsKeptPerHour = 10
+
     @Flag(help: "Check certificates at the current time, with OCSP revocation checks (a responder out of reach: 503, Apple retries).")
     var onlineChecks = false
 
@@ -109,6 +121,10 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--max-connections, --max-requests and --max-reading-megabytes must be at least 1")
         }
         guard idleTimeout >= 1, bodyTimeout >= 1 else { throw ValidationError("--idle-timeout and --body-timeout must be at least 1 second") }
+        guard maxPipelinedRequests >= 1, requestTimeout >= 1, writeTimeout >= 1 else {
+            throw ValidationError("--max-pipelined-requests, --request-timeout and --write-timeout must be at least 1")
+        }
+        guard rejectionsKeptPerHour >= 0 else { throw ValidationError("--rejections-kept-per-hour must be 0 or more") }
         guard forwardTimeout >= 1, forwardConcurrency >= 1, forwardMaxAttempts >= 1 else {
             throw ValidationError("--forward-timeout, --forward-concurrency and --forward-max-attempts must be at least 1")
         }
@@ -125,6 +141,11 @@ struct ServeCommand: AsyncParsableCommand {
         settings.maximumRequests = maxRequests
         settings.maximumReadingBytes = maxReadingMegabytes * 1024 * 1024
         (settings.idleTimeout, settings.bodyTimeout) = (.seconds(idleTimeout), .seconds(bodyTimeout))
+        settings.connectionBounds.maximumPipelinedRequests = maxPipelinedRequests
+        // The notification POST's body timeout answers 408 first; this one is the backstop.
+        settings.connectionBounds.requestTimeout = .seconds(max(requestTimeout, bodyTimeout + 5))
+        settings.connectionBounds.writeTimeout = .seconds(writeTimeout)
+        settings.keptRejectionsPerHour = rejectionsKeptPerHour
         settings.forwardPolicy = DeliveryPolicy(rounds: 1, requestTimeout: .seconds(forwardTimeout), maximumAttempts: forwardMaxAttempts, concurrency: forwardConcurrency)
         return settings
     }

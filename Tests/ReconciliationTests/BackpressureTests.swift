@@ -1,4 +1,5 @@
 import AppStoreSimulator
+import Decisions
 import Foundation
 import Ledger
 import PostgresNIO
@@ -198,11 +199,86 @@ struct BackpressureTests {
         )
     }
 
+    /// Issue 53, point 3: with a sample of 5 per reason and hour (`serve --rejections-kept-per-hour`),
+    /// 300 distinct garbage bodies and 150 distinct tampered copies of a genuine notification of
+    /// this app (its signature's bytes edited) are each answered 400, and 5 of each reason are
+    /// written: before, each was a row of its own. The next hour of the clock keeps 5 more.
+    @Test func distinctGarbageAndTamperedCopiesLeaveASamplePerReasonAndHour() async throws {
+        let harness = try RecoveryHarness(customers: 5, seed: 34)
+        try await TestDatabase.withFreshLedger { client, _ in
+            let ingest = NotificationIngest(verifier: try harness.verifier(), store: LedgerStore(client: client, logger: harness.logger))
+            let receiver = NotificationReceiver(ingest: ingest, deadline: .seconds(120), keptRejectionsPerHour: 5)
+            var generator = SystemRandomNumberGenerator()
+            for index in 0..<300 {
+                let answer = await receiver.routedAnswer(body: Self.body("garbage\(index).\(generator.next() as UInt64).x"))
+                #expect(answer.answer == .rejected(.malformed))
+                #expect(answer.notKept == (index >= 5))
+            }
+            let genuine = try harness.api.signNotification(try #require(harness.scenario.notifications.first))
+            let signatureStart = try #require(genuine.lastIndex(of: ".")).utf16Offset(in: genuine) + 1
+            var tampered: Set<String> = []
+            for index in 0..<150 {
+                var characters = Array(genuine)
+                let position = signatureStart + 2 + index % 80
+                characters[position] = characters[position] == (index < 80 ? "A" : "B") ? "C" : (index < 80 ? "A" : "B")
+                tampered.insert(String(characters))
+            }
+            #expect(tampered.count == 150)
+            for jws in tampered {
+                let answer = await receiver.answer(body: Self.body(jws))
+                #expect(answer == .rejected(.badSignature))
+            }
+            var rows: [String] = []
+            for try await (reason, count) in try await client.query(
+                "SELECT reason, count(*)::int FROM app_store.rejected_payloads GROUP BY reason ORDER BY reason", logger: harness.logger
+            ).decode((String, Int).self) {
+                rows.append("\(reason) \(count)")
+            }
+            #expect(rows == ["bad_signature 5", "malformed 5"])
+
+            var sample = RejectionSample(keptPerHour: 2)
+            let hour = Date(timeIntervalSince1970: 1_800_000_000)
+            #expect([sample.keep("malformed", at: hour), sample.keep("malformed", at: hour), sample.keep("malformed", at: hour)] == [true, true, false])
+            let otherReason = sample.keep("bad_signature", at: hour)
+            let nextHour = sample.keep("malformed", at: hour + 3_600)
+            #expect(otherReason && nextHour)
+        }
+    }
+
+    /// The order of P-256's group, big-endian.
+    static let p256Order: [UInt8] = [
+        0xFF, 0xFF, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+        0xBC, 0xE6, 0xFA, 0xAD, 0xA7, 0x17, 0x9E, 0x84, 0xF3, 0xB9, 0xCA, 0xC2, 0xFC, 0x63, 0x25, 0x51,
+    ]
+
+    /// The same JWS with its ES256 signature (r, s) re-made as (r, n − s): another signature of
+    /// the same header and payload, which verifies as well (ECDSA's malleability).
+    static func malleated(_ jws: String) -> String? {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        var text = parts[2].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while text.count % 4 != 0 { text += "=" }
+        guard let signature = Data(base64Encoded: text), signature.count == 64 else { return nil }
+        let s = Array(signature.suffix(32))
+        var result = [UInt8](repeating: 0, count: 32)
+        var borrow = 0
+        for index in (0..<32).reversed() {
+            var difference = Int(Self.p256Order[index]) - Int(s[index]) - borrow
+            borrow = difference < 0 ? 1 : 0
+            if difference < 0 { difference += 256 }
+            result[index] = UInt8(difference)
+        }
+        let encoded = (Data(signature.prefix(32)) + Data(result)).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return "\(parts[0]).\(parts[1]).\(encoded)"
+    }
+
     /// Anyone can POST to serve: 300 bodies of 100 KB that are no signed payload (each different)
     /// grow the ledger by less than 3 MB (a summary each: digest, size, first bytes, reason),
-    /// the same one again only counts, and a payload Apple did sign but for another app is still
-    /// kept whole, byte for byte.
-    @Test func unprovenPayloadsAreKeptAsSummariesAndSignedButRefusedOnesWholeAndOnce() async throws {
+    /// the same one again only counts. A payload Apple did sign but for another app is kept as a
+    /// summary too (issue 53: anyone can obtain Apple's notifications of their own app, 13.5 KB a
+    /// row whole), once: replayed, or re-signed as (r, n − s), which still verifies, it only counts.
+    @Test func unprovenPayloadsAndOtherAppsPayloadsAreKeptAsSummariesOnceWhateverTheirSignaturesBytes() async throws {
         let harness = try RecoveryHarness(customers: 5, seed: 33)
         try await TestDatabase.withFreshLedger { client, _ in
             let ingest = NotificationIngest(verifier: try harness.verifier(), store: LedgerStore(client: client, logger: harness.logger))
@@ -230,21 +306,24 @@ struct BackpressureTests {
 
             let notification = try #require(harness.scenario.notifications.first)
             let otherApp = try harness.api.badlySigned(notification, .wrongBundle)
-            // Sent 50 times (anyone holding one can replay it): kept whole once, counted 50 times.
-            for _ in 0..<50 {
-                let answer = await receiver.answer(body: Self.body(otherApp))
+            let malleated = try #require(Self.malleated(otherApp))
+            #expect(malleated != otherApp)
+            // Sent 25 times as it came and 25 times re-signed (anyone holding one can): kept once,
+            // as a summary, counted 50 times. Both copies verify: each is refused for its app.
+            for jws in Array(repeating: otherApp, count: 25) + Array(repeating: malleated, count: 25) {
+                let answer = await receiver.answer(body: Self.body(jws))
                 #expect(answer == .rejected(.wrongBundle))
             }
             var kept: [String] = []
             for try await (payload, whole, seen) in try await client.query(
                 "SELECT signed_payload, kept_whole, times_seen FROM app_store.rejected_payloads WHERE reason = 'wrong_bundle'", logger: harness.logger
             ).decode((String, Bool, Int).self) {
-                #expect(whole)
+                #expect(!whole)
                 #expect(seen == 50)
                 kept.append(payload)
             }
             #expect(kept.count == 1)
-            #expect(kept.first == otherApp)
+            #expect(kept.first.map { otherApp.hasPrefix($0) && $0.utf8.count <= 256 } == true)
         }
     }
 }

@@ -78,14 +78,20 @@ package struct NotificationReceiver: Sendable {
     /// server that is down without end, and Apple waits for an answer only so long.
     package let deadline: Duration
 
-    package init(ingest: NotificationIngest, batched: BatchedIngest? = nil, deadline: Duration = .seconds(10)) {
-        self.init(ingests: [ingest], batched: batched, deadline: deadline)
+    /// Which rejected payloads are written to `app_store.rejected_payloads` (nil: every one).
+    package let rejectionSample: Locked<RejectionSample>?
+
+    package init(ingest: NotificationIngest, batched: BatchedIngest? = nil, deadline: Duration = .seconds(10), keptRejectionsPerHour: Int? = nil) {
+        self.init(ingests: [ingest], batched: batched, deadline: deadline, keptRejectionsPerHour: keptRejectionsPerHour)
     }
 
     /// The receiver of several App Stores (at least one; `batched`, when given, writes for each
     /// of them): a notification goes to the App Store its payload names (`NotificationRoute`).
-    package init(ingests: [NotificationIngest], batched: BatchedIngest? = nil, deadline: Duration = .seconds(10)) {
+    /// With `keptRejectionsPerHour`, only so many payloads that fail verification are written per
+    /// reason and hour of the clock (`RejectionSample`); the others are answered 400 all the same.
+    package init(ingests: [NotificationIngest], batched: BatchedIngest? = nil, deadline: Duration = .seconds(10), keptRejectionsPerHour: Int? = nil) {
         precondition(!ingests.isEmpty, "a receiver needs an App Store to record")
+        self.rejectionSample = keptRejectionsPerHour.map { Locked(RejectionSample(keptPerHour: $0)) }
         self.ingests = ingests
         self.pairs = ingests.map(\.verifier.configuration.pair)
         self.batched = batched
@@ -93,16 +99,20 @@ package struct NotificationReceiver: Sendable {
     }
 
     /// An answer, and the configured App Store whose notification it answers: only when that is
-    /// proven (recorded, already recorded, or rejected after its signature held for what it
-    /// says); nil for anything whose bytes could be anyone's, so that a forgery naming an app
-    /// is never counted under it.
+    /// proven (recorded, already recorded, or rejected for a nested payload after its own
+    /// signature held for this App Store); nil for anything whose bytes could be anyone's, so
+    /// that neither a forgery naming an app nor Apple's notification of another app is counted
+    /// under it.
     package struct Routed: Sendable, Hashable {
         package var answer: Answer
         package var pair: AppStorePair?
+        /// A rejection answered but not written: past its reason's sample for the hour.
+        package var notKept = false
 
-        package init(answer: Answer, pair: AppStorePair? = nil) {
+        package init(answer: Answer, pair: AppStorePair? = nil, notKept: Bool = false) {
             self.answer = answer
             self.pair = pair
+            self.notKept = notKept
         }
     }
 
@@ -131,29 +141,44 @@ package struct NotificationReceiver: Sendable {
         case .unconfigured: (ingest, pair) = (ingests[0], nil)
         }
         let pairs = self.pairs
+        let sample = self.rejectionSample
         do {
             let batched = self.batched
             let answerBy = ContinuousClock.now + deadline
-            let record: @Sendable () async throws -> NotificationIngest.Outcome = {
+            // The outcome, and whether it is a rejection left unwritten.
+            let record: @Sendable () async throws -> (NotificationIngest.Outcome, Bool) = {
                 var input = await ingest.verify(jws)
                 if case .unconfigured(let claimed) = route, case .rejected(let judged) = input.outcome {
                     input.outcome = .rejected(NotificationRoute.rejection(unconfigured: claimed, judged: judged, configured: pairs))
                 }
+                // Past its reason's sample for the hour: answered, counted, not written.
+                if case .rejected(let rejection) = input.outcome, let sample, !sample.withLock({ $0.keep(rejection.reason.rawValue, at: Date()) }) {
+                    return (.rejected(rejection), true)
+                }
                 if let batched {
-                    return try await batched.ingest(
-                        verified: input, of: ingest.verifier.configuration.pair, bytes: jws.utf8.count, answerBy: answerBy)
+                    return (
+                        try await batched.ingest(verified: input, of: ingest.verifier.configuration.pair, bytes: jws.utf8.count, answerBy: answerBy),
+                        false
+                    )
                 } else {
-                    return try await ingest.ingest(verified: [input])[0]
+                    return (try await ingest.ingest(verified: [input])[0], false)
                 }
             }
-            guard let outcome = try await Self.within(deadline, record) else {
+            guard let result = try await Self.within(deadline, record) else {
                 return Routed(answer: .unavailable("no answer from the database within \(deadline)"))
             }
+            let (outcome, notKept) = result
             let recordedUnder = ingest.verifier.configuration.pair
             switch outcome {
             case .recorded: return Routed(answer: .recorded, pair: recordedUnder)
             case .duplicate: return Routed(answer: .alreadyRecorded, pair: recordedUnder)
-            case .rejected(let rejection): return Routed(answer: .rejected(rejection.reason), pair: rejection.reason.provesItsSigner ? pair : nil)
+            // Counted under the App Store only when the notification is proven to be its own:
+            // Apple's notification of another app, appAppleId or environment is anyone's to
+            // send (issue 53: it made an operator's per-app alert fire), so it counts under none.
+            case .rejected(let rejection):
+                return Routed(
+                    answer: .rejected(rejection.reason), pair: rejection.reason == .nestedPayloadRejected ? pair : nil,
+                    notKept: notKept)
             case .retryLater(let reason): return Routed(answer: .retryLater(reason))
             }
         } catch is BatchedIngest.Overloaded {
@@ -206,5 +231,18 @@ extension NotificationReceiver {
     static func holdsNUL(_ text: String) -> Bool {
         var text = text
         return text.withUTF8 { bytes in bytes.baseAddress.map { memchr($0, 0, bytes.count) != nil } ?? false }
+    }
+}
+
+/// A value behind a lock, shareable by reference (a struct holding a `Mutex` cannot be copied).
+package final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    package init(_ value: Value) {
+        mutex = Mutex(value)
+    }
+
+    package func withLock<Result: Sendable>(_ body: (inout Value) -> Result) -> Result {
+        mutex.withLock { body(&$0) }
     }
 }

@@ -1,4 +1,5 @@
 import CoreMetrics
+import Decisions
 import Foundation
 import Ledger
 import SignedData
@@ -8,9 +9,10 @@ import SignedData
 /// swift-metrics' API, exposed by swift-prometheus. Labels take values from fixed sets only, and
 /// every series exists from the start (a scraper sees zeros, not gaps). Notifications are also
 /// counted by the configured App Store they are proven to be of (`bundle_id`, `environment`):
-/// recorded, already recorded, or rejected after the signature held. The configured App Stores
-/// only, so an attacker naming other apps adds no series, and a forgery naming one counts under
-/// none.
+/// recorded, already recorded, or rejected for a nested payload after its own signature held for
+/// that App Store. The configured App Stores only, so an attacker naming other apps adds no
+/// series, and neither a forgery naming one nor Apple's notification of another app, appAppleId
+/// or environment (anyone holding one can send it) counts under one: those count by reason only.
 package final class ServeMetrics: Sendable {
     /// Histogram bounds, seconds.
     static let bounds: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15]
@@ -22,6 +24,9 @@ package final class ServeMetrics: Sendable {
         case bodyCut = "body_cut"
         /// The body did not arrive in time (answered 408).
         case bodyTimeout = "body_timeout"
+        /// A body sent where none is accepted (any route but the notification POST): answered 413
+        /// at once, the connection closed unread.
+        case bodyRefused = "body_refused"
         case notFound = "not_found"
         case methodNotAllowed = "method_not_allowed"
         case health, metrics
@@ -35,6 +40,8 @@ package final class ServeMetrics: Sendable {
     private let requests: [String: CoreMetrics.Counter]
     private let rejections: [RejectionReason: CoreMetrics.Counter]
     private let duration: CoreMetrics.Timer
+    private let connectionsClosed: [ConnectionClosure: CoreMetrics.Counter]
+    private let rejectionsNotKept: [RejectionReason: CoreMetrics.Counter]
     /// By App Store, then outcome.
     private let notifications: [AppStorePair: [String: CoreMetrics.Counter]]
 
@@ -85,6 +92,28 @@ package final class ServeMetrics: Sendable {
                 )
             }
         )
+        rejectionsNotKept = Dictionary(
+            uniqueKeysWithValues: RejectionReason.allCases.map { reason in
+                (
+                    reason,
+                    families.counter(
+                        "appstore_reconcile_serve_rejections_not_kept_total", [("reason", reason.rawValue)],
+                        help: "Notifications that failed verification and were not written to app_store.rejected_payloads (past --rejections-kept-per-hour for their reason), by reason; counted in appstore_reconcile_serve_rejections_total too."
+                    )
+                )
+            }
+        )
+        connectionsClosed = Dictionary(
+            uniqueKeysWithValues: ConnectionClosure.allCases.map { closure in
+                (
+                    closure,
+                    families.counter(
+                        "appstore_reconcile_serve_connections_closed_total", [("reason", closure.rawValue)],
+                        help: "Connections serve closed at one of their bounds: pipelined (more requests read unanswered than --max-pipelined-requests), request_timeout (a request not whole within --request-timeout), write_timeout (an answer unread for --write-timeout)."
+                    )
+                )
+            }
+        )
         duration = families.timer(
             "appstore_reconcile_serve_request_duration_seconds", buckets: Self.bounds.map { .nanoseconds(Int64(($0 * 1e9).rounded())) },
             help: "How long a notification POST took to answer, from its body read to its answer (committed when 200)."
@@ -92,16 +121,24 @@ package final class ServeMetrics: Sendable {
     }
 
     /// A notification POST, the configured App Store it is of (when known), and how long its answer took.
-    package func record(_ answer: NotificationReceiver.Answer, of pair: AppStorePair? = nil, seconds: Double) {
+    package func record(_ answer: NotificationReceiver.Answer, of pair: AppStorePair? = nil, notKept: Bool = false, seconds: Double) {
         requests[answer.outcome]?.increment()
         if let pair { notifications[pair]?[answer.outcome]?.increment() }
-        if case .rejected(let reason) = answer { rejections[reason]?.increment() }
+        if case .rejected(let reason) = answer {
+            rejections[reason]?.increment()
+            if notKept { rejectionsNotKept[reason]?.increment() }
+        }
         duration.recordNanoseconds(Int64((seconds * 1e9).rounded()))
     }
 
     /// Any other request.
     package func record(other outcome: Other) {
         requests[outcome.rawValue]?.increment()
+    }
+
+    /// A connection closed at one of its bounds (`ConnectionBounds`).
+    package func record(closed closure: ConnectionClosure) {
+        connectionsClosed[closure]?.increment()
     }
 
     /// The exposition text; `forwards` when `--forward-to` is set and the ledger answered.
