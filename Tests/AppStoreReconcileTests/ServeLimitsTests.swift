@@ -84,6 +84,19 @@ struct ServeLimitsTests {
         return kilobytes * 1024
     }
 
+    /// A client dripping a byte every 250 ms for up to 10 s, reading what comes: all it read, and
+    /// whether the server closed the connection.
+    static func drippedUntilClosed(_ descriptor: Int32) async -> (text: String, closed: Bool) {
+        var answer = (text: "", closed: false)
+        var text = ""
+        for _ in 0..<40 where !answer.closed {
+            send(descriptor, "A")
+            answer = await received(descriptor, within: .milliseconds(250))
+            text += answer.text
+        }
+        return (text, answer.closed)
+    }
+
     static func openDescriptors(_ pid: pid_t) -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
     }
@@ -237,15 +250,9 @@ struct ServeLimitsTests {
             let descriptor = try Self.connect(port: port)
             defer { close(descriptor) }
             Self.send(descriptor, head)
-            var answer = (text: "", closed: false)
-            var text = ""
-            for _ in 0..<40 where !answer.closed {
-                Self.send(descriptor, "A")
-                answer = await Self.received(descriptor, within: .milliseconds(250))
-                text += answer.text
-            }
+            let (text, closed) = await Self.drippedUntilClosed(descriptor)
             #expect(text.hasPrefix("HTTP/1.1 400"), "\(name): \(text.prefix(80))")
-            #expect(answer.closed, "\(name): the connection is still open 10 s after its answer, the client dripping")
+            #expect(closed, "\(name): the connection is still open 10 s after its answer, the client dripping")
         }
         serve.send(SIGTERM)
         #expect(await serve.waitAsync() == 0)
@@ -277,15 +284,9 @@ struct ServeLimitsTests {
             let descriptor = try Self.connect(port: port)
             defer { close(descriptor) }
             Self.send(descriptor, head)
-            var answer = (text: "", closed: false)
-            var text = ""
-            for _ in 0..<40 where !answer.closed {
-                Self.send(descriptor, "A")
-                answer = await Self.received(descriptor, within: .milliseconds(250))
-                text += answer.text
-            }
+            let (text, closed) = await Self.drippedUntilClosed(descriptor)
             #expect(text.hasPrefix("HTTP/1.1 413"), "\(name): \(text.prefix(80))")
-            #expect(answer.closed, "\(name): the connection is still open 10 s after its answer, the client dripping")
+            #expect(closed, "\(name): the connection is still open 10 s after its answer, the client dripping")
         }
         let notification = try harness.api.signNotification(harness.scenario.deliveredNotifications[0])
         let (status, text) = try await ServeCommandTests.post(server + "/apple/notifications", "{\"signedPayload\":\"\(notification)\"}")
