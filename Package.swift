@@ -213,7 +213,7 @@ let package = Package(
         .executableTarget(
             name: "ReconcileBenchmark",
             dependencies: [
-                "SignedData", "AppStoreSimulator", "Ledger", "Reconciliation", "ThrowawayPostgres",
+                "SignedData", "AppStoreSimulator", "Ledger", "Reconciliation", "ThrowawayPostgres", "RawConnection",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -257,7 +257,7 @@ let package = Package(
         .testTarget(
             name: "AppStoreReconcileTests",
             dependencies: [
-                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Decisions", "Reconciliation", "ReconcileCLI", "FailureKind",
+                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Decisions", "Reconciliation", "ReconcileCLI", "FailureKind", "RawConnection",
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"), .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -279,5 +279,8 @@ let package = Package(
             path: "Tests/TestSupport",
             swiftSettings: strictSettings
         ),
+        // A plain TCP client driven as an attacker drives one, and what serve's process holds
+        // meanwhile: for serve's limit tests and the benchmark's attacks (no Testing, no @testable).
+        .target(name: "RawConnection", path: "Tests/RawConnection", swiftSettings: strictSettings),
     ]
 )

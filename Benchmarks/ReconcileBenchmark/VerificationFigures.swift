@@ -16,41 +16,49 @@ struct VerificationFigures {
         let reference = Date()
         pki = try TestPKI(TestPKI.Options(referenceTime: reference))
         let signer = try pki.signer()
-        var notifications: [String] = []
-        for index in 0..<count {
-            let signedDate = Int64(reference.timeIntervalSince1970 * 1000) - Int64(index) * 60_000
-            var transaction = TransactionPayload(transactionId: "\(2_000_000_000_000_000 + index)", originalTransactionId: "\(1_000_000_000_000_000 + index)")
-            transaction.bundleId = Self.bundleId
-            transaction.productId = "com.example.benchmark.monthly"
-            transaction.type = .autoRenewable
-            transaction.purchaseDate = signedDate
-            transaction.expiresDate = signedDate + 2_592_000_000
-            transaction.environment = .production
-            transaction.signedDate = signedDate
-            transaction.price = 4990
-            transaction.currency = "USD"
-            transaction.inAppOwnershipType = "PURCHASED"
-            transaction.transactionReason = "RENEWAL"
-            transaction.storefront = "USA"
-            transaction.storefrontId = "143441"
-            var renewal = RenewalInfoPayload(originalTransactionId: transaction.originalTransactionId)
-            renewal.autoRenewStatus = 1
-            renewal.autoRenewProductId = transaction.productId
-            renewal.productId = transaction.productId
-            renewal.environment = .production
-            renewal.signedDate = signedDate
-            renewal.recentSubscriptionStartDate = signedDate
-            renewal.renewalDate = signedDate + 2_592_000_000
-            let notification = NotificationPayload(
-                notificationType: .didRenew, notificationUUID: UUID().uuidString.lowercased(), signedDate: signedDate,
-                data: NotificationData(
-                    appAppleId: Self.appAppleId, bundleId: Self.bundleId, bundleVersion: "1", environment: .production,
-                    signedTransactionInfo: try signer.sign(transaction), signedRenewalInfo: try signer.sign(renewal), status: .active
-                )
+        notifications = try (0..<count).map { try Self.notification(index: $0, reference: reference, bundleId: Self.bundleId, signer: signer) }
+    }
+
+    /// A notification of another app (`bundleId`) signed by this PKI: what any developer can
+    /// obtain of their own app and post to someone else's receiver.
+    func notification(of bundleId: String) throws -> String {
+        try Self.notification(index: 0, reference: Date(), bundleId: bundleId, signer: try pki.signer())
+    }
+
+    /// A DID_RENEW of `bundleId`, signed `index` minutes before `reference`, with its transaction
+    /// and renewal info.
+    static func notification(index: Int, reference: Date, bundleId: String, signer: JWSSigner) throws -> String {
+        let signedDate = Int64(reference.timeIntervalSince1970 * 1000) - Int64(index) * 60_000
+        var transaction = TransactionPayload(transactionId: "\(2_000_000_000_000_000 + index)", originalTransactionId: "\(1_000_000_000_000_000 + index)")
+        transaction.bundleId = bundleId
+        transaction.productId = "com.example.benchmark.monthly"
+        transaction.type = .autoRenewable
+        transaction.purchaseDate = signedDate
+        transaction.expiresDate = signedDate + 2_592_000_000
+        transaction.environment = .production
+        transaction.signedDate = signedDate
+        transaction.price = 4990
+        transaction.currency = "USD"
+        transaction.inAppOwnershipType = "PURCHASED"
+        transaction.transactionReason = "RENEWAL"
+        transaction.storefront = "USA"
+        transaction.storefrontId = "143441"
+        var renewal = RenewalInfoPayload(originalTransactionId: transaction.originalTransactionId)
+        renewal.autoRenewStatus = 1
+        renewal.autoRenewProductId = transaction.productId
+        renewal.productId = transaction.productId
+        renewal.environment = .production
+        renewal.signedDate = signedDate
+        renewal.recentSubscriptionStartDate = signedDate
+        renewal.renewalDate = signedDate + 2_592_000_000
+        let notification = NotificationPayload(
+            notificationType: .didRenew, notificationUUID: UUID().uuidString.lowercased(), signedDate: signedDate,
+            data: NotificationData(
+                appAppleId: Self.appAppleId, bundleId: bundleId, bundleVersion: "1", environment: .production,
+                signedTransactionInfo: try signer.sign(transaction), signedRenewalInfo: try signer.sign(renewal), status: .active
             )
-            notifications.append(try signer.sign(notification))
-        }
-        self.notifications = notifications
+        )
+        return try signer.sign(notification)
     }
 
     /// swift-crypto P-256 verifications per CPU-second: one key, one signature over a JWS-sized

@@ -44,6 +44,13 @@
 //    by side against one after the other, alternately, at Apple's rates (50/s per endpoint per app
 //    in Production, 5/s in Sandbox; the simulator enforces them): wall seconds of each, and the
 //    time their requests take at Apple's limits (the slowest App Store's against the sum).
+// 11. With --serve-attack [--serve-attack-rounds 1], and nothing else: issue 53's attacks on
+//    `serve` (ServeAttack), its defaults against its bounds moved out of the way, alternately:
+//    1,000 pipelining readers that never read, 1,000 body drips on /livez, 20 s of distinct
+//    garbage and of tampered copies from 64 connections, 1,000 malleated copies of another app's
+//    notification. Targets: readers and drips closed, serve < 300 MiB, a genuine notification
+//    answered 200 within 2 s; each flood leaves the ledger < 5 MiB and the log < 1 MiB;
+//    the malleated copies at most one row.
 
 import AppStoreSimulator
 import Foundation
@@ -81,6 +88,21 @@ if arguments.contains("--deployment") {
     await attempt("four App Stores") {
         rows += try await DeploymentRuns(binary: binary, logger: logger).measure(
             customers: option("--deployment-customers").flatMap(Int.init) ?? 200, rounds: option("--deployment-rounds").flatMap(Int.init).map { max(1, $0) } ?? 2)
+    }
+    printTable(rows)
+    exit(0)
+}
+
+if arguments.contains("--serve-attack") {
+    guard FileManager.default.isExecutableFile(atPath: binary) else {
+        say("error: \(binary) not found: build it first (swift build -c release --product appstore-reconcile)")
+        exit(1)
+    }
+    say("11. serve under issue 53's attacks…")
+    await attempt("serve attacked") {
+        var attack = ServeAttack(root: root, binary: binary, logger: logger)
+        attack.rounds = option("--serve-attack-rounds").flatMap(Int.init).map { max(1, $0) } ?? 1
+        rows += ServeAttack.rows(try await attack.run(), attack)
     }
     printTable(rows)
     exit(0)

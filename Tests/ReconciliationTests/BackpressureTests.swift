@@ -245,34 +245,6 @@ struct BackpressureTests {
         }
     }
 
-    /// The order of P-256's group, big-endian.
-    static let p256Order: [UInt8] = [
-        0xFF, 0xFF, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
-        0xBC, 0xE6, 0xFA, 0xAD, 0xA7, 0x17, 0x9E, 0x84, 0xF3, 0xB9, 0xCA, 0xC2, 0xFC, 0x63, 0x25, 0x51,
-    ]
-
-    /// The same JWS with its ES256 signature (r, s) re-made as (r, n − s): another signature of
-    /// the same header and payload, which verifies as well (ECDSA's malleability).
-    static func malleated(_ jws: String) -> String? {
-        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3 else { return nil }
-        var text = parts[2].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while text.count % 4 != 0 { text += "=" }
-        guard let signature = Data(base64Encoded: text), signature.count == 64 else { return nil }
-        let s = Array(signature.suffix(32))
-        var result = [UInt8](repeating: 0, count: 32)
-        var borrow = 0
-        for index in (0..<32).reversed() {
-            var difference = Int(Self.p256Order[index]) - Int(s[index]) - borrow
-            borrow = difference < 0 ? 1 : 0
-            if difference < 0 { difference += 256 }
-            result[index] = UInt8(difference)
-        }
-        let encoded = (Data(signature.prefix(32)) + Data(result)).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-        return "\(parts[0]).\(parts[1]).\(encoded)"
-    }
-
     /// Anyone can POST to serve: 300 bodies of 100 KB that are no signed payload (each different)
     /// grow the ledger by less than 3 MB (a summary each: digest, size, first bytes, reason),
     /// the same one again only counts. A payload Apple did sign but for another app is kept as a
@@ -306,7 +278,7 @@ struct BackpressureTests {
 
             let notification = try #require(harness.scenario.notifications.first)
             let otherApp = try harness.api.badlySigned(notification, .wrongBundle)
-            let malleated = try #require(Self.malleated(otherApp))
+            let malleated = try #require(SignatureMalleation.malleated(otherApp))
             #expect(malleated != otherApp)
             // Sent 25 times as it came and 25 times re-signed (anyone holding one can): kept once,
             // as a summary, counted 50 times. Both copies verify: each is refused for its app.
