@@ -15,14 +15,15 @@ enum LedgerMapping {
             notificationUUID: uuid, notificationType: payload.notificationType.rawValue, subtype: payload.subtype?.rawValue,
             signedDate: date(payload.signedDate) ?? Date(), environment: environmentOf(payload)?.rawValue ?? "", bundleId: bundleOf(payload) ?? "",
             originalTransactionId: notification.transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId,
-            transactionId: notification.transaction?.transactionId, signedPayload: signedPayload, source: source
+            transactionId: notification.transaction?.transactionId, signedPayload: signedPayload, source: source,
+            refundEpisode: payload.notificationType.policy.refundEpisode
         )
     }
 
     /// The refund request a CONSUMPTION_REQUEST asks the app to answer, and by when
     /// (`ConsumptionDeadline`); nil for any other notification.
     static func consumptionRequest(_ notification: VerifiedNotification, record: NotificationRecord, firstAttempt: Date?) -> ConsumptionRequestRecord? {
-        guard notification.payload.notificationType == .consumptionRequest, let original = record.originalTransactionId else { return nil }
+        guard notification.payload.notificationType.policy.refundEpisode == .request, let original = record.originalTransactionId else { return nil }
         return ConsumptionRequestRecord(
             notificationUUID: record.notificationUUID, environment: record.environment, bundleId: record.bundleId, originalTransactionId: original,
             transactionId: record.transactionId, productId: notification.transaction?.productId,
@@ -33,9 +34,6 @@ enum LedgerMapping {
         )
     }
 
-    /// Notifications about a refund request: their transaction is the one refunded, not the latest.
-    /// The ledger's list (`NotificationRecord.refundFlowTypes`), which the pass 2 selections read too.
-    static let refundFlow = Set(NotificationRecord.refundFlowTypes.map(NotificationType.init(rawValue:)))
 
     static func environmentOf(_ payload: NotificationPayload) -> AppStoreEnvironment? {
         payload.data?.environment ?? payload.summary?.environment ?? payload.appData?.environment
@@ -145,7 +143,7 @@ enum LedgerMapping {
         // Other notifications carry the latest transaction, whose expiry may legitimately be
         // earlier (an upgrade to a shorter period).
         let expires = date(transaction?.expiresDate)
-        let aboutAnotherTransaction = Self.refundFlow.contains(notification.payload.notificationType) && current != nil
+        let aboutAnotherTransaction = notification.payload.notificationType.policy.refundFlow && current != nil
             && (transaction?.isUpgraded == true
                 || (expires.map { new in current?.expiresDate.map { new.unixMilliseconds < $0.unixMilliseconds } ?? false } ?? true))
         var record = SubscriptionRecord(

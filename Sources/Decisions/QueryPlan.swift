@@ -46,7 +46,7 @@ package struct QueryPlan: Hashable, Sendable {
         }
     }
 
-    package static let priorityTypes: [NotificationType] = [.didRenew, .expired, .consumptionRequest]
+    package static let priorityTypes = NotificationTypePolicy.types(\.priorityInPassOne)
 
     package let window: OutageWindow
     package let onlyFailures: Bool

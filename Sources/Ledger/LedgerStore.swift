@@ -334,7 +334,7 @@ package struct LedgerStore: Sendable {
                 INSERT INTO app_store.refund_request_events (notification_uuid, kind, bundle_id, environment, transaction_id, signed_date)
                 SELECT i.notification_uuid, 'decision', i.bundle_id, i.environment, i.transaction_id, i.signed_date
                 FROM inserted_notifications i
-                WHERE i.notification_type IN (\(ConsumptionRequestRecord.decisionTypes.map { "'\($0)'" }.joined(separator: ", ")))
+                WHERE i.notification_uuid = ANY($35::uuid[])
                     AND i.transaction_id IS NOT NULL
                 ON CONFLICT (notification_uuid) DO NOTHING
                 RETURNING 1
@@ -441,7 +441,7 @@ package struct LedgerStore: Sendable {
             }
             let scope = checkpoint?.1
             let point = checkpoint?.0
-            var bindings = PostgresBindings(capacity: 34)
+            var bindings = PostgresBindings(capacity: 35)
             bindings.append(scope?.pair.environment.rawValue)
             bindings.append(scope?.windowStart)
             bindings.append(scope?.windowEnd)
@@ -478,6 +478,8 @@ package struct LedgerStore: Sendable {
             // Apple's answer to a repair, signed at the same time as the row but saying something
             // else, is the truth: content decides, not only the signing time (issue 48, point 9).
             bindings.append(batch.cause == .repair)
+            // Apple's decisions on refund requests among the notifications (their type's policy).
+            bindings.append(batch.notifications.filter { $0.refundEpisode == .decision }.map(\.notificationUUID))
             return bindings
         }
 
@@ -696,41 +698,31 @@ package struct LedgerStore: Sendable {
     }
 
     // "Recovered" below: a notification from history (`source = 'history'`), or of the refund flow
-    // however it was recorded (`NotificationRecord.refundFlowTypes`), of this environment, signed in the window or recorded since the run `runId` started, and recorded after its
+    // however it was recorded (`RecoveredTypes.refundFlow`), of this environment, signed in the window or recorded since the run `runId` started, and recorded after its
     // account was last verified: what a run (or an earlier run of the window that died before its
-    // pass 2, or whose pass 2 could not check the account) recovered and pass 2 has not checked.
-
-
-    /// Notification types whose recovery calls for the account's transaction history, not only
-    /// its subscription statuses: refunds and their flow, Family Sharing revocations, one-time purchases.
-    package static let typesNeedingTransactionHistory = [
-        "REFUND", "REFUND_REVERSED", "REFUND_DECLINED", "CONSUMPTION_REQUEST", "REVOKE", "ONE_TIME_CHARGE",
-    ]
-
-    /// A recovered notification `n` not yet checked: recorded after its account's last check of
-    /// the kind it needs (the transaction history for `typesNeedingTransactionHistory`, the
-    /// statuses for the rest). `a` is its account (NULL: never checked).
-    static let notCheckedSince = """
-        (CASE WHEN n.notification_type IN (\(typesNeedingTransactionHistory.map { "'\($0)'" }.joined(separator: ", ")))
-            THEN a.transactions_verified_at IS NULL OR n.recorded_at > a.transactions_verified_at
-            ELSE a.verified_at IS NULL OR n.recorded_at > a.verified_at END)
-        """
+    // pass 2, or whose pass 2 could not check the account) recovered and pass 2 has not checked:
+    // recorded after its account's last check of the kind it needs (the transaction history for
+    // `RecoveredTypes.needingTransactionHistory`, the statuses for the rest; `a` is its account, NULL: never checked).
 
     /// Which of these customers have a notification recovered by the runs, and whether any of
-    /// those needs the transaction history (`typesNeedingTransactionHistory`).
-    package func recoveredCustomers(among customers: [String], pair: AppStorePair, from start: Date, to end: Date, sinceRun runId: UUID?) async throws -> [String: Bool] {
+    /// those needs the transaction history (`types.needingTransactionHistory`).
+    package func recoveredCustomers(
+        among customers: [String], pair: AppStorePair, from start: Date, to end: Date, sinceRun runId: UUID?, types: RecoveredTypes
+    ) async throws -> [String: Bool] {
         guard !customers.isEmpty else { return [:] }
         let rows = try await client.query(
             """
-            SELECT n.original_transaction_id, bool_or(n.notification_type = ANY(\(Self.typesNeedingTransactionHistory)))
+            SELECT n.original_transaction_id, bool_or(n.notification_type = ANY(\(types.needingTransactionHistory)))
             FROM app_store.notifications n
             LEFT JOIN app_store.account_members m ON m.bundle_id = n.bundle_id AND m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
             LEFT JOIN app_store.accounts a ON a.bundle_id = m.bundle_id AND a.environment = m.environment AND a.account_id = m.account_id
             WHERE n.original_transaction_id = ANY(\(customers)) AND n.bundle_id = \(pair.bundleId) AND n.environment = \(pair.environment.rawValue)
-                AND (n.source = 'history' OR n.notification_type = ANY(\(NotificationRecord.refundFlowTypes)))
+                AND (n.source = 'history' OR n.notification_type = ANY(\(types.refundFlow)))
                 AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
                     OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
-                AND \(unescaped: Self.notCheckedSince)
+                AND (CASE WHEN n.notification_type = ANY(\(types.needingTransactionHistory))
+                    THEN a.transactions_verified_at IS NULL OR n.recorded_at > a.transactions_verified_at
+                    ELSE a.verified_at IS NULL OR n.recorded_at > a.verified_at END)
             GROUP BY 1
             """,
             logger: logger
@@ -743,19 +735,21 @@ package struct LedgerStore: Sendable {
     /// Customers without a subscription row (one-time purchases) with a notification recovered by
     /// the runs: up to `limit` after `cursor`, in order, and whether they need the transaction history.
     package func customersRecoveredWithoutSubscription(
-        pair: AppStorePair, from start: Date, to end: Date, sinceRun runId: UUID?, after cursor: String?, limit: Int
+        pair: AppStorePair, from start: Date, to end: Date, sinceRun runId: UUID?, after cursor: String?, limit: Int, types: RecoveredTypes
     ) async throws -> [(customer: String, needsTransactionHistory: Bool)] {
         let rows = try await client.query(
             """
-            SELECT n.original_transaction_id, bool_or(n.notification_type = ANY(\(Self.typesNeedingTransactionHistory)))
+            SELECT n.original_transaction_id, bool_or(n.notification_type = ANY(\(types.needingTransactionHistory)))
             FROM app_store.notifications n
             LEFT JOIN app_store.account_members m ON m.bundle_id = n.bundle_id AND m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
             LEFT JOIN app_store.accounts a ON a.bundle_id = m.bundle_id AND a.environment = m.environment AND a.account_id = m.account_id
             WHERE n.original_transaction_id > \(cursor ?? "") AND n.bundle_id = \(pair.bundleId) AND n.environment = \(pair.environment.rawValue)
-                AND (n.source = 'history' OR n.notification_type = ANY(\(NotificationRecord.refundFlowTypes)))
+                AND (n.source = 'history' OR n.notification_type = ANY(\(types.refundFlow)))
                 AND ((n.signed_date >= \(start) AND n.signed_date < \(end))
                     OR n.recorded_at >= (SELECT started_at FROM app_store.runs WHERE run_id = \(runId)))
-                AND \(unescaped: Self.notCheckedSince)
+                AND (CASE WHEN n.notification_type = ANY(\(types.needingTransactionHistory))
+                    THEN a.transactions_verified_at IS NULL OR n.recorded_at > a.transactions_verified_at
+                    ELSE a.verified_at IS NULL OR n.recorded_at > a.verified_at END)
                 AND NOT EXISTS (SELECT 1 FROM app_store.subscriptions s
                     WHERE s.bundle_id = n.bundle_id AND s.environment = n.environment AND s.original_transaction_id = n.original_transaction_id)
             GROUP BY 1 ORDER BY 1 LIMIT \(limit)

@@ -35,11 +35,16 @@ package struct ConsumptionRequestRecord: Hashable, Sendable, LedgerRow {
     }
 }
 
-extension ConsumptionRequestRecord {
-    /// Apple's decisions on a refund request: a CONSUMPTION_REQUEST signed after one of these, for
-    /// the same transaction, is a new request (migration 0022's episodes).
-    package static let decisionTypes = ["REFUND", "REFUND_DECLINED"]
+/// A notification's part in a refund request's episode (migration 0022): Apple's request for
+/// consumption information, or Apple's decision on it; a request signed after a decision, for the
+/// same transaction, is a new request. Which types play which part is policy
+/// (`NotificationTypePolicy` in Decisions), set on each record when it is made.
+package enum RefundEpisodeRole: Hashable, Sendable {
+    case request
+    case decision
+}
 
+extension ConsumptionRequestRecord {
     /// `app_store.consumption_requests`' columns the tool writes.
     package static let columns: [LedgerColumn<Self>] = [
         .uuid("notification_uuid", \.notificationUUID),

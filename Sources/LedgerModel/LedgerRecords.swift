@@ -82,8 +82,7 @@ package struct LedgerBatch: Hashable, Sendable {
     /// transaction (`app_store.settle_consumption_requests`, migration 0022).
     package var refundRequestTransactions: [(store: (bundleId: String, environment: String), transactions: [String])] {
         var found: [String: (store: (bundleId: String, environment: String), transactions: Set<String>)] = [:]
-        let types = Set(["CONSUMPTION_REQUEST"] + ConsumptionRequestRecord.decisionTypes)
-        for notification in notifications where types.contains(notification.notificationType) {
+        for notification in notifications where notification.refundEpisode != nil {
             guard let transaction = notification.transactionId else { continue }
             let key = notification.bundleId + "\u{0}" + notification.environment
             found[key, default: ((notification.bundleId, notification.environment), [])].transactions.insert(transaction)

@@ -20,10 +20,12 @@ package struct NotificationRecord: Hashable, Sendable, LedgerRow {
     package var transactionId: String?
     package var signedPayload: String
     package var source: Source
+    /// Its part in a refund request's episode, from its type's policy (not a column).
+    package var refundEpisode: RefundEpisodeRole?
 
     package init(
         notificationUUID: UUID, notificationType: String, subtype: String?, signedDate: Date, environment: String, bundleId: String,
-        originalTransactionId: String?, transactionId: String?, signedPayload: String, source: Source
+        originalTransactionId: String?, transactionId: String?, signedPayload: String, source: Source, refundEpisode: RefundEpisodeRole? = nil
     ) {
         self.notificationUUID = notificationUUID
         self.notificationType = notificationType
@@ -35,6 +37,7 @@ package struct NotificationRecord: Hashable, Sendable, LedgerRow {
         self.transactionId = transactionId
         self.signedPayload = signedPayload
         self.source = source
+        self.refundEpisode = refundEpisode
     }
 }
 
@@ -57,11 +60,4 @@ extension NotificationRecord {
         notificationUUID: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)), notificationType: "", subtype: nil, signedDate: Date(timeIntervalSince1970: 0), environment: "", bundleId: "",
         originalTransactionId: nil, transactionId: nil, signedPayload: "", source: .webhook
     )
-}
-
-extension NotificationRecord {
-    /// The refund flow: notifications about the transaction a refund request concerns, not the
-    /// account's latest. Recorded live (`serve`, `ingest`) as well as recovered, they select the
-    /// account for its transaction history: pass 2 asks Apple what the refund changed.
-    package static let refundFlowTypes = ["REFUND", "REFUND_REVERSED", "REFUND_DECLINED", "CONSUMPTION_REQUEST"]
 }

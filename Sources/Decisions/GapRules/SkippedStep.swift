@@ -1,5 +1,6 @@
 import Foundation
 import LedgerModel
+import SignedData
 
 /// The notifications since the last renewal skip a step, in an expiry recorded since the last
 /// verification: expired voluntarily without auto-renew turned off (nor a refund or
@@ -9,24 +10,26 @@ package struct SkippedStep: GapRule {
     package var reason: GapReason { .skippedStep }
 
     package func selects(_ view: CustomerLedgerView, now: Date) -> Bool {
-        var sinceRenewal: [CustomerLedgerView.NotificationFacts] = []
+        var sinceRenewal: [(type: NotificationType, subtype: NotificationSubtype?)] = []
         for notification in view.notifications.sorted(by: { $0.signedDate < $1.signedDate }) {
-            if notification.type == "SUBSCRIBED" || notification.type == "DID_RENEW" {
+            let type = NotificationType(rawValue: notification.type)
+            let subtype = notification.subtype.map(NotificationSubtype.init(rawValue:))
+            if type == .subscribed || type == .didRenew {
                 sinceRenewal = []
                 continue
             }
-            if notification.type == "EXPIRED", GapRules.isNews(notification.recordedAt, since: view.verifiedAt) {
-                if notification.subtype == "VOLUNTARY"
-                    && !sinceRenewal.contains(where: { $0.type == "DID_CHANGE_RENEWAL_STATUS" && $0.subtype == "AUTO_RENEW_DISABLED" })
-                    && !sinceRenewal.contains(where: { $0.type == "REFUND" || $0.type == "REVOKE" })
+            if type == .expired, GapRules.isNews(notification.recordedAt, since: view.verifiedAt) {
+                if subtype == .voluntary
+                    && !sinceRenewal.contains(where: { $0.type == .didChangeRenewalStatus && $0.subtype == .autoRenewDisabled })
+                    && !sinceRenewal.contains(where: { $0.type == .refund || $0.type == .revoke })
                 {
                     return true
                 }
-                if notification.subtype == "BILLING_RETRY" && !sinceRenewal.contains(where: { $0.type == "DID_FAIL_TO_RENEW" }) {
+                if subtype == .billingRetry && !sinceRenewal.contains(where: { $0.type == .didFailToRenew }) {
                     return true
                 }
             }
-            sinceRenewal.append(notification)
+            sinceRenewal.append((type, subtype))
         }
         return false
     }

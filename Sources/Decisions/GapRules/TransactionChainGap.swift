@@ -10,7 +10,7 @@ package struct TransactionChainGap: GapRule {
     package var reason: GapReason { .transactionChainGap }
 
     /// The notification types that explain a lapse between two periods.
-    static let explanations: Set<String> = ["DID_FAIL_TO_RENEW", "EXPIRED", "GRACE_PERIOD_EXPIRED", "REFUND", "REVOKE"]
+    static let explanations = Set(NotificationTypePolicy.names(\.explainsLapse))
 
     package func selects(_ view: CustomerLedgerView, now: Date) -> Bool {
         let renewals = view.transactions

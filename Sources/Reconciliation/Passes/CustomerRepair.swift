@@ -521,7 +521,8 @@ extension CustomerRepair {
                 now: now,
                 more: { customers in
                     var extra: [String: (reasons: Set<GapReason>, needsHistory: Bool)] = [:]
-                    let recovered = try await store.recoveredCustomers(among: customers, pair: pair, from: window.start, to: window.end, sinceRun: runId)
+                    let recovered = try await store.recoveredCustomers(
+                        among: customers, pair: pair, from: window.start, to: window.end, sinceRun: runId, types: NotificationTypePolicy.recoveredTypes)
                     for (customer, needsHistory) in recovered {
                         extra[customer] = ([.recoveredInWindow], needsHistory)
                     }
@@ -538,7 +539,7 @@ extension CustomerRepair {
             var cursor: String?
             while true {
                 let customers = try await store.customersRecoveredWithoutSubscription(
-                    pair: pair, from: window.start, to: window.end, sinceRun: runId, after: cursor, limit: 500
+                    pair: pair, from: window.start, to: window.end, sinceRun: runId, after: cursor, limit: 500, types: NotificationTypePolicy.recoveredTypes
                 )
                 guard let last = customers.last else { break }
                 cursor = last.customer

@@ -454,12 +454,12 @@ package struct NotificationRecovery: Sendable {
                     subtype: decision.subtype, signedDate: decision.signedDate.map(Self.iso) ?? "",
                     originalTransactionId: decision.originalTransactionId, firstAttemptResult: decision.firstAttemptResult, action: label,
                     firstAttemptDate: decision.firstAttemptDate.map(Self.iso),
-                    answerBy: decision.notificationType == NotificationType.consumptionRequest.rawValue
+                    answerBy: NotificationType(rawValue: decision.notificationType ?? "").policy.carriesDeadline
                         ? decision.signedDate.map { Self.iso(ConsumptionDeadline.deadline(firstAttempt: decision.firstAttemptDate, signedDate: $0)) } : nil
                 )
             )
             if options.dryRun, let customer = decision.originalTransactionId {
-                let needsHistory = LedgerStore.typesNeedingTransactionHistory.contains(decision.notificationType ?? "")
+                let needsHistory = NotificationType(rawValue: decision.notificationType ?? "").policy.needsTransactionHistory
                 tally.recoveredInDryRun[customer] = (tally.recoveredInDryRun[customer] ?? false) || needsHistory
             }
             if options.dryRun, options.deliverTo != nil, let uuid = decision.notificationUUID, let signed = decision.signedDate {

@@ -15,7 +15,7 @@ struct ConsumptionDeadlines {
 
     /// Counts the entry if it is a refund request.
     mutating func count(_ entry: RecoveryReport.Missed) {
-        guard entry.notificationType == "CONSUMPTION_REQUEST" else { return }
+        guard entry.awaitsAnswer else { return }
         if Self.isPassed(entry, now: now) {
             passed += 1
         } else {

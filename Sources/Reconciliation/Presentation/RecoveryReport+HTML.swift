@@ -1,6 +1,7 @@
 import Decisions
 import Foundation
 import Ledger
+import SignedData
 
 /// report.html: the run at a glance for the on-call engineer and the incident review. The verdict
 /// and what needs a person first, the window's timeline, then tables a person scans. Lists are
@@ -133,7 +134,7 @@ extension RecoveryReport {
         var html = "<h2 id=\"needs-a-person\">Needs a person</h2>\n"
         if summary.consumptionRequests > 0 {
             html += "<details open id=\"consumption-requests\"><summary><span class=\"badge warn\">refund requests</span> "
-                + "\(HTMLPage.count(summary.consumptionRequests, "CONSUMPTION_REQUEST")) arrived while your server missed them: "
+                + "\(HTMLPage.count(summary.consumptionRequests, NotificationType.consumptionRequest.rawValue)) arrived while your server missed them: "
                 + "\(HTMLPage.escape(summary.consumptionDeadlines.sentence))</summary>"
                 + "<p>A customer asked Apple for a refund, and Apple asks for consumption information (Send Consumption Information, "
                 + "<code>\(HTMLPage.escape(ConsumptionDeadline.endpoint))</code>). Apple's page says: &ldquo;Respond within 12 hours of receiving the "
@@ -354,7 +355,7 @@ struct HTMLSummary {
             if entry.action == "applied" || entry.action == "would-apply" { group.applied += 1 }
             if group.rows.count < limits.rowsPerGroup { group.rows.append(entry) }
             missed[type] = group
-            if type == "CONSUMPTION_REQUEST" {
+            if entry.awaitsAnswer {
                 consumptionRequests += 1
                 consumptionDeadlines.count(entry)
                 if consumptionRows.count < limits.rowsPerList { consumptionRows.append(entry) }

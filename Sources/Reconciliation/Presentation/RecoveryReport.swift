@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import Decisions
 import Foundation
 import Ledger
+import SignedData
 
 /// What a recovery run found and did, for people (`report.md`) and machines (`report.json`).
 /// The JSON's shape is documented in the README and is a contract.
@@ -169,6 +170,8 @@ package struct RecoveryReport: Sendable, Codable {
         package var notificationUUID: String
         package var notificationType: String
         package var subtype: String?
+        /// A refund request Apple waits to have answered by a deadline (its type's policy).
+        var awaitsAnswer: Bool { NotificationType(rawValue: notificationType).policy.carriesDeadline }
         package var signedDate: String
         package var originalTransactionId: String?
         package var firstAttemptResult: String?
@@ -390,7 +393,7 @@ package struct RecoveryReport: Sendable, Codable {
         if let redelivery { writeRedelivery(redelivery, line) }
         // Refund requests Apple asked about while the server was down: someone must answer them.
         var consumptionRequests: [Missed] = []
-        for entry in missed where entry.notificationType == "CONSUMPTION_REQUEST" { consumptionRequests.append(entry) }
+        for entry in missed where entry.awaitsAnswer { consumptionRequests.append(entry) }
         if !consumptionRequests.isEmpty {
             let deadlines = ConsumptionDeadlines(consumptionRequests, now: reportTime)
             line("## Refund requests awaiting consumption information (\(consumptionRequests.count))")

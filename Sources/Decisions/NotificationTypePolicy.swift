@@ -1,0 +1,98 @@
+import LedgerModel
+import SignedData
+
+/// What the tool does with each of Apple's notification types, in one table: every other file
+/// asks here instead of keeping a list of type names. A new type Apple documents is a case in
+/// `NotificationType` and a row below (`NotificationTypePolicyTests` fails until it has one).
+package struct NotificationTypePolicy: Hashable, Sendable {
+    /// What the notification says of the customer's access to the product.
+    package enum Access: Hashable, Sendable {
+        /// Paid for, renewed, restored, extended: access begins or continues.
+        case grants
+        /// Expired, refunded, revoked: access ends.
+        case withdraws
+        /// Says nothing about access (a preference, a price, a request, a summary).
+        case unchanged
+    }
+
+    /// Recovered first in pass 1 (one query per documented subtype) before the unfiltered pass:
+    /// what a backend's access decisions and Apple's deadlines depend on most.
+    package var priorityInPassOne = false
+    /// About the transaction a refund request concerns, not the account's latest: selects the
+    /// account for its transaction history, recorded live or recovered.
+    package var refundFlow = false
+    /// Its role in a refund request's episode (`app_store.refund_request_events`).
+    package var refundEpisode: RefundEpisodeRole? = nil
+    /// Its recovery asks Apple for the account's transaction history, not only its statuses.
+    package var needsTransactionHistory = false
+    /// Explains a lapse between two subscription periods (`TransactionChainGap`).
+    package var explainsLapse = false
+    /// Apple waits for an answer within a deadline (12 hours from its first send attempt).
+    package var carriesDeadline = false
+    /// What it says of access, by default (`access(subtype:)` refines it by subtype).
+    package var access = Access.unchanged
+
+    /// What a notification of this type and subtype says of access: an upgrade grants the new
+    /// product at once, a renewal failure in a grace period keeps access.
+    package func access(type: NotificationType, subtype: NotificationSubtype?) -> Access {
+        switch (type, subtype) {
+        case (.didChangeRenewalPref, .upgrade?), (.offerRedeemed, .upgrade?): .grants
+        case (.didFailToRenew, .gracePeriod?): .unchanged
+        default: access
+        }
+    }
+}
+
+extension NotificationTypePolicy {
+    /// The table, by type. Types Apple does not document (yet) get `unknown`.
+    package static let table: [NotificationType: NotificationTypePolicy] = [
+        .subscribed: .init(access: .grants),
+        .didChangeRenewalPref: .init(),
+        .didChangeRenewalStatus: .init(),
+        .offerRedeemed: .init(access: .grants),
+        .didRenew: .init(priorityInPassOne: true, access: .grants),
+        .expired: .init(priorityInPassOne: true, explainsLapse: true, access: .withdraws),
+        .didFailToRenew: .init(explainsLapse: true, access: .withdraws),
+        .gracePeriodExpired: .init(explainsLapse: true, access: .withdraws),
+        .priceIncrease: .init(),
+        .refund: .init(refundFlow: true, refundEpisode: .decision, needsTransactionHistory: true, explainsLapse: true, access: .withdraws),
+        .refundDeclined: .init(refundFlow: true, refundEpisode: .decision, needsTransactionHistory: true),
+        .consumptionRequest: .init(
+            priorityInPassOne: true, refundFlow: true, refundEpisode: .request, needsTransactionHistory: true, carriesDeadline: true),
+        .renewalExtended: .init(access: .grants),
+        .revoke: .init(needsTransactionHistory: true, explainsLapse: true, access: .withdraws),
+        .test: .init(),
+        .renewalExtension: .init(),
+        .refundReversed: .init(refundFlow: true, needsTransactionHistory: true, access: .grants),
+        .externalPurchaseToken: .init(),
+        .oneTimeCharge: .init(needsTransactionHistory: true, access: .grants),
+        .rescindConsent: .init(),
+        .metadataUpdate: .init(),
+        .migration: .init(),
+        .priceChange: .init(),
+    ]
+
+    /// A type outside Apple's documented list: recovered by the unfiltered pass, nothing more.
+    package static let unknown = NotificationTypePolicy()
+
+    /// The documented types whose policy has `property`, in Apple's order.
+    package static func types(_ property: (NotificationTypePolicy) -> Bool) -> [NotificationType] {
+        NotificationType.documented.filter { property($0.policy) }
+    }
+
+    /// The same, as the ledger stores them (`app_store.notifications.notification_type`).
+    package static func names(_ property: (NotificationTypePolicy) -> Bool) -> [String] {
+        types(property).map(\.rawValue)
+    }
+}
+
+extension NotificationType {
+    /// This type's row of `NotificationTypePolicy.table`.
+    package var policy: NotificationTypePolicy { NotificationTypePolicy.table[self] ?? .unknown }
+}
+
+extension NotificationTypePolicy {
+    /// The lists pass 2's selections in the ledger take.
+    package static let recoveredTypes = RecoveredTypes(
+        needingTransactionHistory: names(\.needsTransactionHistory), refundFlow: names(\.refundFlow))
+}
