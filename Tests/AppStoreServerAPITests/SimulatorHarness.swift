@@ -34,7 +34,10 @@ struct SimulatorHarness {
             ),
             environment: scenario.configuration.environment, baseURL: try APIBaseURL(baseURL),
             requestsPerSecond: Dictionary(uniqueKeysWithValues: Endpoint.allCases.map { ($0, requestsPerSecond) }),
-            retryPolicy: retryPolicy, requestTimeout: .seconds(10), clock: clock
+            retryPolicy: retryPolicy,
+            // Longer than any stall of a loaded test machine: these tests count requests, and a
+            // retry after a late answer would be one more (the deadline has a test of its own).
+            requestTimeout: .seconds(60), clock: clock
         )
         return AppStoreServerAPIClient(configuration: configuration, logger: logger)
     }
