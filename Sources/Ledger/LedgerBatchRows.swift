@@ -21,21 +21,25 @@ enum LedgerBatchRows {
     /// each with the row it belongs to (`n:` and the notification's UUID, `t:` and the
     /// transaction's ID): the statement stores an object only if that row is written, so a
     /// notification already recorded or a transaction re-signed without change stores nothing.
-    /// Headers once each.
+    /// Headers once each. Keys (SHA-256) and owners travel as JSON (`headersJSON`, `objectsJSON`,
+    /// keys in hex); payloads and signatures, the bulk, as arrays of bytea in the objects' order
+    /// (`index` in the JSON).
     struct Objects {
-        var headerKeys: [ByteBuffer] = []
-        var headers: [String] = []
-        var keys: [ByteBuffer] = []
-        var headerOfObject: [ByteBuffer] = []
-        var payloads: [ByteBuffer] = []
-        var signatures: [ByteBuffer] = []
-        var nested: [ByteBuffer] = []
-        var whole: [Bool] = []
-        var wholeTexts: [String] = []
-        var owners: [String] = []
+        struct Object {
+            var key: [UInt8]
+            var header: [UInt8]?
+            var wholeText: String?
+            var nested: [UInt8]?
+            var owner: String
+        }
+
+        private(set) var headers: [(key: [UInt8], text: String)] = []
+        private(set) var objects: [Object] = []
+        private(set) var payloads: [ByteBuffer] = []
+        private(set) var signatures: [ByteBuffer] = []
         /// Each notification's and each transaction's own object key, in the records' order.
-        var notificationKeys: [ByteBuffer] = []
-        var transactionKeys: [ByteBuffer] = []
+        private(set) var notificationKeys: [[UInt8]] = []
+        private(set) var transactionKeys: [[UInt8]] = []
         private var seenHeaders: Set<[UInt8]> = []
 
         init(notifications: [NotificationRecord], transactions: [TransactionRecord]) {
@@ -47,34 +51,40 @@ enum LedgerBatchRows {
             }
         }
 
+        /// `[{"key":hex,"header":text},...]`.
+        var headersJSON: String {
+            RowJSON.array(headers, capacity: 4096, fields: { ["key": .hex($0.key), "header": .text($0.text)] })
+        }
+
+        /// `[{"ordinal":i,"key":hex,"owner":…,"header":hex,"nested":hex,"jws":whole JWS},...]` (`ordinal` from 1), absent values left out.
+        var objectsJSON: String {
+            RowJSON.array(Array(objects.enumerated()), capacity: 220, fields: { index, object in
+                [
+                    "ordinal": .integer(Int64(index + 1)), "key": .hex(object.key), "owner": .text(object.owner),
+                    "header": .hex(object.header), "nested": .hex(object.nested), "jws": .text(object.wholeText),
+                ]
+            })
+        }
+
         /// Adds a JWS's objects; returns its own key (the first object's).
-        private mutating func add(_ objects: [SignedObject], owner: String) -> ByteBuffer {
-            let root = ByteBuffer(bytes: objects[0].key)
-            for object in objects {
-                keys.append(ByteBuffer(bytes: object.key))
-                owners.append(owner)
+        private mutating func add(_ signed: [SignedObject], owner: String) -> [UInt8] {
+            for object in signed {
                 switch object.form {
                 case .whole(let text):
-                    headerOfObject.append(ByteBuffer())
+                    objects.append(Object(key: object.key, wholeText: text, owner: owner))
                     payloads.append(ByteBuffer())
                     signatures.append(ByteBuffer())
-                    nested.append(ByteBuffer())
-                    whole.append(true)
-                    wholeTexts.append(text)
                 case .split(let header, let headerKey, let payload, let signature, let nestedKeys):
                     if seenHeaders.insert(headerKey).inserted {
-                        headerKeys.append(ByteBuffer(bytes: headerKey))
-                        headers.append(header)
+                        headers.append((key: headerKey, text: header))
                     }
-                    headerOfObject.append(ByteBuffer(bytes: headerKey))
+                    let nested = nestedKeys.joined()
+                    objects.append(Object(key: object.key, header: headerKey, nested: nested.isEmpty ? nil : Array(nested), owner: owner))
                     payloads.append(ByteBuffer(bytes: payload))
                     signatures.append(ByteBuffer(bytes: signature))
-                    nested.append(ByteBuffer(bytes: nestedKeys.joined()))
-                    whole.append(false)
-                    wholeTexts.append("")
                 }
             }
-            return root
+            return signed[0].key
         }
     }
 

@@ -50,9 +50,94 @@ struct RowJSON {
         return json.text
     }
 
-    mutating func object<Record: LedgerRow>(_ record: Record) {
+    /// A value of a statement's own fields (beside a record's columns): absent ones are left out.
+    enum Field {
+        case text(String?)
+        case integer(Int64?)
+        case boolean(Bool?)
+        /// Bytes as lowercase hex, for `decode(…, 'hex')` (keys of 32 bytes: cheaper than a bytea array each).
+        case hex([UInt8]?)
+        case uuids([UUID])
+    }
+
+    /// `{"name":value,...}` of a statement's own fields, in the given order.
+    static func object(_ fields: KeyValuePairs<String, Field>) -> String {
+        var json = RowJSON(capacity: 256)
+        json.fields(fields)
+        return json.text
+    }
+
+    /// `[{...},...]`, one object of fields per element.
+    static func array<Element>(_ elements: [Element], capacity: Int = 128, fields: (Element) -> KeyValuePairs<String, Field>) -> String {
+        var json = RowJSON(capacity: elements.count * capacity + 2)
+        json.bytes.append(UInt8(ascii: "["))
+        for (index, element) in elements.enumerated() {
+            if index > 0 { json.bytes.append(UInt8(ascii: ",")) }
+            json.fields(fields(element))
+        }
+        json.bytes.append(UInt8(ascii: "]"))
+        return json.text
+    }
+
+    /// `[row,...]` where each row also carries the statement's own fields (`extra`, by the record's index).
+    static func array<Record: LedgerRow>(_ records: [Record], extra: (Int) -> KeyValuePairs<String, Field>) -> String {
+        var json = RowJSON(capacity: records.count * 320 + 2)
+        json.bytes.append(UInt8(ascii: "["))
+        for (index, record) in records.enumerated() {
+            if index > 0 { json.bytes.append(UInt8(ascii: ",")) }
+            json.object(record, extra: extra(index))
+        }
+        json.bytes.append(UInt8(ascii: "]"))
+        return json.text
+    }
+
+    private mutating func fields(_ fields: KeyValuePairs<String, Field>) {
         bytes.append(UInt8(ascii: "{"))
         needsComma = false
+        append(fields)
+        bytes.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+
+    private mutating func append(_ fields: KeyValuePairs<String, Field>) {
+        let digits = Array("0123456789abcdef".utf8)
+        for (name, field) in fields {
+            switch field {
+            case .text(let text?):
+                key(name)
+                string(text)
+            case .integer(let number?):
+                key(name)
+                bytes.append(contentsOf: String(number).utf8)
+            case .boolean(let flag?):
+                key(name)
+                bytes.append(contentsOf: (flag ? "true" : "false").utf8)
+            case .hex(let data?):
+                key(name)
+                bytes.append(UInt8(ascii: "\""))
+                for byte in data {
+                    bytes.append(digits[Int(byte >> 4)])
+                    bytes.append(digits[Int(byte & 0xF)])
+                }
+                bytes.append(UInt8(ascii: "\""))
+            case .uuids(let uuids):
+                key(name)
+                bytes.append(UInt8(ascii: "["))
+                for (index, uuid) in uuids.enumerated() {
+                    if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                    string(uuid.uuidString)
+                }
+                bytes.append(UInt8(ascii: "]"))
+            case .text(nil), .integer(nil), .boolean(nil), .hex(nil):
+                continue
+            }
+        }
+    }
+
+    mutating func object<Record: LedgerRow>(_ record: Record, extra: KeyValuePairs<String, Field> = [:]) {
+        bytes.append(UInt8(ascii: "{"))
+        needsComma = false
+        append(extra)
         for column in Record.columns {
             guard let value = column.get(record) else { continue }
             key(column.jsonKey)

@@ -51,6 +51,29 @@ struct LedgerStoreTests {
         }
     }
 
+    /// The checkpoint a batch writes is found again by the window it was written for, to the
+    /// microsecond a bound timestamptz carries (a nightly run's window is not whole seconds),
+    /// and it is written only with the batch that completes it.
+    @Test func aBatchsCheckpointIsReadBackByItsWindowToTheMicrosecond() async throws {
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            let scope = CheckpointScope(
+                pair: Self.pair, windowStart: Date(timeIntervalSince1970: 1_790_000_000.123456),
+                windowEnd: Date(timeIntervalSince1970: 1_790_086_400.987654), onlyFailures: false, shard: "0/1")
+            let point = QueryCheckpoint(query: "history:DID_RENEW", position: 42, paginationToken: "token-\"7\"", completed: false)
+            var batch = LedgerBatch(cause: .history)
+            batch.notifications = [Self.notification(UUID(), source: .history)]
+            _ = try await store.apply(batch, runId: nil, checkpoint: (point, scope))
+            let read = try await store.checkpoints(in: scope)
+            #expect(read["history:DID_RENEW"]?.position == 42)
+            #expect(read["history:DID_RENEW"]?.paginationToken == "token-\"7\"")
+            #expect(read["history:DID_RENEW"]?.completed == false)
+            var other = scope
+            other.windowStart = Date(timeIntervalSince1970: 1_790_000_000.123)
+            #expect(try await store.checkpoints(in: other).isEmpty, "a window a millisecond's fraction apart is another window")
+        }
+    }
+
     @Test func aSubscriptionRowOnlyEverMovesToInformationSignedLater() async throws {
         try await TestDatabase.withFreshLedger { client, _ in
             let store = LedgerStore(client: client, logger: TestDatabase.logger)
