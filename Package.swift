@@ -116,11 +116,29 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // Both passes, the plan, the report, and the configuration contract.
+        // What a run found and did, as values: the passes fill them, the reports render them. No
+        // database, no network, no rendering.
+        .target(
+            name: "RunResults",
+            dependencies: ["Decisions", "LedgerModel", "SignedData", "AppStoreServerModel"],
+            swiftSettings: strictSettings
+        ),
+        // The renderings of a run's result and of the ledger's figures: report.md/json/html, the
+        // outage and deployment pages, the metrics files.
+        .target(
+            name: "Reports",
+            dependencies: [
+                "RunResults", "Decisions", "LedgerModel", "SignedData", "AppStoreServerModel",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Both passes (I/O), the run service, and the settings they run with.
         .target(
             name: "Reconciliation",
             dependencies: [
-                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "FailureKind",
+                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "FailureKind", "RunResults", "Reports",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -132,12 +150,14 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // `serve`'s Hummingbird application: the routes Apple and the probes call, the bounds on
-        // what a client can make it hold, and its services.
+        // `serve`: its Hummingbird application (the routes Apple and the probes call, the bounds on
+        // what a client can make it hold), the receiver behind them (batched writes, forwarding,
+        // the refund-request deadline sweep), its metrics and its services.
         .target(
             name: "LiveReceiver",
             dependencies: [
-                "Reconciliation", "Ledger", "Decisions",
+                "Reconciliation", "Ledger", "Decisions", "SignedData", "RunResults", "Reports",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -180,7 +200,7 @@ let package = Package(
         .target(
             name: "ReconcileCLI",
             dependencies: [
-                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "Reconciliation", "LiveReceiver", "FailureKind",
+                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "Reconciliation", "LiveReceiver", "FailureKind", "RunResults", "Reports",
                 "DeploymentConfiguration",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -202,7 +222,7 @@ let package = Package(
         .executableTarget(
             name: "AppStoreReconcileDev",
             dependencies: [
-                "ReconcileCLI", "SignedData", "AppStoreServerAPI", "Ledger", "Reconciliation", "AppStoreSimulator", "ThrowawayPostgres",
+                "ReconcileCLI", "SignedData", "AppStoreServerAPI", "Ledger", "Reconciliation", "Reports", "AppStoreSimulator", "ThrowawayPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -213,7 +233,7 @@ let package = Package(
         .executableTarget(
             name: "ReconcileBenchmark",
             dependencies: [
-                "SignedData", "AppStoreSimulator", "Ledger", "Reconciliation", "ThrowawayPostgres", "RawConnection",
+                "SignedData", "AppStoreSimulator", "Ledger", "Reconciliation", "Reports", "ThrowawayPostgres", "RawConnection",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -241,12 +261,13 @@ let package = Package(
         .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreServerAPITests", dependencies: ["AppStoreServerAPI", "AppStoreSimulator", "SignedData", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"), .product(name: "Clocks", package: "swift-clocks")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
-        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Reconciliation", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
+        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Reconciliation", "Reports", "RunResults", "LiveReceiver", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         // serve's routes in process (HummingbirdTesting), against a real ledger.
         .testTarget(
             name: "LiveReceiverTests",
             dependencies: [
-                "LiveReceiver", "Reconciliation", "Decisions", "Ledger", "TestSupport", "AppStoreSimulator", "SignedData",
+                "LiveReceiver", "Reconciliation", "Reports", "Decisions", "Ledger", "LedgerModel", "TestSupport", "AppStoreSimulator", "AppStoreServerAPI",
+                "SignedData", "ThrowawayPostgres",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -259,7 +280,7 @@ let package = Package(
         .testTarget(
             name: "AppStoreReconcileTests",
             dependencies: [
-                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Decisions", "Reconciliation", "ReconcileCLI", "FailureKind", "RawConnection",
+                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Decisions", "Reconciliation", "Reports", "LiveReceiver", "ReconcileCLI", "FailureKind", "RawConnection",
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"), .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -271,7 +292,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "Ledger", "ThrowawayPostgres", "Decisions", "Reconciliation", "AppStoreSimulator", "AppStoreServerAPI", "SignedData",
+                "Ledger", "ThrowawayPostgres", "Decisions", "Reconciliation", "Reports", "AppStoreSimulator", "AppStoreServerAPI", "SignedData",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -1,5 +1,6 @@
 import AppStoreSimulator
 import Foundation
+import Reports
 import Reconciliation
 import SignedData
 

@@ -1,3 +1,4 @@
+import Reconciliation
 import Synchronization
 
 /// The deadlines of `NotificationReceiver.within`, kept by one task that looks at them every

@@ -1,5 +1,6 @@
 import Decisions
 import Foundation
+import Reconciliation
 import Ledger
 import Logging
 import ServiceLifecycle

@@ -1,5 +1,6 @@
 import Decisions
 import Foundation
+import Reconciliation
 import Ledger
 import SignedData
 import Synchronization

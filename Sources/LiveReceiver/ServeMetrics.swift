@@ -1,6 +1,8 @@
 import CoreMetrics
 import Decisions
 import Foundation
+import Reports
+import Reconciliation
 import Ledger
 import SignedData
 

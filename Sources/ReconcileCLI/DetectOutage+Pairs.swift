@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import Foundation
+import Reports
 import Logging
 import Reconciliation
 import SignedData

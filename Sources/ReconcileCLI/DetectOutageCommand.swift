@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import ArgumentParser
 import Decisions
 import Foundation
+import Reports
 import Logging
 import Reconciliation
 import SignedData

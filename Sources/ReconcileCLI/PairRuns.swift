@@ -1,3 +1,4 @@
+import Reports
 import AppStoreServerAPI
 import ArgumentParser
 import Ledger

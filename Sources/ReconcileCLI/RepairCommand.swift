@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import ArgumentParser
 import Foundation
+import Reports
 import Ledger
 import Logging
 import Reconciliation

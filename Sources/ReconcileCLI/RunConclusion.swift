@@ -1,6 +1,7 @@
 import ArgumentParser
 import Decisions
 import Foundation
+import Reports
 import Ledger
 import Logging
 import Reconciliation

@@ -1,4 +1,5 @@
 import Foundation
+import RunResults
 
 /// The refund requests (CONSUMPTION_REQUEST) a report lists, summed up for its verdict: how many
 /// can still be answered, and the first deadline among them.

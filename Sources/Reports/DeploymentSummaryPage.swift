@@ -1,4 +1,5 @@
 import Foundation
+import RunResults
 import SignedData
 
 /// `report.html` of a run over several App Stores: one line per (app, environment) pair with how

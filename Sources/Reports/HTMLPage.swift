@@ -1,4 +1,5 @@
 import Foundation
+import RunResults
 
 /// The pieces every report.html shares: escaping, numbers and times for people, the style sheet,
 /// the small inline script that adds local-time hover titles, and the timeline chart. A page is

@@ -5,8 +5,10 @@ import Prometheus
 /// swift-prometheus's collectors in a registry of their own (no global bootstrap: a process may
 /// hold several, tests too), each family with its HELP text. The exposition text is
 /// swift-prometheus's (`text`).
-struct MetricFamilies: Sendable {
-    let registry = PrometheusCollectorRegistry()
+package struct MetricFamilies: Sendable {
+    package let registry = PrometheusCollectorRegistry()
+
+    package init() {}
 
     private var factory: PrometheusMetricsFactory { PrometheusMetricsFactory(registry: registry) }
 
@@ -15,26 +17,26 @@ struct MetricFamilies: Sendable {
     }
 
     /// A counter: only goes up.
-    func counter(_ name: String, _ labels: [(String, String)], help: String) -> CoreMetrics.Counter {
+    package func counter(_ name: String, _ labels: [(String, String)], help: String) -> CoreMetrics.Counter {
         CoreMetrics.Counter(
             label: name, dimensions: labels, handler: registry.makeCounter(descriptor: Self.descriptor(name, help), labels: labels), factory: factory
         )
     }
 
     /// A gauge: set to a value.
-    func gauge(_ name: String, _ labels: [(String, String)], help: String) -> CoreMetrics.Meter {
+    package func gauge(_ name: String, _ labels: [(String, String)], help: String) -> CoreMetrics.Meter {
         CoreMetrics.Meter(
             label: name, dimensions: labels, handler: registry.makeGauge(descriptor: Self.descriptor(name, help), labels: labels), factory: factory
         )
     }
 
     /// Sets a gauge once (a batch run's figures).
-    func set(_ name: String, _ labels: [(String, String)], _ value: Double, help: String) {
+    package func set(_ name: String, _ labels: [(String, String)], _ value: Double, help: String) {
         gauge(name, labels, help: help).set(value)
     }
 
     /// A histogram of durations, in seconds, with these upper bounds.
-    func timer(_ name: String, buckets: [Duration], help: String) -> CoreMetrics.Timer {
+    package func timer(_ name: String, buckets: [Duration], help: String) -> CoreMetrics.Timer {
         CoreMetrics.Timer(
             label: name, dimensions: [],
             handler: registry.makeDurationHistogram(descriptor: Self.descriptor(name, help), buckets: buckets), factory: factory
@@ -42,5 +44,5 @@ struct MetricFamilies: Sendable {
     }
 
     /// The exposition text (Prometheus text format 0.0.4).
-    var text: String { registry.emitToString() }
+    package var text: String { registry.emitToString() }
 }

@@ -1,12 +1,13 @@
 import Decisions
 import Foundation
+import RunResults
 import SignedData
 
 /// `detect-outage`'s report.html: the verdict (how many outages, how many notifications Apple
 /// has not delivered), the scanned period's chart of failed first attempts with each outage
 /// shaded, and one row per outage with the `run` command that recovers it.
 package enum OutageReportPage {
-    package static func html(_ result: OutageScan.Result, commands: [String], finishedAt: Date = Date()) -> String {
+    package static func html(_ result: OutageScanResult, commands: [String], finishedAt: Date = Date()) -> String {
         var html = HTMLPage.head(title: "Outages found · \(result.environment.rawValue)")
         html += "<h1>Outages: when Apple could not deliver notifications to your server</h1>\n"
         let outages = result.outages

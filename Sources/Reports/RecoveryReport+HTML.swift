@@ -1,6 +1,7 @@
 import Decisions
 import Foundation
-import Ledger
+import RunResults
+import LedgerModel
 import SignedData
 
 /// report.html: the run at a glance for the on-call engineer and the incident review. The verdict

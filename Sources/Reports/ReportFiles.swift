@@ -1,4 +1,5 @@
 import Foundation
+import RunResults
 
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,8 @@
-import AppStoreServerAPI
+import AppStoreServerModel
 import Decisions
 import Foundation
-import Ledger
+import RunResults
+import LedgerModel
 import SignedData
 #if canImport(Glibc)
 import Glibc

@@ -31,7 +31,7 @@ extension RecoveryReport {
         problems = result.problems
     }
 
-    static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
+    package static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
 
     /// Seconds, to the millisecond.
     static func seconds(from start: Date, to end: Date) -> Double { (end.timeIntervalSince(start) * 1000).rounded() / 1000 }

@@ -171,6 +171,10 @@ extension ReportList: Codable {
 
 package struct ReportListError: Error, CustomStringConvertible {
     package var description: String
+
+    package init(description: String) {
+        self.description = description
+    }
 }
 
 /// Reads a file a line at a time through a fixed buffer, with `pread` from its own offset: the

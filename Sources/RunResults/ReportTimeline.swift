@@ -23,6 +23,11 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
     package struct Span: Sendable, Codable, Hashable {
         package var start: String
         package var end: String
+
+        package init(start: String, end: String) {
+            self.start = start
+            self.end = end
+        }
     }
 
     package var start: String
@@ -206,10 +211,10 @@ package struct ReportTimeline: Sendable, Codable, Hashable {
         maps.reduce(into: [:]) { totals, map in totals.merge(map, uniquingKeysWith: +) }
     }
 
-    static func byCount(_ totals: [String: Int]) -> [String] {
+    package static func byCount(_ totals: [String: Int]) -> [String] {
         totals.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map(\.key)
     }
 
-    static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
-    static func parse(_ text: String) -> Date? { try? Date(text, strategy: .iso8601) }
+    package static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
+    package static func parse(_ text: String) -> Date? { try? Date(text, strategy: .iso8601) }
 }

@@ -1,7 +1,7 @@
-import AppStoreServerAPI
+import AppStoreServerModel
 import Decisions
 import Foundation
-import Ledger
+import LedgerModel
 import SignedData
 
 /// What pass 1 found and did, as a value: what pass 2 takes, and what the run's result holds.

@@ -1,6 +1,8 @@
 import AppStoreServerAPI
 import Decisions
 import Foundation
+import Reports
+import LiveReceiver
 import Ledger
 import Reconciliation
 import SignedData

@@ -1,3 +1,4 @@
+import LiveReceiver
 import Reconciliation
 import Synchronization
 import Testing

@@ -1,3 +1,4 @@
+import Decisions
 import Foundation
 import LedgerModel
 import Testing
@@ -25,12 +26,12 @@ struct OverlayMergeTests {
             "b1": Self.transaction("b1", customer: "B", signedAt: 300),  // another account: left out
         ]
         let stored = [Self.transaction("a1", customer: "A", signedAt: 100), Self.transaction("a2", customer: "A", signedAt: 100)]
-        let merged = CustomerRepair.merge(stored, overlay, customers: ["A", "A2"])
+        let merged = AccountRepairMachine.merge(stored, overlay, customers: ["A", "A2"])
         let signed = Dictionary(uniqueKeysWithValues: merged.map { ($0.transactionId, $0.signedTransaction) })
         #expect(signed == ["a1": "a1@200.0", "a2": "a2@100.0", "a3": "a3@10.0"])
         #expect(overlay.transactionsByCustomer["B"]?.map(\.transactionId) == ["b1"])
         overlay.transactions = [:]
         #expect(overlay.transactionsByCustomer.isEmpty, "the index follows the transactions it was set with")
-        #expect(CustomerRepair.merge(stored, overlay, customers: ["A"]).count == 2)
+        #expect(AccountRepairMachine.merge(stored, overlay, customers: ["A"]).count == 2)
     }
 }

@@ -1,6 +1,7 @@
 import AppStoreSimulator
 @testable import Decisions
 import Foundation
+import Reports
 import Ledger
 import Logging
 import PostgresNIO

@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import AppStoreSimulator
 @testable import Decisions
 import Foundation
+import Reports
 import Ledger
 import LedgerModel
 import PostgresNIO

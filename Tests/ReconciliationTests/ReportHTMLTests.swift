@@ -1,4 +1,5 @@
 import Foundation
+import Reports
 import Ledger
 @testable import Reconciliation
 import Testing

@@ -1,5 +1,6 @@
 @testable import Decisions
 import Foundation
+import Reports
 import Ledger
 @testable import Reconciliation
 import Testing

@@ -21,22 +21,7 @@ import Synchronization
 /// the client's shared rate limiter. One account Apple cannot answer for is reported with its
 /// reason and the others go on.
 package struct CustomerRepair: Sendable {
-    package struct Target: Sendable, Hashable {
-        /// The originalTransactionId selected (the account's key when it has none yet).
-        package var customer: String
-        /// The transaction ID to ask Apple with (any of the account's; the original one by default).
-        package var transactionId: String
-        package var reasons: [GapReason]
-        /// Whether Get Transaction History is needed, or the statuses alone tell the truth.
-        package var needsTransactionHistory: Bool
-
-        package init(customer: String, transactionId: String? = nil, reasons: [GapReason], needsTransactionHistory: Bool? = nil) {
-            self.customer = customer
-            self.transactionId = transactionId ?? customer
-            self.reasons = reasons
-            self.needsTransactionHistory = needsTransactionHistory ?? reasons.contains(where: \.needsTransactionHistory)
-        }
-    }
+    package typealias Target = AccountRepairMachine.Target
 
     package let client: AppStoreServerAPIClient
     package let verifier: SignedDataVerifier
@@ -62,9 +47,7 @@ package struct CustomerRepair: Sendable {
     var pair: AppStorePair { verifier.configuration.pair }
 
     /// Only what Apple issues is sent to it: a transaction ID is a string of digits.
-    package static func isWellFormedTransactionId(_ id: String) -> Bool {
-        !id.isEmpty && id.utf8.count <= 32 && id.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
-    }
+    package static func isWellFormedTransactionId(_ id: String) -> Bool { AccountRepairMachine.isWellFormedTransactionId(id) }
 
     // MARK: Who
 
@@ -186,213 +169,86 @@ package struct CustomerRepair: Sendable {
         var exhausted: RetriesExhausted?
     }
 
+    /// Repairs one target: executes what the account's machine (`AccountRepairMachine`) asks for,
+    /// and hands it each answer.
     func repairOne(
         _ target: Target, dryRun: Bool, overlay: RecoveryReport.LedgerOverlay, runId: UUID?, handled: Handled
     ) async throws -> RepairResult {
-        var entry = RecoveryReport.Repair(originalTransactionId: target.customer, reasons: target.reasons.map(\.rawValue))
-        guard Self.isWellFormedTransactionId(target.transactionId) else {
-            entry.outcome = .failed
-            entry.failure = "'\(target.transactionId.prefix(40))' is not a transaction ID Apple issues (digits only): not sent to Apple"
-            return RepairResult(entry: entry)
-        }
-        let pair = self.pair
-        // The account row, its members and their rows, in one lease; the rows' writes below are
-        // guarded by signedDate in SQL, so a live write between this read and them is never undone.
-        let state = try await store.accountState(pair: pair, of: target.customer)
-        let need = handled.claim(state.accountId ?? target.customer, transactionHistory: target.needsTransactionHistory)
-        guard need != .nothing else { return RepairResult(entry: nil) }
-
-        // Ask Apple.
-        var latest: [String: (payload: TransactionPayload, signed: String)] = [:]
-        var order: [String] = []
-        var truthSubscriptions: [SubscriptionRecord] = []
-        var rejected: [RejectedPayloadRecord] = []
-        var revision = AccountVerification.Revision.unchanged
-        func take(_ transaction: TransactionPayload, _ signed: String, replacing: Bool) {
-            guard let id = transaction.transactionId else { return }
-            if latest[id] == nil { order.append(id) } else if !replacing { return }
-            latest[id] = (transaction, signed)
-        }
-        do {
-            if target.needsTransactionHistory {
-                var pages: [HistoryResponse] = []
-                var startedOver = false
-                // A named repair exists because someone believes the ledger is wrong: from the
-                // stored revision Apple returns only what changed since, and a wrong row Apple
-                // never touched would stay wrong. It fetches the whole history, then stores the
-                // new revision as any repair does.
-                let startRevision = target.reasons.contains(.named) ? nil : state.revision
-                do {
-                    pages = try await fetch(target.transactionId, from: startRevision)
-                } catch let error as AppStoreAPIError where error.code == .invalidRequestRevision {
-                    // Apple no longer accepts the stored revision: forget it and fetch everything.
-                    startedOver = true
-                    pages = try await fetch(target.transactionId, from: nil)
-                }
-                entry.transactionHistoryRequests = pages.count
-                entry.fromStoredRevision = startRevision != nil && !startedOver
-                for page in pages {
-                    for (signed, outcome) in await verifyAll(page.signedTransactions) {
-                        switch outcome {
-                        case .verified(let transaction):
-                            // Ascending by modification: the last version seen is the newest.
-                            take(transaction, signed, replacing: true)
-                        case .rejected(let rejection):
-                            entry.rejected += 1
-                            rejected.append(
-                                RejectedPayloadRecord(
-                                    source: "transaction-history", notificationUUID: nil, reason: rejection.reason.rawValue,
-                                    detail: rejection.detail, signedPayload: signed
-                                )
-                            )
-                        case .retryLater:
-                            entry.rejected += 1
-                        }
+        var machine = AccountRepairMachine(target: target, pair: pair, dryRun: dryRun, overlay: overlay)
+        var action = machine.start()
+        var exhausted: RetriesExhausted?
+        while true {
+            switch action {
+            case .readAccount:
+                let state = try await store.accountState(pair: pair, of: target.customer)
+                action = machine.accountRead(state, need: handled.claim(state.accountId ?? target.customer, transactionHistory: target.needsTransactionHistory))
+            case .skip:
+                return RepairResult(entry: nil)
+            case .fetchHistory(let revision):
+                action = try await asking(&machine, &exhausted) { machine in
+                    do {
+                        return machine.historyAnswered(try await history(target.transactionId, from: revision))
+                    } catch let error as AppStoreAPIError where error.code == .invalidRequestRevision {
+                        return machine.revisionRefused()
                     }
                 }
-                if let final = pages.last?.finalRevision {
-                    revision = .store(final)
-                } else if startedOver {
-                    revision = .forget
-                }
-            }
-            let mayHaveSubscriptions = !target.needsTransactionHistory || !state.subscriptions.isEmpty
-                || latest.values.contains { $0.payload.type == .autoRenewable }
-            // The statuses were asked for this account earlier in the pass: only its history was missing.
-            if mayHaveSubscriptions && need != .transactionHistoryOnly {
-                let statuses = try await client.allSubscriptionStatuses(transactionId: target.transactionId)
-                entry.subscriptionStatusesRequests = 1
-                for group in statuses.data {
-                    for last in group.lastTransactions {
-                        switch await subscriptionTruth(last) {
-                        case .success(let (record, transaction, signed)):
-                            truthSubscriptions.append(record)
-                            // History's version, when asked, is as new: the statuses' latest
-                            // transaction fills in only what history did not bring.
-                            take(transaction, signed, replacing: false)
-                        case .failure(let failure):
-                            entry.rejected += 1
-                            rejected.append(failure.record)
-                        }
+            case .fetchStatuses:
+                action = try await asking(&machine, &exhausted) { machine in
+                    let statuses = try await client.allSubscriptionStatuses(transactionId: target.transactionId)
+                    var entries: [AccountRepairMachine.StatusEntry] = []
+                    for group in statuses.data {
+                        for last in group.lastTransactions { entries.append(await subscriptionTruth(last)) }
                     }
+                    return machine.statusesAnswered(entries)
                 }
-            }
-        } catch let error as AppStoreAPIError where Self.accountFailures.contains(error.code ?? .generalBadRequest) {
-            entry.outcome = .failed
-            entry.failure = "Apple answered \(error.code.map { "\($0)" } ?? "\(error.httpStatus)")\(error.message.map { " (\($0))" } ?? "")"
-            // Settled: recorded as checked now, with Apple's answer, so that only something new
-            // recorded for it selects it again (not every nightly run, each exiting 3). An ID the
-            // ledger holds nothing of (a mistyped `repair --transaction-id`) leaves no row.
-            let ledgerKnowsTarget = state.accountId != nil || state.subscriptions[target.customer] != nil
-                || state.transactions.contains { $0.originalTransactionId == target.customer }
-            if !dryRun, ledgerKnowsTarget {
-                var batch = LedgerBatch(cause: .repair)
-                batch.accounts = [
-                    AccountVerification(
-                        pair: pair, accountId: state.accountId ?? target.customer, members: state.members + [target.customer],
-                        revision: .unchanged, verified: true, transactionsChecked: true, appleAnswer: error.code.map { "\($0.rawValue)" }
-                    )
-                ]
+            case .readRows(let members):
+                let more = try await store.rows(of: members, pair: pair)
+                action = machine.rowsRead(subscriptions: more.subscriptions, transactions: more.transactions)
+            case .claimPlannedWrites(let transactions, let subscriptions, let members):
+                handled.claim(members, transactionHistory: target.needsTransactionHistory)
+                let first = handled.claimWrites(transactions: transactions, subscriptions: subscriptions)
+                action = machine.writesClaimed(transactions: first.transactions, subscriptions: first.subscriptions)
+            case .write(let batch, let members):
+                handled.claim(members, transactionHistory: target.needsTransactionHistory)
+                action = machine.written(try await store.apply(batch, runId: runId))
+            case .recordRefusal(let batch):
                 _ = try await store.apply(batch, runId: runId)
+                action = machine.refusalRecorded()
+            case .finish(let entry):
+                return RepairResult(entry: entry, exhausted: exhausted)
             }
-            return RepairResult(entry: entry)
-        } catch let error as RetriesExhausted {
-            entry.outcome = .failed
-            entry.failure = "Apple did not answer: \(error.description)"
-            return RepairResult(entry: entry, exhausted: error)
         }
+    }
 
-        // Who is in the account: what the ledger knew, and every originalTransactionId Apple named.
-        var named = Set<String>()
-        for (payload, _) in latest.values { if let original = payload.originalTransactionId { named.insert(original) } }
-        for subscription in truthSubscriptions { named.insert(subscription.originalTransactionId) }
-        let ledgerKnowsTarget = state.subscriptions[target.customer] != nil || state.transactions.contains { $0.originalTransactionId == target.customer }
-        var members = Set(state.members).union(named)
-        if ledgerKnowsTarget || named.isEmpty { members.insert(target.customer) }
-        // The account's key: its numerically smallest originalTransactionId (the ledger records it so).
-        let accountId = members.union(state.accountId.map { [$0] } ?? []).min { ($0.count, $0) < ($1.count, $1) } ?? target.customer
-        entry.account = accountId
-        if accountId != target.customer, !members.contains(target.customer) { entry.originalTransactionId = accountId }
-        let known = Set(state.members + [target.customer])
-        var storedSubscriptions = state.subscriptions
-        var storedTransactions = state.transactions
-        let unknown = members.subtracting(known).sorted()
-        if !unknown.isEmpty {
-            let more = try await store.rows(of: unknown, pair: pair)
-            storedSubscriptions.merge(more.subscriptions) { stored, _ in stored }
-            storedTransactions += more.transactions
+    /// Asks Apple; its refusals that concern the account and its silence are events of the machine.
+    private func asking(
+        _ machine: inout AccountRepairMachine, _ exhausted: inout RetriesExhausted?,
+        _ ask: (inout AccountRepairMachine) async throws -> AccountRepairMachine.Action
+    ) async throws -> AccountRepairMachine.Action {
+        do {
+            return try await ask(&machine)
+        } catch let error as AppStoreAPIError where Self.accountFailures.contains(error.code ?? .generalBadRequest) {
+            let description = "\(error.code.map { "\($0)" } ?? "\(error.httpStatus)")\(error.message.map { " (\($0))" } ?? "")"
+            return machine.appleRefused(answer: error.code.map { "\($0.rawValue)" }, description: description)
+        } catch let error as RetriesExhausted {
+            exhausted = error
+            return machine.appleSilent(error.description)
         }
-        for member in members {
-            storedSubscriptions[member] = RecoveryPlanner.newer(storedSubscriptions[member], overlay.subscriptions[member])
-        }
-        let plan = RepairPlanner.plan(
-            truth: .init(transactions: order.compactMap { latest[$0] }, subscriptions: truthSubscriptions),
-            storedTransactions: Self.merge(storedTransactions, overlay, customers: members),
-            storedSubscriptions: storedSubscriptions
-        )
-        handled.claim(members, transactionHistory: target.needsTransactionHistory)
-        entry.members = members.sorted()
-        if dryRun {
-            // Two targets of one account Apple had not yet named to the ledger are repaired side
-            // by side, and each plans the account's writes. In a real run the second writer finds
-            // the rows already written, and changes nothing; a dry run counts a write once too.
-            let first = handled.claimWrites(
-                transactions: plan.batch.transactions.map(\.transactionId), subscriptions: plan.batch.subscriptions.map(\.originalTransactionId)
-            )
-            entry.transactionsAdded = plan.transactionsAdded.filter(first.transactions.contains)
-            entry.transactionsChanged = plan.transactionsChanged.filter(first.transactions.contains)
-            entry.refundsFound = plan.refundsFound.filter(first.transactions.contains)
-            entry.revocationsFound = plan.revocationsFound.filter { first.transactions.contains($0.transactionId) }
-            entry.changes = plan.changes.filter { $0.originalTransactionId.map(first.subscriptions.contains) ?? false }
-            entry.outcome = first.transactions.isEmpty && first.subscriptions.isEmpty ? .unchanged : .repaired
-            return RepairResult(entry: entry)
-        }
-        var batch = plan.batch
-        batch.rejected = rejected
-        // A payload of the answer that did not verify must be fetched again: the revision does not
-        // move past it, and the account is not recorded as verified (it is selected again).
-        let wholeAnswerVerified = entry.rejected == 0
-        if !wholeAnswerVerified, case .store = revision { revision = state.revision == nil ? .forget : .unchanged }
-        batch.accounts = [
-            AccountVerification(
-                pair: pair, accountId: accountId, members: members.sorted(), revision: revision, verified: wholeAnswerVerified,
-                transactionsChecked: target.needsTransactionHistory
-            )
-        ]
-        let written = try await store.apply(batch, runId: runId)
-        // What was written, not what was planned: a live write may have got there first.
-        entry.transactionsAdded = plan.transactionsAdded.filter(written.changedTransactions.contains)
-        entry.transactionsChanged = plan.transactionsChanged.filter(written.changedTransactions.contains)
-        entry.refundsFound = plan.refundsFound.filter(written.changedTransactions.contains)
-        entry.revocationsFound = plan.revocationsFound.filter { written.changedTransactions.contains($0.transactionId) }
-        entry.changes = plan.changes.filter { $0.originalTransactionId.map(written.changedSubscriptions.contains) ?? false }
-        entry.outcome = written.changedTransactions.isEmpty && written.changedSubscriptions.isEmpty
-            ? .unchanged : .repaired
-        return RepairResult(entry: entry)
     }
 
     /// Apple's answers that concern the account, not Apple: reported for the account, the pass goes on.
     static let accountFailures: Set<AppStoreAPIError.Code> = [.accountNotFound, .invalidTransactionId, .transactionIdNotFound]
 
-    /// The stored transactions with pass 1's (planned) versions on top.
-    static func merge(_ stored: [TransactionRecord], _ overlay: RecoveryReport.LedgerOverlay, customers: Set<String>) -> [TransactionRecord] {
-        var byId = Dictionary(stored.map { ($0.transactionId, $0) }, uniquingKeysWith: { first, _ in first })
-        for customer in customers {
-            for record in overlay.transactionsByCustomer[customer] ?? []
-            where byId[record.transactionId].map({ $0.signedDate.unixMilliseconds < record.signedDate.unixMilliseconds }) ?? true {
-                byId[record.transactionId] = record
-            }
+    /// Every page of the account's transaction history from `revision`, each transaction verified.
+    private func history(_ transactionId: String, from revision: String?) async throws -> [AccountRepairMachine.HistoryPage] {
+        var pages: [AccountRepairMachine.HistoryPage] = []
+        for try await page in client.transactionHistory(transactionId: transactionId, startingAt: revision) {
+            pages.append(.init(transactions: await verifyAll(page.signedTransactions), finalRevision: page.finalRevision))
         }
-        return Array(byId.values)
-    }
-
-    private func fetch(_ transactionId: String, from revision: String?) async throws -> [HistoryResponse] {
-        var pages: [HistoryResponse] = []
-        for try await page in client.transactionHistory(transactionId: transactionId, startingAt: revision) { pages.append(page) }
         return pages
     }
 
-    private func verifyAll(_ signed: [String]) async -> [(String, VerificationOutcome<TransactionPayload>)] {
+    private func verifyAll(_ signed: [String]) async -> [(signed: String, outcome: VerificationOutcome<TransactionPayload>)] {
         let verifier = self.verifier
         return await withTaskGroup(of: (Int, String, VerificationOutcome<TransactionPayload>).self) { group in
             for (index, jws) in signed.enumerated() {
@@ -400,19 +256,15 @@ package struct CustomerRepair: Sendable {
             }
             var results: [(Int, String, VerificationOutcome<TransactionPayload>)] = []
             for await result in group { results.append(result) }
-            return results.sorted { $0.0 < $1.0 }.map { ($0.1, $0.2) }
+            return results.sorted { $0.0 < $1.0 }.map { (signed: $0.1, outcome: $0.2) }
         }
-    }
-
-    struct StatusRejected: Error {
-        var record: RejectedPayloadRecord
     }
 
     /// One subscription's present state from a Get All Subscription Statuses entry, verified:
     /// its row, and its latest transaction with the JWS.
-    private func subscriptionTruth(_ last: LastTransaction) async -> Result<(SubscriptionRecord, TransactionPayload, String), StatusRejected> {
-        func rejected(_ signed: String, _ reason: String, _ detail: String) -> Result<(SubscriptionRecord, TransactionPayload, String), StatusRejected> {
-            .failure(StatusRejected(record: RejectedPayloadRecord(source: "subscription-statuses", notificationUUID: nil, reason: reason, detail: detail, signedPayload: signed)))
+    private func subscriptionTruth(_ last: LastTransaction) async -> AccountRepairMachine.StatusEntry {
+        func rejected(_ signed: String, _ reason: String, _ detail: String) -> AccountRepairMachine.StatusEntry {
+            .failure(.init(RejectedPayloadRecord(source: "subscription-statuses", notificationUUID: nil, reason: reason, detail: detail, signedPayload: signed)))
         }
         guard let signedTransaction = last.signedTransactionInfo, !signedTransaction.isEmpty else {
             return rejected("", RejectionReason.malformed.rawValue, "a statuses entry without signedTransactionInfo")
@@ -434,18 +286,14 @@ package struct CustomerRepair: Sendable {
         guard let record = RepairPlanner.subscriptionRecord(status: last.status, transaction: transaction, renewal: renewal) else {
             return rejected(signedTransaction, RejectionReason.malformed.rawValue, "a statuses entry without an originalTransactionId or signedDate")
         }
-        return .success((record, transaction, signedTransaction))
+        return .success((record: record, transaction: transaction, signed: signedTransaction))
     }
 }
 
 /// The accounts a pass has checked, as numbers (transaction IDs are digits): a few bytes each.
 /// A check with the statuses alone does not cover a target that needs the transaction history.
 final class Handled: Sendable {
-    enum Need: Equatable {
-        case nothing
-        case transactionHistoryOnly
-        case everything
-    }
+    typealias Need = AccountRepairMachine.Need
 
     private let checked = Mutex<(statuses: Set<UInt64>, transactionHistory: Set<UInt64>)>(([], []))
 

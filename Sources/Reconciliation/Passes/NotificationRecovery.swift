@@ -83,44 +83,6 @@ package struct NotificationRecovery: Sendable {
         case failed(any Error)
     }
 
-    /// Everything the run accumulates. The lists are spooled to files; a real run's memory of
-    /// what it decided lasts the page after (the ledger holds the rest), a dry run's the whole run (it
-    /// writes nothing, so later pages must see what earlier ones would have written).
-    struct Tally {
-        var counts = RecoveryReport.Counts()
-        var memory = RecoveryPlanner.RunMemory()
-        var missed: ReportList<RecoveryReport.Missed>
-        var rejected: ReportList<RecoveryReport.Rejected>
-        var byResult: [String: Int] = [:]
-        var byHour: [String: Int] = [:]
-        /// report.html's chart: failed first attempts and missed notifications by time step.
-        var timeline: ReportTimeline
-        var retryLater: [NotificationHistoryItem] = []
-        var pages = 0
-        /// Notifications an earlier, unfinished run handled, which this one skipped.
-        var handledBefore = 0
-        var queriesFinishedBefore = 0
-        /// A dry run with a delivery target: the notifications it would record, for the list of what it would deliver.
-        var wouldRecord: [(uuid: String, signedDate: Date)] = []
-        /// Digests of the payloads rejected so far (their signing input). A payload too broken to
-        /// name its type cannot be skipped by the unfiltered pass as a priority query's: it is
-        /// read twice, and handled (reported, kept) once.
-        var rejectedPayloads: Set<SHA256Digest> = []
-        /// Customers named by rejected payloads (unverified), for pass 2.
-        var rejectedCustomers: Set<String> = []
-        /// A dry run's recoveries: customer → whether one calls for the transaction history.
-        var recoveredInDryRun: [String: Bool] = [:]
-        /// Where the window starts once Apple's 180-day (30 in Sandbox) limit overtook its start
-        /// while the run paged: the queries from then on start here.
-        var startMovedTo: Date?
-        var retentionMoves = 0
-
-        mutating func reject(_ entry: RecoveryReport.Rejected) {
-            rejected.append(entry)
-            if let customer = entry.originalTransactionId { rejectedCustomers.insert(customer) }
-        }
-    }
-
     /// Pass 1 over `options.window`. The caller owns the run: its row, its lock, its outcome
     /// (`ReconciliationRun`). Stopped on request, it returns what it did until then
     /// (`PassOneResult.stopped`); it throws only what made it fail.
@@ -194,63 +156,47 @@ package struct NotificationRecovery: Sendable {
         return runs
     }
 
-    /// How often one query may start over after its pagination token expired or was refused.
-    static let maximumRestarts = 3
-    /// How often a run may move its window's start after Apple's limit overtook it.
-    static let maximumRetentionMoves = 3
-
     /// Pages one query, with the next page fetched while this one is verified and applied, from
-    /// where a checkpoint says an earlier run stopped. When Apple refuses a pagination token
-    /// (expired, 4000017, or invalid, 4000014), the query starts over from its first page and
-    /// skips the notifications this process already handled in it, by `notificationUUID`
-    /// (`HandledNotifications`), never by position: Apple's order is not documented as stable,
-    /// and with `--only-failures` the list shrinks as retries succeed. (A run resumed from a
-    /// checkpoint whose token is refused knows none: it reads the query again, and what the
-    /// ledger already holds is skipped as already recorded.)
+    /// where a checkpoint says an earlier run stopped; its paging decisions are `QueryPaging`'s.
+    /// When Apple refuses a pagination token (expired, 4000017, or invalid, 4000014), the query
+    /// starts over from its first page and skips the notifications this process already handled
+    /// in it, by `notificationUUID` (`HandledNotifications`), never by position: Apple's order is
+    /// not documented as stable, and with `--only-failures` the list shrinks as retries succeed.
+    /// (A run resumed from a checkpoint whose token is refused knows none: it reads the query
+    /// again, and what the ledger already holds is skipped as already recorded.)
     private func process(
         _ query: QueryPlan.Query, saved: QueryCheckpoint?, scope: CheckpointScope?, plan: QueryPlan, options: Options, runId: UUID,
         tally: inout Tally
     ) async throws {
-        if let saved, saved.completed { return }
-        var handledInQuery = saved?.position ?? 0
-        var token = saved?.paginationToken
-        var restarts = 0
+        var paging = QueryPaging(query: query.key, saved: saved)
         var handled = HandledNotifications()
-        // Payloads left for a later try hold the query's checkpoints back for good, restarts included.
-        var holdCheckpoint = false
-        while true {
+        var action = paging.start()
+        while case .fetch(let token, let position, let skipHandled) = action {
             do {
                 try await processOnce(
-                    query, from: token.map { ($0, handledInQuery) }, scope: scope, plan: plan, options: options, runId: runId,
-                    skipping: handled.count > 0 ? handled : nil, handled: &handled, count: &handledInQuery, holdCheckpoint: &holdCheckpoint,
-                    tally: &tally
+                    query, from: token.map { ($0, position) }, scope: scope, plan: plan, options: options, runId: runId,
+                    skipping: skipHandled && handled.count > 0 ? handled : nil, handled: &handled, paging: &paging, tally: &tally
                 )
-                return
+                action = .done
             } catch let error as AppStoreAPIError where error.code == .startDateTooFarInPast {
                 // Apple's limit overtook the window's start while the run paged (the window was
                 // checked with a margin when the run began): the query starts over from the
                 // limit as it is now, plus the margin, and skips what it handled. What was signed
                 // before that has left Apple's history: no query can fetch it any more.
-                let environment = verifier.configuration.pair.environment
-                // A few moves at most: Apple refusing again right after one means its clock (or its
-                // retention) and this machine's disagree by more than the margin, which moving on
-                // would never mend.
-                guard tally.retentionMoves < Self.maximumRetentionMoves, let moved = plan.window.movedPastRetention(environment, now: now()),
-                    tally.startMovedTo.map({ $0 < moved.start }) ?? true
-                else { throw error }
-                tally.retentionMoves += 1
-                token = nil
-                tally.startMovedTo = moved.start
+                guard tally.retention.move(to: plan.window.movedPastRetention(verifier.configuration.pair.environment, now: now())?.start) else {
+                    throw error
+                }
                 logger.warning(
-                    "Apple's history no longer holds the window's start; the query starts over from \(moved.start.formatted(.iso8601))",
+                    "Apple's history no longer holds the window's start; the query starts over from \(tally.retention.startMovedTo!.formatted(.iso8601))",
                     metadata: ["query": "\(query)", "requestedStart": "\(plan.window.requestedStart.formatted(.iso8601))"]
                 )
-            } catch let error as AppStoreAPIError where error.isPaginationTokenProblem && restarts < Self.maximumRestarts {
-                restarts += 1
-                token = nil
+                action = paging.windowStartMoved()
+            } catch let error as AppStoreAPIError where error.isPaginationTokenProblem {
+                action = paging.tokenRefused()
+                guard action != .fail else { throw error }
                 logger.notice(
                     "pagination token refused; starting the query over",
-                    metadata: ["query": "\(query)", "error": "\(error)", "handled": "\(handledInQuery)"]
+                    metadata: ["query": "\(query)", "error": "\(error)", "handled": "\(paging.handled)"]
                 )
             }
         }
@@ -261,10 +207,10 @@ package struct NotificationRecovery: Sendable {
     ///   - scope: where to record checkpoints; nil: none.
     private func processOnce(
         _ query: QueryPlan.Query, from: (token: String, position: Int)?, scope: CheckpointScope?, plan: QueryPlan, options: Options,
-        runId: UUID, skipping alreadyHandled: HandledNotifications?, handled: inout HandledNotifications, count: inout Int,
-        holdCheckpoint: inout Bool, tally: inout Tally
+        runId: UUID, skipping alreadyHandled: HandledNotifications?, handled: inout HandledNotifications, paging: inout QueryPaging,
+        tally: inout Tally
     ) async throws {
-        let pages = client.notificationHistory(plan.request(for: query, start: tally.startMovedTo), resumingAfter: from?.token)
+        let pages = client.notificationHistory(plan.request(for: query, start: tally.retention.startMovedTo), resumingAfter: from?.token)
         // Later pages are fetched and verified while this one is compared and written:
         // verification (CPU) and Apple's round trips overlap the database's.
         let verifier = self.verifier
@@ -279,7 +225,7 @@ package struct NotificationRecovery: Sendable {
         }
         defer { pipeline.cancel() }
         // A page with payloads left for a later try (an OCSP responder out of reach) holds the
-        // checkpoint back (`holdCheckpoint`), so that a run that dies before that try fetches them again.
+        // query's checkpoints back (`QueryPaging`), so that a run that dies before that try fetches them again.
         // The page after the one being written, taken from the pipeline while the write is in
         // flight, with its ledger read already started (see `handle`).
         var upcoming = Upcoming.notTaken
@@ -299,14 +245,9 @@ package struct NotificationRecovery: Sendable {
             let step = current.step
             let page = step.page
             let items = step.items
-            // The checkpoint after this page: its token, and how many of the query's notifications
-            // are handled with it (a count for the report, never a place to skip to).
-            var checkpoint: (QueryCheckpoint, CheckpointScope)?
-            if let scope, !holdCheckpoint {
-                checkpoint = (
-                    QueryCheckpoint(query: query.key, position: count + items.count, paginationToken: page.resumeToken, completed: page.resumeToken == nil),
-                    scope
-                )
+            // The checkpoint after this page, written with it (none while a page's payloads wait for a later try).
+            let checkpoint = scope.flatMap { scope in
+                paging.checkpoint(afterPageOf: items.count, resumeToken: page.resumeToken).map { ($0, scope) }
             }
             let store = self.store
             let deferred = try await handle(
@@ -328,9 +269,8 @@ package struct NotificationRecovery: Sendable {
                     upcoming = .failed(error)
                 }
             }
-            holdCheckpoint = holdCheckpoint || deferred
+            paging.pageWritten(items: items.count, leftForLater: deferred)
             handled.insert(step.inputs)
-            count += items.count
             tally.pages += 1
             progress.update(
                 "pages \(tally.pages) · fetched \(tally.counts.fetched) · missed \(tally.counts.missed) · rejected \(tally.counts.rejected)",
@@ -410,65 +350,9 @@ package struct NotificationRecovery: Sendable {
             outcome = result
             tally.memory = memoryAfter.keeping(only: planned.batch)
         }
-        record(plan, outcome: outcome, options: options, tally: &tally)
+        tally.record(plan, outcome: outcome, dryRun: options.dryRun, delivering: options.deliverTo != nil)
         tally.retryLater += deferred
         return !deferred.isEmpty
-    }
-
-    /// Counts the page's decisions and lists the missed ones. A notification the plan meant to
-    /// insert that the database already had (a live webhook recorded it meanwhile) counts as
-    /// already recorded; a subscription change a newer live write overtook counts as stale.
-    private func record(_ plan: RecoveryPlanner.PagePlan, outcome: LedgerBatchOutcome?, options: Options, tally: inout Tally) {
-        for decision in plan.decisions {
-            let action = RecoveryPlanner.settle(decision, batch: plan.batch, written: outcome)
-            if action != .retryLater, let result = decision.firstAttemptResult, let attempt = decision.firstAttemptDate {
-                tally.timeline.countFirstAttempt(at: attempt, result: result)
-            }
-            switch action {
-            case .rejected:
-                tally.counts.fetched += 1
-                tally.counts.rejected += 1
-                tally.reject(
-                    .init(
-                        notificationUUID: decision.notificationUUID, originalTransactionId: decision.unverifiedCustomer,
-                        reason: decision.rejection?.reason.rawValue ?? "", detail: decision.rejection?.detail ?? ""
-                    )
-                )
-                continue
-            case .retryLater:
-                tally.counts.fetched += 1
-                continue
-            case .alreadyRecorded:
-                tally.counts.fetched += 1
-                tally.counts.alreadyRecorded += 1
-                continue
-            case .applied, .stale:
-                tally.counts.fetched += 1
-                tally.counts.missed += 1
-                if action == .applied { tally.counts.applied += 1 } else { tally.counts.stale += 1 }
-            }
-            let label = options.dryRun ? (action == .applied ? "would-apply" : "would-apply-stale") : action.rawValue
-            tally.missed.append(
-                .init(
-                    notificationUUID: decision.notificationUUID ?? "", notificationType: decision.notificationType ?? "",
-                    subtype: decision.subtype, signedDate: decision.signedDate.map(Self.iso) ?? "",
-                    originalTransactionId: decision.originalTransactionId, firstAttemptResult: decision.firstAttemptResult, action: label,
-                    firstAttemptDate: decision.firstAttemptDate.map(Self.iso),
-                    answerBy: NotificationType(rawValue: decision.notificationType ?? "").policy.carriesDeadline
-                        ? decision.signedDate.map { Self.iso(ConsumptionDeadline.deadline(firstAttempt: decision.firstAttemptDate, signedDate: $0)) } : nil
-                )
-            )
-            if options.dryRun, let customer = decision.originalTransactionId {
-                let needsHistory = NotificationType(rawValue: decision.notificationType ?? "").policy.needsTransactionHistory
-                tally.recoveredInDryRun[customer] = (tally.recoveredInDryRun[customer] ?? false) || needsHistory
-            }
-            if options.dryRun, options.deliverTo != nil, let uuid = decision.notificationUUID, let signed = decision.signedDate {
-                tally.wouldRecord.append((uuid, signed))
-            }
-            if let result = decision.firstAttemptResult, result != "SUCCESS" { tally.byResult[result, default: 0] += 1 }
-            if let attempt = decision.firstAttemptDate { tally.byHour[Self.hour(attempt), default: 0] += 1 }
-            if let date = decision.firstAttemptDate ?? decision.signedDate { tally.timeline.countMissed(at: date, type: decision.notificationType ?? "") }
-        }
     }
 
     /// Payloads that could not be verified (an OCSP responder out of reach) get one more try.
@@ -504,7 +388,7 @@ package struct NotificationRecovery: Sendable {
             result.overlay.transactions = tally.memory.transactions
             result.overlay.wouldRecord = tally.wouldRecord
         }
-        result.startMovedTo = tally.startMovedTo
+        result.startMovedTo = tally.retention.startMovedTo
         if let resumed {
             result.resumed = .init(
                 fromRuns: resumed.map { $0.uuidString.lowercased() }, notificationsHandledBefore: tally.handledBefore,
@@ -534,14 +418,4 @@ package struct NotificationRecovery: Sendable {
         }
         return changes
     }
-
-    static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
-
-    static func hour(_ date: Date) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let start = calendar.dateInterval(of: .hour, for: date)?.start ?? date
-        return iso(start)
-    }
 }
-

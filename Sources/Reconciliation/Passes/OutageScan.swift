@@ -7,19 +7,7 @@ import SignedData
 /// (no further back than the environment's history keeps) and groups the failed first delivery
 /// attempts into outages (`OutageDetection.clusters`). Reads no payload and writes nothing.
 package struct OutageScan: Sendable {
-    package struct Result: Sendable {
-        package var window: OutageWindow
-        package var environment: AppStoreEnvironment
-        /// Notifications Apple has not delivered yet.
-        package var undelivered: Int
-        /// Requests made to Get Notification History.
-        package var requests: Int
-        package var outages: [OutageDetection.DetectedOutage]
-        /// When `since` lay beyond what history keeps, where the scan started instead.
-        package var clampedTo: Date?
-        /// The failed first attempts by time step, the outages shaded: report.html's chart.
-        package var timeline: ReportTimeline
-    }
+    package typealias Result = OutageScanResult
 
     package let client: AppStoreServerAPIClient
     package let progress: any RunProgress

@@ -64,14 +64,6 @@ extension ReconciliationRun {
     }
 }
 
-/// Whether a run writes: report.json's `run.mode`.
-package enum RunMode: String, Sendable, Codable {
-    /// Fetches, verifies and compares; writes nothing to the ledger and reports what would change.
-    case dryRun = "dry-run"
-    /// Applies what was missed.
-    case apply
-}
-
 extension AppStoreServerAPIConfiguration {
     /// The client configuration of one run: Apple's documented per-endpoint rates times
     /// `rateFactor`, of which this shard takes its share (all shards together stay within the

@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import Decisions
 import Foundation
+import Reports
 import Ledger
 import Logging
 import SignedData

@@ -1,6 +1,7 @@
 import AppStoreSimulator
 import Decisions
 import Foundation
+import LiveReceiver
 import Ledger
 import PostgresNIO
 import Reconciliation
