@@ -23,7 +23,7 @@ enum LedgerBatchRows {
     /// notification already recorded or a transaction re-signed without change stores nothing.
     /// Headers once each. Keys (SHA-256) and owners travel as JSON (`headersJSON`, `objectsJSON`,
     /// keys in hex); payloads and signatures, the bulk, as arrays of bytea in the objects' order
-    /// (`index` in the JSON).
+    /// (`ordinal` in the JSON).
     struct Objects {
         struct Object {
             var key: [UInt8]
