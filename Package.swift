@@ -74,6 +74,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                // NIOConnectionError: a request that never left (RepeatRule).
+                .product(name: "NIOPosix", package: "swift-nio"),
                 // The clock the rate limiter and the retries wait on (a test's own in tests).
                 .product(name: "Clocks", package: "swift-clocks"),
             ],
@@ -150,6 +152,20 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The composition root: the deployment's App Stores resolved once (flags over the
+        // environment over the configuration file), the parts each pair's work is built from (its
+        // verifier, its API client, the ledger's store), and one service that runs N ≥ 1 pairs.
+        .target(
+            name: "Deployment",
+            dependencies: [
+                "DeploymentConfiguration", "Reconciliation", "Ledger", "AppStoreServerAPI", "SignedData", "FailureKind",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // `serve`: its Hummingbird application (the routes Apple and the probes call, the bounds on
         // what a client can make it hold), the receiver behind them (batched writes, forwarding,
         // the refund-request deadline sweep), its metrics and its services.
@@ -201,7 +217,7 @@ let package = Package(
             name: "ReconcileCLI",
             dependencies: [
                 "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "Reconciliation", "LiveReceiver", "FailureKind", "RunResults", "Reports",
-                "DeploymentConfiguration",
+                "DeploymentConfiguration", "Deployment",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 // Only to run the ledger's PostgresClient as a service of the ServiceGroup.
@@ -222,7 +238,7 @@ let package = Package(
         .executableTarget(
             name: "AppStoreReconcileDev",
             dependencies: [
-                "ReconcileCLI", "SignedData", "AppStoreServerAPI", "Ledger", "Reconciliation", "Reports", "AppStoreSimulator", "ThrowawayPostgres",
+                "ReconcileCLI", "SignedData", "AppStoreServerAPI", "Ledger", "Reconciliation", "Reports", "AppStoreSimulator", "ThrowawayPostgres", "Deployment",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -261,7 +277,7 @@ let package = Package(
         .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreServerAPITests", dependencies: ["AppStoreServerAPI", "AppStoreSimulator", "SignedData", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"), .product(name: "Clocks", package: "swift-clocks")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
-        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Reconciliation", "Reports", "RunResults", "LiveReceiver", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
+        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Deployment", "Reconciliation", "Reports", "RunResults", "LiveReceiver", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         // serve's routes in process (HummingbirdTesting), against a real ledger.
         .testTarget(
             name: "LiveReceiverTests",
@@ -280,7 +296,7 @@ let package = Package(
         .testTarget(
             name: "AppStoreReconcileTests",
             dependencies: [
-                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Decisions", "Reconciliation", "Reports", "LiveReceiver", "ReconcileCLI", "FailureKind", "RawConnection",
+                "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Decisions", "Reconciliation", "Reports", "LiveReceiver", "ReconcileCLI", "FailureKind", "RawConnection", "Deployment",
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"), .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import AppStoreSimulator
 import ArgumentParser
+import Deployment
 import Foundation
 import Ledger
 import Logging

@@ -31,3 +31,7 @@ extension RetriesExhausted: KindedFailure {
 extension AppStoreTransportError: KindedFailure {
     package var failureKind: FailureKind { isRetryable ? .temporary : .unexpected }
 }
+
+extension OutcomeUnknown: KindedFailure {
+    package var failureKind: FailureKind { .temporary }
+}

@@ -85,11 +85,32 @@ public struct AppStoreTransportError: Error, Hashable, Sendable, CustomStringCon
     public var description: String
     /// Whether sending again may help (timeouts, refused or dropped connections).
     public var isRetryable: Bool
+    /// How the attempt ended, for the endpoint's `RepeatRule`: a connection never made, one that
+    /// failed after the request may have reached Apple, or a 2xx whose body is not the JSON.
+    public var attemptEnd: RepeatRule.AttemptEnd
 
-    public init(endpoint: Endpoint, description: String, isRetryable: Bool) {
+    public init(endpoint: Endpoint, description: String, isRetryable: Bool, attemptEnd: RepeatRule.AttemptEnd = .noAnswer(mayHaveArrived: true)) {
         self.endpoint = endpoint
         self.description = description
         self.isRetryable = isRetryable
+        self.attemptEnd = attemptEnd
+    }
+}
+
+/// A request that changes something at Apple may have been applied, and its endpoint's
+/// `RepeatRule` forbids sending it again: the answer was lost after it may have arrived.
+public struct OutcomeUnknown: Error, Hashable, Sendable, CustomStringConvertible {
+    public var endpoint: Endpoint
+    /// What became of the attempt.
+    public var cause: String
+
+    public init(endpoint: Endpoint, cause: String) {
+        self.endpoint = endpoint
+        self.cause = cause
+    }
+
+    public var description: String {
+        "\(endpoint.name) may or may not have been applied (\(cause)); it was not sent again, since sending it twice could apply it twice"
     }
 }
 

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 import SignedData
 import Synchronization
 
@@ -176,6 +177,10 @@ public final class AppStoreServerAPIClient: Sendable {
             } catch let error as AppStoreTransportError {
                 counters.update { $0.answers[endpoint, default: [:]]["transport_error", default: 0] += 1 }
                 guard error.isRetryable else { throw error }
+                // An endpoint that changes things is sent again only where its rule allows.
+                guard endpoint.repeatRule.mayRepeat(after: error.attemptEnd) else {
+                    throw OutcomeUnknown(endpoint: endpoint, cause: error.description)
+                }
                 failure = error
             }
             let pause = wait ?? policy.delay(afterAttempt: attempt)
@@ -228,7 +233,10 @@ public final class AppStoreServerAPIClient: Sendable {
             throw CancellationError()
         } catch {
             // Timeouts, refused or dropped connections, truncated bodies: worth another try.
-            throw AppStoreTransportError(endpoint: endpoint, description: "no complete answer from \(configuration.baseURL): \(error)", isRetryable: true)
+            throw AppStoreTransportError(
+                endpoint: endpoint, description: "no complete answer from \(configuration.baseURL): \(error)", isRetryable: true,
+                attemptEnd: .noAnswer(mayHaveArrived: !Self.neverConnected(error))
+            )
         }
         let bytes = Array(collected.readableBytesView)
         guard (200..<300).contains(Int(response.status.code)) else {
@@ -266,8 +274,21 @@ public final class AppStoreServerAPIClient: Sendable {
         } catch {
             // A 200 whose body is not the documented JSON: truncated, or not JSON at all.
             throw AppStoreTransportError(
-                endpoint: endpoint, description: "the answer is not the documented JSON (\(bytes.count) bytes)", isRetryable: true
+                endpoint: endpoint, description: "the answer is not the documented JSON (\(bytes.count) bytes)", isRetryable: true,
+                attemptEnd: .unreadableSuccess
             )
+        }
+    }
+
+    /// Whether `error` says the request never left: no connection was made (refused, the connect
+    /// timed out, none came free in the pool). Anything else may have reached Apple.
+    static func neverConnected(_ error: any Error) -> Bool {
+        switch error {
+        case let error as HTTPClientError: [.connectTimeout, .getConnectionFromPoolTimeout].contains(error)
+        case is NIOConnectionError: true
+        case let error as ChannelError: if case .connectTimeout = error { true } else { false }
+        case let error as IOError: error.errnoCode == ECONNREFUSED
+        default: false
         }
     }
 

@@ -24,4 +24,13 @@ public enum Endpoint: String, Hashable, Sendable, CaseIterable, Codable {
         case .requestTestNotification, .testNotificationStatus: 1
         }
     }
+
+    /// What sending a request twice does at Apple, and so when the client may send it again.
+    public var repeatRule: RepeatRule {
+        switch self {
+        case .notificationHistory, .transactionHistory, .subscriptionStatuses, .testNotificationStatus: .reads
+        // Each request makes Apple send one more test notification.
+        case .requestTestNotification: .onlyIfNotApplied
+        }
+    }
 }

@@ -61,3 +61,13 @@ extension Duration {
         String(max(1, components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000)) + "ms"
     }
 }
+
+extension LedgerDatabase {
+    /// Runs `body` with the ledger's store over a client that lives as long as `body`
+    /// (`withClient`): for a command that reads or writes the ledger and calls nothing else.
+    package static func withStore<Result: Sendable>(
+        _ url: DatabaseURL, logger: Logger, _ body: @Sendable (LedgerStore) async throws -> Result
+    ) async throws -> Result {
+        try await withClient(url, logger: logger) { client in try await body(LedgerStore(client: client, logger: logger)) }
+    }
+}

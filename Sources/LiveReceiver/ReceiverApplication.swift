@@ -51,7 +51,7 @@ package struct ReceiverSettings: Sendable {
 /// first: the listener stops accepting, the requests it holds are answered, the forwarder stops,
 /// the batch writers write what is queued, then the database client closes.
 package struct ReceiverApplication: Sendable {
-    package let application: Application<CallbackResponder<ReceiverRequestContext>>
+    package let application: Application<RouterResponder<ReceiverRequestContext>>
     package let routes: ReceiverRoutes
 
     /// The receiver of `settings` for every App Store of `verifiers` (one each, at least one),
@@ -92,15 +92,12 @@ package struct ReceiverApplication: Sendable {
     ) {
         var quiet = logger
         if quiet.logLevel > .warning { quiet.logLevel = .warning }
-        let responder = CallbackResponder<ReceiverRequestContext> { request, context in
-            await routes.respond(to: request, channel: context.channel)
-        }
         let port = settings.port
         let bounds = settings.connectionBounds
         let metrics = routes.metrics
         self.routes = routes
         self.application = Application(
-            responder: responder,
+            router: routes.router(),
             server: .http1(
                 configuration: HTTP1Channel.Configuration(
                     additionalChannelHandlers: [ConnectionGuard(bounds: bounds, onClose: { metrics.record(closed: $0) })],

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Deployment
 import Foundation
 import Ledger
 import Logging

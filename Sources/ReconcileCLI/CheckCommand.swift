@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import ArgumentParser
+import Deployment
 import Foundation
 import Ledger
 import Logging
@@ -32,7 +33,7 @@ struct CheckCommand: AsyncParsableCommand {
                 if !passed { failures += 1 }
             }
             let logger = Logger(label: "appstore-reconcile.check")
-            var pairs: [ConfigurationOptions.Pair] = []
+            var pairs: [Deployment.Pair] = []
             do {
                 pairs = try options.pairs()
             } catch {
@@ -50,14 +51,14 @@ struct CheckCommand: AsyncParsableCommand {
 
                 var client: AppStoreServerAPIClient?
                 do {
-                    let configuration = try settings.apiConfiguration(warn: { printError($0, level: .warning) })
-                    report(true, "\(name)private key \(configuration.credentials.keyId) loads; API at \(configuration.baseURL)")
-                    client = AppStoreServerAPIClient(configuration: configuration, logger: logger)
+                    let made = try pair.apiClient(logger: logger, warn: { printError($0, level: .warning) })
+                    report(true, "\(name)private key \(made.configuration.credentials.keyId) loads; API at \(made.configuration.baseURL)")
+                    client = made
                 } catch {
                     report(false, "\(name)API credentials: \(error)")
                 }
                 if let client {
-                    await checkApple(client, settings: settings, pair: pair.pair, name: name, database: try? options.database.settings.databaseURL(), report: report)
+                    await checkApple(client, appStore: pair, name: name, database: try? options.database.settings.databaseURL(), report: report)
                 }
             }
             let settings = try options.database.settings
@@ -83,8 +84,9 @@ struct CheckCommand: AsyncParsableCommand {
     /// Apple accepts the credentials and reaches the webhook: Request a Test Notification, then its
     /// status; and the notification Apple delivered is in this ledger.
     private func checkApple(
-        _ client: AppStoreServerAPIClient, settings: Settings, pair: AppStorePair, name: String, database: DatabaseURL?, report: (Bool, String) -> Void
+        _ client: AppStoreServerAPIClient, appStore: Deployment.Pair, name: String, database: DatabaseURL?, report: (Bool, String) -> Void
     ) async {
+        let pair = appStore.pair
         let token: String
         do {
             token = try await client.requestTestNotification().testNotificationToken
@@ -122,16 +124,17 @@ struct CheckCommand: AsyncParsableCommand {
             report(false, "\(name)Apple reported no delivery of the test notification within \(Int(webhookTimeout)) s")
             return
         }
-        await checkRecorded(signedPayload, settings: settings, pair: pair, name: name, database: database, report: report)
+        await checkRecorded(signedPayload, appStore: appStore, name: name, database: database, report: report)
     }
 
     /// A 200 from *some* server is not the live path working: the TEST notification Apple
     /// delivered must be in this ledger, which only a `serve` writing this database puts there.
     private func checkRecorded(
-        _ signedPayload: String?, settings: Settings, pair: AppStorePair, name: String, database: DatabaseURL?, report: (Bool, String) -> Void
+        _ signedPayload: String?, appStore: Deployment.Pair, name: String, database: DatabaseURL?, report: (Bool, String) -> Void
     ) async {
+        let pair = appStore.pair
         let server = "the \(pair.environment.rawValue) Server URL of \(pair.bundleId) in App Store Connect"
-        guard let signedPayload, let verifier = try? SignedDataVerifier(settings.verifierConfiguration()) else {
+        guard let signedPayload, let verifier = try? appStore.verifier() else {
             report(false, "\(name)Apple's test notification could not be read to look it up in the ledger")
             return
         }
@@ -148,8 +151,7 @@ struct CheckCommand: AsyncParsableCommand {
         let logger = Logger(label: "appstore-reconcile.check")
         let wait = webhookTimeout
         do {
-            let found = try await LedgerDatabase.withClient(database, logger: logger) { client in
-                let store = LedgerStore(client: client, logger: logger)
+            let found = try await LedgerDatabase.withStore(database, logger: logger) { store in
                 let deadline = Date().addingTimeInterval(wait)
                 repeat {
                     if try await store.holdsNotification(uuid) { return true }

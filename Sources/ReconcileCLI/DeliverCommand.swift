@@ -1,5 +1,6 @@
 import ArgumentParser
 import Decisions
+import Deployment
 import Foundation
 import Ledger
 import Logging
@@ -69,8 +70,8 @@ struct DeliverCommand: AsyncParsableCommand {
             let url = try database.settings.databaseURL()
             let logger = Logger(label: "appstore-reconcile.deliver")
             if list {
-                let listing = try await LedgerDatabase.withClient(url, logger: logger) { client in
-                    try await LedgerStore(client: client, logger: logger).deliveryListing(to: target.key)
+                let listing = try await LedgerDatabase.withStore(url, logger: logger) { store in
+                    try await store.deliveryListing(to: target.key)
                 }
                 let parked = listing.filter(\.failed).count
                 print("For \(target): \(listing.count - parked) pending, \(parked) parked as failed; nothing was sent.")
@@ -83,8 +84,8 @@ struct DeliverCommand: AsyncParsableCommand {
                 return
             }
             if dryRun {
-                let pending = try await LedgerDatabase.withClient(url, logger: logger) { client in
-                    try await LedgerStore(client: client, logger: logger).pendingDeliveryList(to: target.key)
+                let pending = try await LedgerDatabase.withStore(url, logger: logger) { store in
+                    try await store.pendingDeliveryList(to: target.key)
                 }
                 print("Pending for \(target): \(pending.count) notification(s); nothing was sent.")
                 for (uuid, signedDate) in pending { print("  \(signedDate.formatted(.iso8601))  \(uuid.uuidString.lowercased())") }

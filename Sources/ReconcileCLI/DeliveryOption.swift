@@ -1,5 +1,6 @@
 import ArgumentParser
 import Decisions
+import Deployment
 import Foundation
 import Reconciliation
 import SignedData
@@ -78,7 +79,7 @@ enum DeliveryOption {
     }
 }
 
-extension ConfigurationOptions.Pair {
+extension Deployment.Pair {
     /// Where this pair's notifications go: `given` (a flag or its variable) when set, else the
     /// configuration file's `deliverTo` for the pair with `headers`; nil when neither names one.
     /// A `deliverTo` that is not a handler's URL is a configuration error naming it (exit 78).

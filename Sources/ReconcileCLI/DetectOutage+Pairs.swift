@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+import Deployment
 import Foundation
 import Reports
 import Logging
@@ -9,13 +10,12 @@ import SignedData
 extension DetectOutageCommand {
     /// Each pair's scan, up to four at once, each with its own client; in the pairs' order.
     static func scan(
-        _ pairs: [ConfigurationOptions.Pair], since: Date, gap: TimeInterval, now: Date, progress: Bool
+        _ pairs: [Deployment.Pair], since: Date, gap: TimeInterval, now: Date, progress: Bool
     ) async throws -> [(AppStorePair, Result<OutageScan.Result, any Error>)] {
         var scans: [(Int, AppStorePair, OutageScan)] = []
         for (index, pair) in pairs.enumerated() {
             let prefix = pairs.count > 1 ? "\(pair.pair): " : ""
-            let configuration = try pair.settings.apiConfiguration(warn: { printError(prefix + $0, level: .warning) })
-            let client = AppStoreServerAPIClient(configuration: configuration, logger: Logger(label: "appstore-reconcile.detect-outage"))
+            let client = try pair.apiClient(logger: Logger(label: "appstore-reconcile.detect-outage"), warn: { printError(prefix + $0, level: .warning) })
             scans.append((index, pair.pair, OutageScan(client: client, progress: ProgressLine(enabled: progress, writeLine: { printError($0) }))))
         }
         // The children are added here, in the body, never from a nested function. The release

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Deployment
 import Foundation
 import Ledger
 import Logging
@@ -27,9 +28,9 @@ struct IngestCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withExitStatus {
-            let settings = try options.settings
-            let verifier = try SignedDataVerifier(try settings.verifierConfiguration())
-            let databaseURL = try settings.databaseURL()
+            let appStore = try options.onePair()
+            let verifier = try appStore.verifier()
+            let databaseURL = try appStore.settings.databaseURL()
             let data: Data
             do {
                 data = input == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: input))
@@ -45,8 +46,8 @@ struct IngestCommand: AsyncParsableCommand {
                 throw ExitCode(ExitStatus.payloadRejected)
             }
             let logger = Logger(label: "appstore-reconcile.ingest")
-            let outcome = try await LedgerDatabase.withClient(databaseURL, logger: logger) { database in
-                try await NotificationIngest(verifier: verifier, store: LedgerStore(client: database, logger: logger)).ingest(signedPayload: jws)
+            let outcome = try await LedgerDatabase.withStore(databaseURL, logger: logger) { store in
+                try await NotificationIngest(verifier: verifier, store: store).ingest(signedPayload: jws)
             }
             switch outcome {
             case .recorded(let stale):

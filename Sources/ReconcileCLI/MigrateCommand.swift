@@ -1,4 +1,5 @@
 import ArgumentParser
+import Deployment
 import Ledger
 import Logging
 import Reconciliation

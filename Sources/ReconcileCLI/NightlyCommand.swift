@@ -1,5 +1,6 @@
 import ArgumentParser
 import Decisions
+import Deployment
 import Foundation
 import Ledger
 import Logging
@@ -70,8 +71,8 @@ extension NightlyCommand {
         let url = try options.database.settings.databaseURL()
         let logger = Logger(label: "appstore-reconcile.nightly")
         let days = keepRejectedDays
-        let deleted = try await LedgerDatabase.withClient(url, logger: logger) { client in
-            try await LedgerStore(client: client, logger: logger).pruneRejectedPayloads(notSeenForDays: days)
+        let deleted = try await LedgerDatabase.withStore(url, logger: logger) { store in
+            try await store.pruneRejectedPayloads(notSeenForDays: days)
         }
         if deleted > 0 { logger.notice("deleted \(deleted) rejected payloads not seen for \(days) days") }
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Decisions
+import Deployment
 import Foundation
 import Ledger
 import Logging

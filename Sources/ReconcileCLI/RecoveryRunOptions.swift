@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import ArgumentParser
 import Decisions
+import Deployment
 import Foundation
 import Ledger
 import Reconciliation
@@ -103,37 +104,29 @@ extension RecoveryRunOptions {
         )
     }
 
-    /// Runs the request for every (app, environment) pair the configuration selects, SIGTERM and
-    /// SIGINT stopping it gracefully; writes the reports, prints the summary, and maps the
-    /// outcome to the exit code. One pair: as a one-app run always did (its report in
-    /// --report-dir). Several: side by side (`runReconciliations`), each pair's report in
-    /// `DIR/<bundleId>/<environment>/` and `DIR/report.html` linking them.
+    /// Runs the request for every (app, environment) pair the configuration selects, up to
+    /// --concurrent-pairs at once, SIGTERM and SIGINT stopping it gracefully; writes the reports,
+    /// prints the summary, and maps the outcome to the exit code (`conclude`, as `RunLayout` shows
+    /// one pair or several).
     func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions) async throws {
-        let pairs = try configuration.pairs()
+        let deployment = try configuration.deployment()
+        let layout = RunLayout(deployment)
         let adjust = { (api: AppStoreServerAPIConfiguration) in
             api.forRun(shard: request.shard, rateFactor: rateFactor, retryAttempts: retryAttempts, rateLimitWait: .seconds(rateLimitWaitMinutes * 60))
         }
-        if pairs.count == 1 {
-            let result = try await runReconciliation(
-                pairs[0].settings, label: request.kind.rawValue, progress: !noProgress, adjust: adjust,
-                job: .recovery(try self.request(request, for: pairs[0]))
-            )
-            try conclude(result, reportDirectory: reportDir, summary: \.summaryLine)
-            return
-        }
-        var jobs: [AppStorePair: RunService.Job] = [:]
-        for pair in pairs { jobs[pair.pair] = .recovery(try self.request(request, for: pair, several: true)) }
-        let results = try await runReconciliations(pairs, label: request.kind.rawValue, concurrency: concurrentPairs, adjust: adjust) { jobs[$0.pair]! }
-        try conclude(results, reportDirectory: reportDir, dryRun: dryRun, title: "appstore-reconcile \(request.kind.rawValue): \(pairs.count) App Stores", summary: \.summaryLine)
+        let results = try await deployment.runReconciliations(
+            label: request.kind.rawValue, layout: layout, progress: !noProgress, concurrency: concurrentPairs, adjust: adjust
+        ) { pair in .recovery(try self.request(request, for: pair, layout: layout)) }
+        try conclude(results, layout: layout, reportDirectory: reportDir, dryRun: dryRun, title: "appstore-reconcile \(request.kind.rawValue)", summary: \.summaryLine)
     }
 
     /// The request for one pair: the configuration file's `deliverTo` for it when neither
     /// --deliver-to nor APPSTORE_DELIVER_TO gave a handler.
-    func request(_ request: ReconciliationRun.Request, for pair: ConfigurationOptions.Pair, several: Bool = false) throws -> ReconciliationRun.Request {
+    func request(_ request: ReconciliationRun.Request, for pair: Deployment.Pair, layout: RunLayout) throws -> ReconciliationRun.Request {
         var request = request
         // Several pairs: a metrics file each (`NAME-<bundleId>-<environment>.prom`): a run rewrites
         // its file, and each pair's run ends on its own (its series carry its bundle_id and environment).
-        if let file = request.metricsFile, several {
+        if let file = request.metricsFile, case .sideBySide = layout {
             let url = URL(fileURLWithPath: file)
             let name = url.deletingPathExtension().lastPathComponent + "-\(pair.pair.bundleId)-\(pair.pair.environment.rawValue)"
             request.metricsFile = url.deletingLastPathComponent().appendingPathComponent(name).appendingPathExtension(url.pathExtension.isEmpty ? "prom" : url.pathExtension).path

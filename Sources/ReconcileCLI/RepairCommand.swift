@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import ArgumentParser
+import Deployment
 import Foundation
 import Reports
 import Ledger
@@ -58,15 +59,14 @@ struct RepairCommand: AsyncParsableCommand {
             let mode: RunMode = dryRun ? .dryRun : .apply
             let directory = reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-repair", dryRun: dryRun)
             // Named transaction IDs belong to one App Store: they need the configuration narrowed to it.
-            let pairs = transactionIds.isEmpty ? try options.pairs() : [try options.onePair()]
+            let deployment = try options.deployment()
+            if !transactionIds.isEmpty { _ = try deployment.onlyPair() }
+            let layout = RunLayout(deployment)
             let job = RunService.Job.repair(choice, mode: mode, concurrency: concurrency)
-            if pairs.count == 1 {
-                let result = try await runReconciliation(pairs[0].settings, label: "repair", progress: !noProgress, job: job)
-                try conclude(result, reportDirectory: directory, summary: \.repairSummaryLine)
-                return
-            }
-            let results = try await runReconciliations(pairs, label: "repair", concurrency: RecoveryRunOptions.defaultConcurrentPairs) { _ in job }
-            try conclude(results, reportDirectory: directory, dryRun: dryRun, title: "appstore-reconcile repair: \(pairs.count) App Stores", summary: \.repairSummaryLine)
+            let results = try await deployment.runReconciliations(
+                label: "repair", layout: layout, progress: !noProgress, concurrency: RecoveryRunOptions.defaultConcurrentPairs
+            ) { _ in job }
+            try conclude(results, layout: layout, reportDirectory: directory, dryRun: dryRun, title: "appstore-reconcile repair", summary: \.repairSummaryLine)
         }
     }
 }

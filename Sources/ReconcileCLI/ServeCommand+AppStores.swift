@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+import Deployment
 import LiveReceiver
 import Reconciliation
 import SignedData
@@ -7,14 +8,12 @@ extension ServeCommand {
     /// Every configured App Store's verifier (its app, its appAppleId in Production, its
     /// environment), and the receiver's settings with each one's forwarding target: --forward-to
     /// for all, else the pair's deliverTo, with --forward-header.
-    func appStores(_ pairs: [ConfigurationOptions.Pair]) throws -> (ReceiverSettings, [SignedDataVerifier]) {
+    func appStores(_ pairs: [Deployment.Pair]) throws -> (ReceiverSettings, [SignedDataVerifier]) {
         let online = onlineChecks ? OnlineChecks(transport: HTTPOCSPTransport()) : nil
         var settings = self.settings
         var verifiers: [SignedDataVerifier] = []
         for pair in pairs {
-            var configuration = try pair.settings.verifierConfiguration()
-            configuration.onlineChecks = online
-            verifiers.append(try SignedDataVerifier(configuration))
+            verifiers.append(try pair.verifier(onlineChecks: online))
             settings.forwardTo[pair.pair] = try pair.deliveryTarget(given: forwardTo?.target, headers: forwardHeader)
         }
         if !forwardHeader.isEmpty && settings.forwardTo.isEmpty {

@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import ArgumentParser
 import Decisions
+import Deployment
 import Foundation
 import Ledger
 import LiveReceiver
@@ -130,6 +131,10 @@ struct ServeCommand: AsyncParsableCommand {
         }
         guard path.hasPrefix("/"), !["/healthz", "/livez", "/metrics"].contains(path) else {
             throw ValidationError("--path must start with / and not be /healthz, /livez or /metrics")
+        }
+        // The router reads ':name', '{…}' and '*' as patterns: the path is a literal one.
+        guard !path.split(separator: "/").contains(where: { $0.hasPrefix(":") || $0.contains("*") || $0.contains("{") || $0.contains("}") }) else {
+            throw ValidationError("--path is a literal path: no segment may start with ':' or hold '*', '{' or '}'")
         }
     }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Deployment
 import Foundation
 import Ledger
 import Logging
@@ -38,8 +39,7 @@ struct StatusCommand: AsyncParsableCommand {
         try await withExitStatus {
             let url = try database.settings.databaseURL()
             let logger = Logger(label: "appstore-reconcile.status")
-            let status = try await LedgerDatabase.withClient(url, logger: logger) { client in
-                let store = LedgerStore(client: client, logger: logger)
+            let status = try await LedgerDatabase.withStore(url, logger: logger) { store in
                 let lastSuccess = try await store.lastSuccessfulRun()
                 let held = try await store.runLockHeld()
                 let holder = held ? try await store.runningRun(anyShard: true) : nil

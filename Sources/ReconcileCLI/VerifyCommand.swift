@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import ArgumentParser
+import Deployment
 import Foundation
 import Logging
 import Reconciliation
@@ -39,9 +40,7 @@ struct VerifyCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withExitStatus {
-            var configuration = try options.settings.verifierConfiguration()
-            if online { configuration.onlineChecks = OnlineChecks(transport: HTTPOCSPTransport()) }
-            let verifier = try SignedDataVerifier(configuration)
+            let verifier = try options.onePair().verifier(onlineChecks: online ? OnlineChecks(transport: HTTPOCSPTransport()) : nil)
 
             let text: String
             do {

@@ -1,4 +1,5 @@
 import AppStoreSimulator
+import Deployment
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+import Deployment
 @testable import Decisions
 import FailureKind
 import Foundation

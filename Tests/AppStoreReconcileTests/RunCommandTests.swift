@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import AppStoreSimulator
+import Deployment
 import Foundation
 import Ledger
 import PostgresNIO

@@ -23,7 +23,7 @@ struct SimulatorHarness {
 
     var scenario: Scenario { api.scenario }
 
-    func client(baseURL: String, requestsPerSecond: Double = 200, retryPolicy: RetryPolicy = RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(200)), key: SimulatorCredentials? = nil, clock: AnyClock<Duration> = AnyClock(ContinuousClock())) throws -> AppStoreServerAPIClient {
+    func client(baseURL: String, requestsPerSecond: Double = 200, retryPolicy: RetryPolicy = RetryPolicy(initialDelay: .milliseconds(20), maximumDelay: .milliseconds(200)), key: SimulatorCredentials? = nil, clock: AnyClock<Duration> = AnyClock(ContinuousClock()), requestTimeout: Duration = .seconds(60)) throws -> AppStoreServerAPIClient {
         let credentials = key ?? api.credentials
         var logger = Logger(label: "client-tests")
         logger.logLevel = .error
@@ -37,7 +37,7 @@ struct SimulatorHarness {
             retryPolicy: retryPolicy,
             // Longer than any stall of a loaded test machine: these tests count requests, and a
             // retry after a late answer would be one more (the deadline has a test of its own).
-            requestTimeout: .seconds(60), clock: clock
+            requestTimeout: requestTimeout, clock: clock
         )
         return AppStoreServerAPIClient(configuration: configuration, logger: logger)
     }

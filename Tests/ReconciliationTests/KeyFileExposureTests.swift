@@ -1,3 +1,4 @@
+import Deployment
 import Reconciliation
 import Testing
 

@@ -1,3 +1,4 @@
+import Deployment
 import Foundation
 import Reconciliation
 import SignedData

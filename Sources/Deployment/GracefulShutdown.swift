@@ -11,7 +11,7 @@ import UnixSignals
 /// shutdown: the job, listed last, is told first and stops at its next safe point
 /// (`StopRequest`: the batch in hand committed, the run's outcome recorded); only then is the
 /// database client shut down. The job's result or error is the caller's, as if it had run directly.
-func withGracefulShutdown<Result: Sendable>(
+package func withGracefulShutdown<Result: Sendable>(
     databaseURL: DatabaseURL, logger: Logger, _ job: @escaping @Sendable (LedgerStore, StopRequest) async throws -> Result
 ) async throws -> Result {
     let database = LedgerDatabase.client(databaseURL, logger: logger)
@@ -38,7 +38,7 @@ func withGracefulShutdown<Result: Sendable>(
 /// Runs `service` and the ledger's database client as the services of one `ServiceGroup` that
 /// SIGTERM and SIGINT stop gracefully; the group ends when `service` returns. `service` is listed
 /// last, so a graceful shutdown reaches it first and the database client only after it.
-func runUntilDone(_ service: some Service, beside database: PostgresClient, logger: Logger) async throws {
+package func runUntilDone(_ service: some Service, beside database: PostgresClient, logger: Logger) async throws {
     let group = ServiceGroup(
         configuration: ServiceGroupConfiguration(
             services: [

@@ -1,0 +1,71 @@
+import AppStoreServerAPI
+import AppStoreSimulator
+import Foundation
+import Testing
+
+/// An endpoint that changes things at Apple is sent again only where that cannot apply it twice
+/// (endpoints-that-change §2-§4); a read is always asked again.
+@Suite struct RepeatRuleTests {
+    @Test func onlyAReadOrARequestIdentifierMakesALostAnswerSafeToRepeat() {
+        let lost = RepeatRule.AttemptEnd.noAnswer(mayHaveArrived: true)
+        #expect(RepeatRule.reads.mayRepeat(after: lost))
+        #expect(RepeatRule.sameRequestIdentifier.mayRepeat(after: lost))
+        #expect(!RepeatRule.onlyIfNotApplied.mayRepeat(after: lost))
+        #expect(!RepeatRule.onlyIfNotApplied.mayRepeat(after: .unreadableSuccess), "a 2xx was applied, however its body reads")
+        #expect(RepeatRule.onlyIfNotApplied.mayRepeat(after: .refused(status: 500)), "an error answer applied nothing")
+        #expect(RepeatRule.onlyIfNotApplied.mayRepeat(after: .refused(status: 429)))
+        #expect(RepeatRule.onlyIfNotApplied.mayRepeat(after: .noAnswer(mayHaveArrived: false)), "never connected: never sent")
+    }
+
+    @Test func everyEndpointHasTheRuleOfWhatSendingItTwiceDoes() {
+        for endpoint in Endpoint.allCases {
+            switch endpoint {
+            case .requestTestNotification: #expect(endpoint.repeatRule == .onlyIfNotApplied, "each request sends one more test notification")
+            case .notificationHistory, .transactionHistory, .subscriptionStatuses, .testNotificationStatus: #expect(endpoint.repeatRule == .reads)
+            }
+        }
+    }
+
+    @Test func aChangeWhoseAnswerIsLostAfterItArrivedIsNotSentAgain() async throws {
+        var options = SimulatorOptions()
+        options.droppedConnectionRate = 1
+        let harness = try SimulatorHarness(customers: 5, options: options)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL, retryPolicy: RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(10), maximumDelay: .milliseconds(50)))
+            await #expect(throws: OutcomeUnknown.self) { _ = try await client.requestTestNotification() }
+            #expect(harness.api.requestCounts["requestTestNotification"] == 1, "sent once: Apple may have applied it")
+            // The same fault on a read: asked again until the attempts run out.
+            await #expect(throws: RetriesExhausted.self) { _ = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil) }
+            #expect(harness.api.requestCounts["notificationHistory"] == 3)
+        }
+    }
+
+    @Test func aChangeApplePlainlyRefusedIsSentAgain() async throws {
+        let harness = try SimulatorHarness(customers: 5)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL)
+            harness.api.inject([.error(status: 500, errorCode: 5_000_001, message: "An unknown error occurred. Please try again.")])
+            let answer = try await client.requestTestNotification()
+            #expect(!answer.testNotificationToken.isEmpty)
+            #expect(harness.api.requestCounts["requestTestNotification"] == 2)
+        }
+    }
+
+    @Test func aChangeThatNeverConnectedIsSentAgain() async throws {
+        let harness = try SimulatorHarness(customers: 5)
+        // A port nothing listens on: every attempt is refused before anything is sent.
+        let client = try harness.client(
+            baseURL: "http://127.0.0.1:9", retryPolicy: RetryPolicy(maximumAttempts: 2, initialDelay: .milliseconds(10), maximumDelay: .milliseconds(20)),
+            // The pool keeps trying to connect until the request's deadline: a short one.
+            requestTimeout: .seconds(2)
+        )
+        do {
+            _ = try await client.requestTestNotification()
+            Issue.record("a refused connection answered")
+        } catch is RetriesExhausted {
+            #expect(client.counts.retries == 1, "asked again: it never left")
+        } catch {
+            Issue.record("expected RetriesExhausted, got \(error)")
+        }
+    }
+}
