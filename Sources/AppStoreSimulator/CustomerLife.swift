@@ -293,50 +293,11 @@ struct CustomerLife {
                     emit(.expired, .voluntary, at: expires)
                     return
                 } else if fate < 0.82 {
-                    let grace = Bool.random(using: &random)
-                    status = grace ? .billingGracePeriod : .billingRetry
-                    renewal.isInBillingRetryPeriod = true
-                    renewal.expirationIntent = 2
-                    if grace { renewal.gracePeriodExpiresDate = expires + period / 8 }
-                    emit(.didFailToRenew, grace ? .gracePeriod : nil, at: expires)
-                    if Bool.random(using: &random) {
-                        let recovered = expires + period / 4
-                        // What has not happened yet changes nothing: the truth stays at the failure.
-                        guard recovered <= now else { return }
-                        status = .active
-                        let failed = (transaction: current, renewal: renewal)
-                        purchase(at: recovered, reason: "RENEWAL")
-                        emit(.didRenew, .billingRecovery, at: recovered)
-                        signFailureLate(failed, after: recovered)
-                        expires = recovered + period
-                        continue
-                    }
-                    guard expires + period / 2 <= now else { return }
-                    status = .expired
-                    emit(.expired, .billingRetry, at: expires + period / 2)
-                    return
+                    guard let recovered = failToRenew(expires: expires, random: &random) else { return }
+                    expires = recovered
+                    continue
                 } else if fate < 0.86 {
-                    let refundDate = (current.purchaseDate ?? expires) + period / 3
-                    if configuration.familySharingRevocations && kind.ownership == "FAMILY_SHARED" {
-                        // The purchaser stopped sharing: the member's access is revoked, nothing
-                        // is refunded to them, and no refund request precedes it.
-                        guard refundDate <= now else { return }
-                        revoke(at: refundDate, type: "FAMILY_REVOKE", percentage: nil, notifying: .revoke)
-                        return
-                    }
-                    if configuration.refundsDeclinedFirst {
-                        // An earlier request Apple declined: a new request follows it.
-                        requestRefund(at: refundDate - period / 3)
-                        emit(.refundDeclined, nil, at: refundDate - period / 4)
-                    }
-                    // The customer's refund request: Apple asks for consumption information first.
-                    requestRefund(at: refundDate - period / 6)
-                    guard refundDate <= now else { return }
-                    if configuration.fullRefunds {
-                        revoke(at: refundDate, type: "REFUND_FULL", percentage: 100_000, notifying: .refund)
-                    } else {
-                        revoke(at: refundDate, type: "REFUND_PRORATED", percentage: 66_667, notifying: .refund)
-                    }
+                    refund(expires: expires)
                     return
                 } else if fate < 0.89 {
                     emit(.priceIncrease, .pending, at: expires - period / 3)
@@ -363,6 +324,59 @@ struct CustomerLife {
                     emit(.didRenew, nil, at: expires)
                 }
                 expires += period
+            }
+        }
+
+        /// A renewal that fails at `expires`, in grace or in billing retry; half recover a
+        /// quarter period later (the next expiry returned), the others expire (nil: life ends).
+        mutating func failToRenew(expires: Int64, random: inout SeededGenerator) -> Int64? {
+            let grace = Bool.random(using: &random)
+            status = grace ? .billingGracePeriod : .billingRetry
+            renewal.isInBillingRetryPeriod = true
+            renewal.expirationIntent = 2
+            if grace { renewal.gracePeriodExpiresDate = expires + period / 8 }
+            emit(.didFailToRenew, grace ? .gracePeriod : nil, at: expires)
+            if Bool.random(using: &random) {
+                let recovered = expires + period / 4
+                // What has not happened yet changes nothing: the truth stays at the failure.
+                guard recovered <= now else { return nil }
+                status = .active
+                let failed = (transaction: current, renewal: renewal)
+                purchase(at: recovered, reason: "RENEWAL")
+                emit(.didRenew, .billingRecovery, at: recovered)
+                signFailureLate(failed, after: recovered)
+                return recovered + period
+            }
+            guard expires + period / 2 <= now else { return nil }
+            status = .expired
+            emit(.expired, .billingRetry, at: expires + period / 2)
+            return nil
+        }
+
+        /// The period ending at `expires` refunded a third of the way in, after the customer's
+        /// request (and an earlier one declined, where configured); a family member's access
+        /// revoked instead, where configured. Life ends.
+        mutating func refund(expires: Int64) {
+            let refundDate = (current.purchaseDate ?? expires) + period / 3
+            if configuration.familySharingRevocations && kind.ownership == "FAMILY_SHARED" {
+                // The purchaser stopped sharing: the member's access is revoked, nothing
+                // is refunded to them, and no refund request precedes it.
+                guard refundDate <= now else { return }
+                revoke(at: refundDate, type: "FAMILY_REVOKE", percentage: nil, notifying: .revoke)
+                return
+            }
+            if configuration.refundsDeclinedFirst {
+                // An earlier request Apple declined: a new request follows it.
+                requestRefund(at: refundDate - period / 3)
+                emit(.refundDeclined, nil, at: refundDate - period / 4)
+            }
+            // The customer's refund request: Apple asks for consumption information first.
+            requestRefund(at: refundDate - period / 6)
+            guard refundDate <= now else { return }
+            if configuration.fullRefunds {
+                revoke(at: refundDate, type: "REFUND_FULL", percentage: 100_000, notifying: .refund)
+            } else {
+                revoke(at: refundDate, type: "REFUND_PRORATED", percentage: 66_667, notifying: .refund)
             }
         }
 

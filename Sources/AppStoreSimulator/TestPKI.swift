@@ -58,22 +58,42 @@ package struct TestPKI: Sendable {
             },
             issuerPrivateKey: .init(rootKey)
         )
-
         let intermediateKey = P256.Signing.PrivateKey()
-        let intermediateName = try DistinguishedName {
+        let (intermediate, intermediateName) = try Self.intermediate(options, key: intermediateKey, rootKey: rootKey, rootName: rootName)
+        let leafKey = P256.Signing.PrivateKey()
+        let leaf = try Self.leaf(options, key: leafKey, intermediateKey: intermediateKey, intermediateName: intermediateName)
+        self.rootKey = rootKey
+        self.root = root
+        self.intermediateKey = intermediateKey
+        self.intermediate = intermediate
+        self.leafKey = leafKey
+        self.leaf = leaf
+    }
+
+    /// Where the intermediate and the leaf say their OCSP responder is, if anywhere.
+    private static func ocspAccess(_ options: Options) -> AuthorityInformationAccess? {
+        options.ocspResponderURL.map { url in
+            AuthorityInformationAccess([.init(method: .ocspServer, location: .uniformResourceIdentifier(url))])
+        }
+    }
+
+    /// The intermediate (Apple's WWDR G6 in shape), signed by the root, and its name.
+    private static func intermediate(
+        _ options: Options, key: P256.Signing.PrivateKey, rootKey: P256.Signing.PrivateKey, rootName: DistinguishedName
+    ) throws -> (Certificate, DistinguishedName) {
+        let now = options.referenceTime
+        let name = try DistinguishedName {
             CommonName("Test Worldwide Developer Relations Certification Authority")
             OrganizationalUnitName("G6")
             OrganizationName("appstore-reconcile test PKI")
             CountryName("US")
         }
-        let intermediateValidity = options.intermediateValidity ?? (now - 1000 * Self.day)...(now + 1500 * Self.day)
-        let ocspAccess = options.ocspResponderURL.map { url in
-            AuthorityInformationAccess([.init(method: .ocspServer, location: .uniformResourceIdentifier(url))])
-        }
-        let intermediate = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(intermediateKey.publicKey),
-            notValidBefore: intermediateValidity.lowerBound, notValidAfter: intermediateValidity.upperBound,
-            issuer: rootName, subject: intermediateName, signatureAlgorithm: .ecdsaWithSHA256,
+        let validity = options.intermediateValidity ?? (now - 1000 * Self.day)...(now + 1500 * Self.day)
+        let ocspAccess = ocspAccess(options)
+        let certificate = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+            notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
+            issuer: rootName, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 if options.intermediateIsCertificateAuthority {
                     Critical(BasicConstraints.isCertificateAuthority(maxPathLength: 0))
@@ -83,7 +103,7 @@ package struct TestPKI: Sendable {
                     Critical(KeyUsage(digitalSignature: true))
                 }
                 AuthorityKeyIdentifier(keyIdentifier: SubjectKeyIdentifier(hash: .init(rootKey.publicKey)).keyIdentifier)
-                SubjectKeyIdentifier(hash: .init(intermediateKey.publicKey))
+                SubjectKeyIdentifier(hash: .init(key.publicKey))
                 if options.intermediateHasAppleMarker {
                     Certificate.Extension(oid: [1, 2, 840, 113635, 100, 6, 2, 1], critical: false, value: [0x05, 0x00])
                 }
@@ -91,19 +111,26 @@ package struct TestPKI: Sendable {
             },
             issuerPrivateKey: .init(rootKey)
         )
+        return (certificate, name)
+    }
 
-        let leafKey = P256.Signing.PrivateKey()
-        let leafName = try DistinguishedName {
+    /// The signing leaf (Apple's receipt-signing certificate in shape), signed by the intermediate.
+    private static func leaf(
+        _ options: Options, key: P256.Signing.PrivateKey, intermediateKey: P256.Signing.PrivateKey, intermediateName: DistinguishedName
+    ) throws -> Certificate {
+        let now = options.referenceTime
+        let name = try DistinguishedName {
             CommonName("Test ECC Mac App Store and iTunes Store Receipt Signing")
             OrganizationalUnitName("Test Worldwide Developer Relations")
             OrganizationName("appstore-reconcile test PKI")
             CountryName("US")
         }
-        let leafValidity = options.leafValidity ?? (now - 365 * Self.day)...(now + 395 * Self.day)
-        let leaf = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey),
-            notValidBefore: leafValidity.lowerBound, notValidAfter: leafValidity.upperBound,
-            issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
+        let validity = options.leafValidity ?? (now - 365 * Self.day)...(now + 395 * Self.day)
+        let ocspAccess = ocspAccess(options)
+        return try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey),
+            notValidBefore: validity.lowerBound, notValidAfter: validity.upperBound,
+            issuer: intermediateName, subject: name, signatureAlgorithm: .ecdsaWithSHA256,
             extensions: try Certificate.Extensions {
                 Critical(BasicConstraints.notCertificateAuthority)
                 Critical(KeyUsage(digitalSignature: true))
@@ -115,13 +142,6 @@ package struct TestPKI: Sendable {
             },
             issuerPrivateKey: .init(intermediateKey)
         )
-
-        self.rootKey = rootKey
-        self.root = root
-        self.intermediateKey = intermediateKey
-        self.intermediate = intermediate
-        self.leafKey = leafKey
-        self.leaf = leaf
     }
 
     /// The root in PEM, as an operator would configure it.

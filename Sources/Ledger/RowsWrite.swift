@@ -63,10 +63,16 @@ extension LedgerStore {
             }
         }
 
-        static let sql: String = {
-            let options = Parameter.options.sql
-            let runId = "(\(options)->>'run_id')::uuid"
-            let repair = "(\(options)->>'repair')::boolean"
+        /// The statement: the checkpoint and what the batch records (`recordsSQL`), the rows it
+        /// writes (`rowsSQL`), the run's changes and deliveries and what it reports (`changesSQL`).
+        static let sql: String = recordsSQL + rowsSQL + changesSQL
+
+        static let options = Parameter.options.sql
+        static let runId = "(\(options)->>'run_id')::uuid"
+        static let repair = "(\(options)->>'repair')::boolean"
+
+        /// The checkpoint, the notifications, and the refund requests and decisions they carry.
+        static let recordsSQL: String = {
             let time = { (name: String) in "timestamptz '2000-01-01 00:00:00+00' + c.\(name) * interval '1 microsecond'" }
             return """
                 WITH checkpoint AS (
@@ -112,6 +118,11 @@ extension LedgerStore {
                         AND i.transaction_id IS NOT NULL
                     ON CONFLICT (notification_uuid) DO NOTHING
                     RETURNING 1
+                """
+        }()
+
+        /// The transactions and subscriptions, and the signed objects of what was written.
+        static let rowsSQL: String = """
                 ), written_transactions AS (
                     INSERT INTO app_store.transaction_rows (\(TransactionRecord.selectList()), signed_transaction_key)
                     SELECT \(TransactionRecord.values(from: "r")), decode(r.object_key, 'hex')
@@ -154,6 +165,11 @@ extension LedgerStore {
                                 < EXCLUDED.renewal_signed_date)
                         OR (\(repair) AND app_store.subscriptions.last_signed_date = EXCLUDED.last_signed_date AND \(subscriptionChanges))
                     RETURNING original_transaction_id, updated_at = now() AS content_changed
+                """
+
+        /// The run's record of changes, the deliveries to queue, the change feed's context, and
+        /// what was written, as (kind, key) rows.
+        static let changesSQL: String = """
                 ), changed_subscriptions AS (
                     SELECT original_transaction_id FROM written_subscriptions WHERE content_changed
                 ), recorded_changes AS (
@@ -179,7 +195,6 @@ extension LedgerStore {
                     ELSE \(Written.subscription.rawValue)::smallint END, original_transaction_id FROM written_subscriptions
                 UNION ALL SELECT \(Written.notification.rawValue)::smallint, value FROM context WHERE value IS NULL
                 """
-        }()
 
         /// Whether an upsert changes what the row says (`LedgerRow.contentChanges`). A version
         /// that only says the same again, signed later, moves the signing time (the ordering
