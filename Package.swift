@@ -136,19 +136,18 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // Both passes (I/O), the run service, and the settings they run with.
+        // Both passes (I/O) and the run service: they fill a run's result (RunResults) and
+        // render nothing.
         .target(
             name: "Reconciliation",
             dependencies: [
-                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "FailureKind", "RunResults", "Reports",
+                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "FailureKind", "RunResults",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strictSettings
         ),
@@ -158,7 +157,7 @@ let package = Package(
         .target(
             name: "Deployment",
             dependencies: [
-                "DeploymentConfiguration", "Reconciliation", "Ledger", "AppStoreServerAPI", "SignedData", "FailureKind",
+                "DeploymentConfiguration", "Reconciliation", "Reports", "Ledger", "AppStoreServerAPI", "SignedData", "FailureKind",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import Ledger
 import Logging
 import Reconciliation
+import Reports
 import ServiceLifecycle
 import SignedData
 
@@ -67,7 +68,7 @@ extension Deployment {
             made.map { parts in
                 let run = ReconciliationRun(
                     client: parts.client, verifier: parts.verifier, store: store, databaseURL: databaseURL, logger: logger,
-                    progress: parts.telling.progress, events: parts.telling.events
+                    progress: parts.telling.progress, events: parts.telling.events, writeMetricsFile: { try $0.write(to: $1) }
                 )
                 return RunService(run, job: parts.job, stopRequested: parts.telling.stopRequested)
             }

@@ -46,4 +46,28 @@ import Testing
             #expect(stray.isEmpty, "\(target)/\(file) imports \(stray.sorted())")
         }
     }
+
+    /// The passes fill a run's result and render nothing: the reports are the composition
+    /// root's to call (issue 49, point 1).
+    @Test func thePassesImportNoRenderer() throws {
+        let folder = Self.sources.appendingPathComponent("Reconciliation")
+        for file in (FileManager.default.subpaths(atPath: folder.path) ?? []).filter({ $0.hasSuffix(".swift") }) {
+            let imported = Self.imports(of: try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8))
+            #expect(imported.isDisjoint(with: ["Reports", "Prometheus", "CoreMetrics", "ReconcileCLI", "Deployment"]), "Reconciliation/\(file) imports \(imported.sorted())")
+        }
+    }
+
+    /// The command line parses and calls: the API client, the verifier and the ledger's store
+    /// are made by the composition root (`Deployment`), never by a command (issue 49, point 5).
+    @Test func theCommandsConstructNoClientVerifierNorStore() throws {
+        let folder = Self.sources.appendingPathComponent("ReconcileCLI")
+        let files = (FileManager.default.subpaths(atPath: folder.path) ?? []).filter { $0.hasSuffix(".swift") }
+        #expect(!files.isEmpty)
+        for file in files {
+            let text = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
+            for constructor in ["AppStoreServerAPIClient(", "SignedDataVerifier(", "LedgerStore(", "pairs.count == 1"] {
+                #expect(!text.contains(constructor), "ReconcileCLI/\(file) spells \(constructor)")
+            }
+        }
+    }
 }

@@ -88,7 +88,7 @@ package struct NotificationRecovery: Sendable {
     /// (`PassOneResult.stopped`); it throws only what made it fail.
     package func run(_ options: Options) async throws -> PassOneResult {
         precondition(options.dryRun || options.runId != nil, "a pass 1 that writes belongs to a recorded run")
-        let startedAt = Date()
+        let startedAt = now()
         let pair = verifier.configuration.pair
         let runId = options.runId ?? UUID()
         let plan = QueryPlan(window: options.shard.subWindow(of: options.window), onlyFailures: options.onlyFailures, onlyTypes: options.onlyTypes)
@@ -375,7 +375,7 @@ package struct NotificationRecovery: Sendable {
         let changes = stopped ? ReportList([]) : try await changedSubscriptions(runId: runId, options: options, tally: tally)
         var result = PassOneResult(
             runId: options.dryRun ? nil : runId, dryRun: options.dryRun, window: options.window, plan: plan, shard: options.shard,
-            startedAt: startedAt, finishedAt: Date(), missed: tally.missed, rejected: tally.rejected, customers: changes, timeline: tally.timeline
+            startedAt: startedAt, finishedAt: now(), missed: tally.missed, rejected: tally.rejected, customers: changes, timeline: tally.timeline
         )
         result.stopped = stopped
         result.counts = tally.counts

@@ -1,7 +1,6 @@
 import AppStoreServerAPI
 import Decisions
 import Foundation
-import Reports
 import Ledger
 import Logging
 import SignedData
@@ -31,12 +30,17 @@ package struct ReconciliationRun: Sendable {
     package let events: @Sendable (Event) -> Void
     /// The present, injected for tests.
     package let now: @Sendable () -> Date
+    /// Writes a run's figures to its metrics file (`Request.metricsFile`) as it ends: the
+    /// renderer is the reports' (the composition root passes `RunMetrics.write`).
+    package let writeMetricsFile: @Sendable (RunMetrics, String) throws -> Void
 
     package init(
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, databaseURL: DatabaseURL, logger: Logger,
         progress: any RunProgress = NoProgress(), stop: StopRequest = StopRequest(),
-        events: @escaping @Sendable (Event) -> Void = { _ in }, now: @escaping @Sendable () -> Date = { Date() }
+        events: @escaping @Sendable (Event) -> Void = { _ in }, now: @escaping @Sendable () -> Date = { Date() },
+        writeMetricsFile: @escaping @Sendable (RunMetrics, String) throws -> Void = { _, _ in }
     ) {
+        self.writeMetricsFile = writeMetricsFile
         self.client = client
         self.verifier = verifier
         self.store = store
@@ -272,7 +276,7 @@ package struct ReconciliationRun: Sendable {
             redelivery: redelivery
         )
         do {
-            try metrics.write(to: path)
+            try writeMetricsFile(metrics, path)
         } catch {
             events(.metricsNotWritten(path: path, error: "\(error)"))
         }
