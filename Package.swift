@@ -272,6 +272,10 @@ let package = Package(
         ),
         // The pure decisions, tested without I/O: links neither PostgreSQL nor the simulator.
         .testTarget(name: "DecisionsTests", dependencies: ["Decisions", "LedgerModel", "SignedData"], swiftSettings: strictSettings),
+        // The configuration file, read without I/O: links neither PostgreSQL nor the simulator.
+        // The ledger's records and columns as values: links neither PostgreSQL nor the simulator.
+        .testTarget(name: "LedgerModelTests", dependencies: ["LedgerModel"], swiftSettings: strictSettings),
+        .testTarget(name: "DeploymentConfigurationTests", dependencies: ["DeploymentConfiguration", "SignedData"], swiftSettings: strictSettings),
         .testTarget(name: "LedgerTests", dependencies: ["Ledger", "Decisions", "ThrowawayPostgres", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
         .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(name: "AppStoreServerAPITests", dependencies: ["AppStoreServerAPI", "AppStoreSimulator", "SignedData", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"), .product(name: "Clocks", package: "swift-clocks")], swiftSettings: strictSettings),

@@ -1,0 +1,87 @@
+import DeploymentConfiguration
+import Foundation
+import SignedData
+import Testing
+
+/// The configuration file read strictly, without I/O: the text in, the apps or the key that is
+/// wrong out (the command line's exit 78 is tested end to end in AppStoreReconcileTests).
+@Suite struct ConfigurationFileTests {
+    static let twoApps = """
+        database: postgresql://reconciler@db/ledger
+        rootCertificates: [/etc/appstore/AppleRootCA-G3.cer]
+        apps:
+          - bundleId: com.example.app
+            appAppleId: 1234567890
+            issuerId: 57246542-96fe-1a63-e053-0824d011072a
+            keyId: 2X9R4HXF34
+            privateKey: /run/secrets/a.p8
+            environments: [Production, Sandbox]
+            apiBaseURL:
+              Sandbox: http://127.0.0.1:9002
+            deliverTo:
+              Production: https://backend.example.com/apple
+          - bundleId: com.example.other
+            issuerId: 57246542-96fe-1a63-e053-0824d011072a
+            keyId: 3Y0S5IYG45
+            privateKey: /run/secrets/b.p8
+            environments: [Sandbox]
+        """
+
+    static func parse(_ text: String, readable: Bool = true) throws -> ConfigurationFile {
+        try ConfigurationFile.parse(text, path: "/etc/appstore-reconcile.yaml", keyReadable: { _ in readable })
+    }
+
+    @Test func everyAppAndEnvironmentIsReadInTheFilesOrder() throws {
+        let file = try Self.parse(Self.twoApps)
+        #expect(file.pairs == [
+            AppStorePair(bundleId: "com.example.app", environment: .production), AppStorePair(bundleId: "com.example.app", environment: .sandbox),
+            AppStorePair(bundleId: "com.example.other", environment: .sandbox),
+        ])
+        #expect(file.database == "postgresql://reconciler@db/ledger")
+        #expect(file.app("com.example.app")?.apiBaseURL[.sandbox] == "http://127.0.0.1:9002")
+        #expect(file.app("com.example.app")?.deliverTo[.production] == "https://backend.example.com/apple")
+        #expect(file.app("com.example.other")?.appAppleId == nil)
+    }
+
+    @Test(arguments: [
+        ("unknown: 1\n" + twoApps, "unknown"),
+        (twoApps.replacingOccurrences(of: "    appAppleId: 1234567890\n", with: ""), "apps[0].appAppleId"),
+        (twoApps.replacingOccurrences(of: "com.example.other", with: "com.example.app"), "apps[1].bundleId"),
+        (twoApps.replacingOccurrences(of: "[Sandbox]", with: "[Staging]"), "apps[1].environments"),
+    ])
+    func aWrongKeyIsNamed(text: String, key: String) {
+        do {
+            _ = try Self.parse(text)
+            Issue.record("accepted a file whose \(key) is wrong")
+        } catch let error as ConfigurationFileError {
+            #expect(error.key?.hasPrefix(key) == true || error.problem.contains(key), "\(error)")
+            #expect(error.file == "/etc/appstore-reconcile.yaml")
+        } catch {
+            Issue.record("not a ConfigurationFileError: \(error)")
+        }
+    }
+
+    @Test func aKeyFileThatCannotBeReadIsNamedWithoutItsContent() {
+        do {
+            _ = try Self.parse(Self.twoApps, readable: false)
+            Issue.record("accepted an unreadable key file")
+        } catch let error as ConfigurationFileError {
+            #expect(error.key == "apps[0].privateKey")
+        } catch {
+            Issue.record("not a ConfigurationFileError: \(error)")
+        }
+    }
+
+    @Test func invalidYAMLSaysWhereWithoutQuotingTheLine() {
+        let secret = "postgresql://u:TopSecret1@db/x"
+        do {
+            _ = try Self.parse("database: \(secret)\napps: [ {\n")
+            Issue.record("accepted broken YAML")
+        } catch let error as ConfigurationFileError {
+            #expect(error.description.contains("not valid YAML"))
+            #expect(!error.description.contains("TopSecret1"))
+        } catch {
+            Issue.record("not a ConfigurationFileError: \(error)")
+        }
+    }
+}
