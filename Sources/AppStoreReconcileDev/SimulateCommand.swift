@@ -3,6 +3,7 @@ import AppStoreSimulator
 import ArgumentParser
 import Foundation
 import Logging
+import Reconciliation
 import ReconcileCLI
 import SignedData
 
@@ -99,7 +100,7 @@ struct SimulateCommand: AsyncParsableCommand {
                     App Store simulator running at \(baseURL)
                       scenario: \(customers) customers, seed \(seed), \(scenario.configuration.environment), \
                     \(scenario.notifications.count) notifications, \(scenario.missedNotifications.count) never delivered
-                      outage: \(Self.iso(outageStart)) to \(Self.iso(outageStart.addingTimeInterval(outageHours * 3600)))
+                      outage: \(ReportTimeline.iso(outageStart)) to \(ReportTimeline.iso(outageStart.addingTimeInterval(outageHours * 3600)))
 
                     Point appstore-reconcile (or your own code) at it:
                     """)
@@ -118,5 +119,4 @@ struct SimulateCommand: AsyncParsableCommand {
         }
     }
 
-    static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
 }

@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import AppStoreSimulator
 import Foundation
+import Reconciliation
 import ReconcileCLI
 import SignedData
 
@@ -47,7 +48,7 @@ extension SimulateCommand {
             ).token()
             let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
             print("""
-                  outage: \(Self.iso(outageStart)) to \(Self.iso(outageStart.addingTimeInterval(outageHours * 3600)))
+                  outage: \(ReportTimeline.iso(outageStart)) to \(ReportTimeline.iso(outageStart.addingTimeInterval(outageHours * 3600)))
 
                 Point appstore-reconcile at all four App Stores with the configuration file (and your ledger):
                   export APPSTORE_CONFIG=\(config)

@@ -81,6 +81,8 @@ package struct NotificationReceiver: Sendable {
 
     /// Which rejected payloads are written to `app_store.rejected_payloads` (nil: every one).
     package let rejectionSample: Locked<RejectionSample>?
+    /// The present, for the hour a rejection is sampled in (a test's own clock in tests).
+    package var now: @Sendable () -> Date = { Date() }
 
     package init(ingest: NotificationIngest, batched: BatchedIngest? = nil, deadline: Duration = .seconds(10), keptRejectionsPerHour: Int? = nil) {
         self.init(ingests: [ingest], batched: batched, deadline: deadline, keptRejectionsPerHour: keptRejectionsPerHour)
@@ -153,7 +155,7 @@ package struct NotificationReceiver: Sendable {
                     input.outcome = .rejected(NotificationRoute.rejection(unconfigured: claimed, judged: judged, configured: pairs))
                 }
                 // Past its reason's sample for the hour: answered, counted, not written.
-                if case .rejected(let rejection) = input.outcome, let sample, !sample.withLock({ $0.keep(rejection.reason.rawValue, at: Date()) }) {
+                if case .rejected(let rejection) = input.outcome, let sample, !sample.withLock({ $0.keep(rejection.reason.rawValue, at: now()) }) {
                     return (.rejected(rejection), true)
                 }
                 if let batched {

@@ -37,6 +37,8 @@ package struct ReceiverRoutes: Sendable {
     /// listener's sockets (`ReceiverApplication`); not in process, where the channel of a test's
     /// request is never active.
     package var skipsClosedConnections = false
+    /// The present, for the ledger's figures on /metrics (a test's own clock in tests).
+    package var now: @Sendable () -> Date = { Date() }
     /// The "answered 400/503" log lines, at most one per kind of answer per 10 s.
     let logThrottle = Locked(LogThrottle(interval: .seconds(10)))
 
@@ -113,7 +115,7 @@ package struct ReceiverRoutes: Sendable {
         // The ledger's figures for the alerts (last successes, refund requests to answer);
         // left out when the ledger does not answer in time.
         let pairs = metrics.pairs
-        let ledger = pairs.isEmpty ? nil : await Self.read(through: ledgerGauges) { try await store.gauges(for: pairs, now: Date()) }
+        let ledger = pairs.isEmpty ? nil : await Self.read(through: ledgerGauges) { try await store.gauges(for: pairs, now: now()) }
         var response = Self.text(200, metrics.text(forwards: forwards, ledger: ledger))
         response.headers[.contentType] = "text/plain; version=0.0.4"
         return response

@@ -10,8 +10,8 @@ extension RecoveryReport {
         self.init(
             run: Run(
                 id: result.id.uuidString.lowercased(), mode: result.mode, environment: result.environment.rawValue, bundleId: result.bundleId,
-                window: one.map { Window(start: Self.iso($0.window.start), end: Self.iso($0.window.end)) },
-                startedAt: Self.iso(result.startedAt), finishedAt: Self.iso(result.finishedAt),
+                window: one.map { Window(start: ReportTimeline.iso($0.window.start), end: ReportTimeline.iso($0.window.end)) },
+                startedAt: ReportTimeline.iso(result.startedAt), finishedAt: ReportTimeline.iso(result.finishedAt),
                 plan: one.map { one in
                     Plan(
                         priorityQueries: one.plan.priorityQueries.map(\.description), remainder: one.plan.onlyTypes == nil ? "unfiltered" : "none",
@@ -31,7 +31,6 @@ extension RecoveryReport {
         problems = result.problems
     }
 
-    package static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
 
     /// Seconds, to the millisecond.
     static func seconds(from start: Date, to end: Date) -> Double { (end.timeIntervalSince(start) * 1000).rounded() / 1000 }

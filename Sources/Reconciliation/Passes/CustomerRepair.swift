@@ -293,12 +293,10 @@ package struct CustomerRepair: Sendable {
 /// The accounts a pass has checked, as numbers (transaction IDs are digits): a few bytes each.
 /// A check with the statuses alone does not cover a target that needs the transaction history.
 final class Handled: Sendable {
-    typealias Need = AccountRepairMachine.Need
-
     private let checked = Mutex<(statuses: Set<UInt64>, transactionHistory: Set<UInt64>)>(([], []))
 
     /// What is left to ask for `account` (and it is now claimed).
-    func claim(_ account: String, transactionHistory: Bool) -> Need {
+    func claim(_ account: String, transactionHistory: Bool) -> AccountRepairMachine.Need {
         guard let number = UInt64(account) else { return .everything }
         return checked.withLock { checked in
             let statusesDone = !checked.statuses.insert(number).inserted

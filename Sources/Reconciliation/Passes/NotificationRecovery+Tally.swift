@@ -78,11 +78,11 @@ extension NotificationRecovery {
                 missed.append(
                     .init(
                         notificationUUID: decision.notificationUUID ?? "", notificationType: decision.notificationType ?? "",
-                        subtype: decision.subtype, signedDate: decision.signedDate.map(NotificationRecovery.iso) ?? "",
+                        subtype: decision.subtype, signedDate: decision.signedDate.map(ReportTimeline.iso) ?? "",
                         originalTransactionId: decision.originalTransactionId, firstAttemptResult: decision.firstAttemptResult, action: label,
-                        firstAttemptDate: decision.firstAttemptDate.map(NotificationRecovery.iso),
+                        firstAttemptDate: decision.firstAttemptDate.map(ReportTimeline.iso),
                         answerBy: NotificationType(rawValue: decision.notificationType ?? "").policy.carriesDeadline
-                            ? decision.signedDate.map { NotificationRecovery.iso(ConsumptionDeadline.deadline(firstAttempt: decision.firstAttemptDate, signedDate: $0)) } : nil
+                            ? decision.signedDate.map { ReportTimeline.iso(ConsumptionDeadline.deadline(firstAttempt: decision.firstAttemptDate, signedDate: $0)) } : nil
                     )
                 )
                 if dryRun, let customer = decision.originalTransactionId {
@@ -99,12 +99,11 @@ extension NotificationRecovery {
         }
     }
 
-    static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
 
     static func hour(_ date: Date) -> String {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC")!
         let start = calendar.dateInterval(of: .hour, for: date)?.start ?? date
-        return iso(start)
+        return ReportTimeline.iso(start)
     }
 }
