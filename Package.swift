@@ -271,14 +271,22 @@ let package = Package(
             exclude: ["ApplePayloads"], swiftSettings: strictSettings
         ),
         // The pure decisions, tested without I/O: links neither PostgreSQL nor the simulator.
-        .testTarget(name: "DecisionsTests", dependencies: ["Decisions", "LedgerModel", "SignedData"], swiftSettings: strictSettings),
+        .testTarget(name: "DecisionsTests", dependencies: ["Decisions", "LedgerModel", "SignedData", "AppStoreServerModel"], swiftSettings: strictSettings),
         // The configuration file, read without I/O: links neither PostgreSQL nor the simulator.
         // The ledger's records and columns as values: links neither PostgreSQL nor the simulator.
         .testTarget(name: "LedgerModelTests", dependencies: ["LedgerModel"], swiftSettings: strictSettings),
         .testTarget(name: "DeploymentConfigurationTests", dependencies: ["DeploymentConfiguration", "SignedData"], swiftSettings: strictSettings),
         .testTarget(name: "LedgerTests", dependencies: ["Ledger", "Decisions", "ThrowawayPostgres", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
         .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
-        .testTarget(name: "AppStoreServerAPITests", dependencies: ["AppStoreServerAPI", "AppStoreSimulator", "SignedData", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"), .product(name: "Clocks", package: "swift-clocks")], swiftSettings: strictSettings),
+        .testTarget(
+            name: "AppStoreServerAPITests",
+            dependencies: [
+                "AppStoreServerAPI", "AppStoreSimulator", "SignedData", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "Clocks", package: "swift-clocks"), .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
         .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Deployment", "Reconciliation", "Reports", "RunResults", "LiveReceiver", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         // serve's routes in process (HummingbirdTesting), against a real ledger.

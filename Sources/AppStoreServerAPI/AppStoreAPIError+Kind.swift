@@ -34,4 +34,5 @@ extension AppStoreTransportError: KindedFailure {
 
 extension OutcomeUnknown: KindedFailure {
     package var failureKind: FailureKind { .temporary }
+    package var advice: String? { "Apple may have taken it: look before sending it again (the command says where it records what it sent)." }
 }

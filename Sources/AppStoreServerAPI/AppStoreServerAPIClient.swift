@@ -135,6 +135,18 @@ public final class AppStoreServerAPIClient: Sendable {
         )
     }
 
+    /// Send Consumption Information (version 2): the team's answer to a refund request, for the
+    /// transaction its CONSUMPTION_REQUEST names. Apple answers 202 with no body. Sent again
+    /// within the call only where `Endpoint.repeatRule` allows: an answer lost after the request
+    /// may have arrived is `OutcomeUnknown`.
+    public func sendConsumptionInformation(transactionId: String, _ information: ConsumptionInformation) async throws {
+        let body = try JSONEncoder().encode(information)
+        _ = try await send(
+            .sendConsumptionInformation, method: .PUT, path: "/inApps/v2/transactions/consumption/\(try Self.pathComponent(transactionId))",
+            query: [], body: Array(body), decoding: NoContent.self
+        )
+    }
+
     // MARK: - Requests
 
     /// Sends one request under the endpoint's rate limit, retrying what may be retried.
@@ -171,7 +183,7 @@ public final class AppStoreServerAPIClient: Sendable {
                         $0.rateLimitedByEndpoint[endpoint, default: 0] += 1
                     }
                     wait = error.retryAfter ?? policy.delay(afterAttempt: attempt)
-                } else if !error.isRetryable {
+                } else if !error.isRetryable || !endpoint.repeatRule.mayRepeat(after: .refused(status: error.httpStatus)) {
                     throw error
                 }
             } catch let error as AppStoreTransportError {
@@ -269,6 +281,8 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     private func decode<Value: Decodable>(_ type: Value.Type, from bytes: [UInt8], endpoint: Endpoint) throws -> Value {
+        // An endpoint that answers with a status alone (Send Consumption Information's 202).
+        if let none = NoContent() as? Value { return none }
         do {
             return try JSONDecoder().decode(type, from: Data(bytes))
         } catch {
@@ -282,7 +296,7 @@ public final class AppStoreServerAPIClient: Sendable {
 
     /// Whether `error` says the request never left: no connection was made (refused, the connect
     /// timed out, none came free in the pool). Anything else may have reached Apple.
-    static func neverConnected(_ error: any Error) -> Bool {
+    package static func neverConnected(_ error: any Error) -> Bool {
         switch error {
         case let error as HTTPClientError: [.connectTimeout, .getConnectionFromPoolTimeout].contains(error)
         case is NIOConnectionError: true
@@ -313,4 +327,10 @@ final class CountersBox: Sendable {
     private let counts = Mutex(APIRequestCounts())
     var value: APIRequestCounts { counts.withLock { $0 } }
     func update(_ change: (inout APIRequestCounts) -> Void) { counts.withLock { change(&$0) } }
+}
+
+/// The answer of an endpoint that says everything with its status (202 Accepted): its body,
+/// if any, is not read.
+struct NoContent: Decodable, Sendable {
+    init() {}
 }

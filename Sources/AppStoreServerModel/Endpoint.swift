@@ -6,6 +6,7 @@ public enum Endpoint: String, Hashable, Sendable, CaseIterable, Codable {
     case subscriptionStatuses
     case requestTestNotification
     case testNotificationStatus
+    case sendConsumptionInformation
 
     public var name: String {
         switch self {
@@ -14,13 +15,14 @@ public enum Endpoint: String, Hashable, Sendable, CaseIterable, Codable {
         case .subscriptionStatuses: "Get All Subscription Statuses"
         case .requestTestNotification: "Request a Test Notification"
         case .testNotificationStatus: "Get Test Notification Status"
+        case .sendConsumptionInformation: "Send Consumption Information"
         }
     }
 
     /// Requests per second Apple allows in Production.
     public var productionRequestsPerSecond: Double {
         switch self {
-        case .notificationHistory, .transactionHistory, .subscriptionStatuses: 50
+        case .notificationHistory, .transactionHistory, .subscriptionStatuses, .sendConsumptionInformation: 50
         case .requestTestNotification, .testNotificationStatus: 1
         }
     }
@@ -31,6 +33,11 @@ public enum Endpoint: String, Hashable, Sendable, CaseIterable, Codable {
         case .notificationHistory, .transactionHistory, .subscriptionStatuses, .testNotificationStatus: .reads
         // Each request makes Apple send one more test notification.
         case .requestTestNotification: .onlyIfNotApplied
+        // Apple documents no identifier that makes a second answer harmless, nor what it does
+        // with one (endpoints-that-change §8.2): within a check, an answer is sent again only
+        // when Apple's answer proves it was not taken. (Apple itself asks again with a new
+        // CONSUMPTION_REQUEST while a request is open, and a later check answers that one.)
+        case .sendConsumptionInformation: .onlyIfNotApplied
         }
     }
 }

@@ -10,13 +10,14 @@ public enum RepeatRule: Hashable, Sendable {
     /// same request may be sent again whatever became of the first (endpoints-that-change §3, §4).
     case sameRequestIdentifier
     /// Changes something, and Apple documents no identifier that makes a repeat harmless: sent
-    /// again only after an answer that proves it was not applied (an error status: 429, 4xx,
-    /// 5xx) or an attempt that never reached Apple (no connection made).
+    /// again only after Apple answered with an error it says to send again after (429, 5xx, its
+    /// retryable codes: Apple's own word that the request is to be repeated) or an attempt that
+    /// never reached Apple (no connection made); never after an answer lost on the way back.
     case onlyIfNotApplied
 
     /// How an attempt that did not succeed ended.
     public enum AttemptEnd: Hashable, Sendable {
-        /// Apple answered with this error status: nothing was applied.
+        /// Apple answered with this error status (one it says to send again after).
         case refused(status: Int)
         /// No complete answer; `mayHaveArrived` unless the connection was never made.
         case noAnswer(mayHaveArrived: Bool)

@@ -73,6 +73,8 @@ package final class SimulatedAPI: Sendable {
         var retriesDeliveredServed = false
         /// Get Notification History requests answered (`historyClockJump`).
         var historyRequests = 0
+        /// Send Consumption Information's answers taken.
+        var consumptionAnswers: [ConsumptionAnswerTaken] = []
     }
 
     package init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), credentials: SimulatorCredentials = SimulatorCredentials(), pki: TestPKI? = nil) throws {
@@ -190,6 +192,7 @@ package final class SimulatedAPI: Sendable {
             answer = subscriptionStatuses(id: id, now: now)
         case .requestTestNotification: answer = requestTestNotification(now: now)
         case .testNotificationStatus(let token): answer = testNotificationStatus(token: token, now: now)
+        case .sendConsumptionInformation(let id): answer = sendConsumptionInformation(transactionId: id, body: body, now: now)
         }
         if answer.status == 200, options.truncatedBodyRate > 0,
             state.withLock({ Double.random(in: 0..<1, using: &$0.random) }) < options.truncatedBodyRate
@@ -209,6 +212,7 @@ package final class SimulatedAPI: Sendable {
         case subscriptionStatuses(String)
         case requestTestNotification
         case testNotificationStatus(String)
+        case sendConsumptionInformation(String)
 
         init?(method: String, path: String) {
             let parts = path.split(separator: "/").map(String.init)
@@ -218,6 +222,8 @@ package final class SimulatedAPI: Sendable {
             case ("GET", 5) where Array(parts.prefix(4)) == ["inApps", "v1", "notifications", "test"]: self = .testNotificationStatus(parts[4])
             case ("GET", 4) where Array(parts.prefix(3)) == ["inApps", "v2", "history"]: self = .transactionHistory(parts[3].removingPercentEncoding ?? parts[3])
             case ("GET", 4) where Array(parts.prefix(3)) == ["inApps", "v1", "subscriptions"]: self = .subscriptionStatuses(parts[3].removingPercentEncoding ?? parts[3])
+            case ("PUT", 5) where Array(parts.prefix(4)) == ["inApps", "v2", "transactions", "consumption"]:
+                self = .sendConsumptionInformation(parts[4].removingPercentEncoding ?? parts[4])
             default: return nil
             }
         }
@@ -229,6 +235,7 @@ package final class SimulatedAPI: Sendable {
             case .subscriptionStatuses: "subscriptionStatuses"
             case .requestTestNotification: "requestTestNotification"
             case .testNotificationStatus: "testNotificationStatus"
+            case .sendConsumptionInformation: "sendConsumptionInformation"
             }
         }
     }

@@ -14,11 +14,14 @@ package struct Deployment: Sendable {
         package var settings: Settings
         /// The file's `deliverTo` for this pair (a flag or APPSTORE_DELIVER_TO wins).
         package var deliverTo: String?
+        /// The app's `refundRequests.facts` file (nil: its refund requests are never answered).
+        package var refundFacts: String?
 
-        package init(pair: AppStorePair, settings: Settings, deliverTo: String? = nil) {
+        package init(pair: AppStorePair, settings: Settings, deliverTo: String? = nil, refundFacts: String? = nil) {
             self.pair = pair
             self.settings = settings
             self.deliverTo = deliverTo
+            self.refundFacts = refundFacts
         }
     }
 
@@ -62,7 +65,7 @@ package struct Deployment: Sendable {
                 found.append(
                     Pair(
                         pair: AppStorePair(bundleId: app.bundleId, environment: environment), settings: Settings(values: values),
-                        deliverTo: app.deliverTo[environment]
+                        deliverTo: app.deliverTo[environment], refundFacts: app.refundFacts
                     )
                 )
             }

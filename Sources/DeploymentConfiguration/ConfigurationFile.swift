@@ -19,6 +19,8 @@ import Yams
 ///       Sandbox: http://127.0.0.1:9002
 ///     deliverTo:                           # optional, per environment
 ///       Production: https://backend.example.com/apple
+///     refundRequests:                      # optional: answer refund requests from these facts
+///       facts: /etc/appstore-reconcile/refund-facts.sql
 /// ```
 ///
 /// Read strictly: an unknown key, a value of the wrong kind, a duplicate bundle ID, Production
@@ -37,6 +39,9 @@ package struct ConfigurationFile: Sendable, Hashable {
         package var apiBaseURL: [AppStoreEnvironment: String]
         /// Per environment: the team's handler that recovered notifications are POSTed to.
         package var deliverTo: [AppStoreEnvironment: String]
+        /// `refundRequests.facts`: the path of the SQL file whose one SELECT gives the team's facts
+        /// about a refund request, to answer Apple with (nil: refund requests are never answered).
+        package var refundFacts: String? = nil
 
         /// Each environment of this app, as a pair.
         package var pairs: [AppStorePair] { environments.map { AppStorePair(bundleId: bundleId, environment: $0) } }
@@ -188,7 +193,7 @@ private struct Reader {
     func app(_ node: Node, at key: String, keyReadable: (String) -> Bool) throws -> ConfigurationFile.App {
         let entries = try mapping(
             node, at: key,
-            keys: ["bundleId", "appAppleId", "issuerId", "keyId", "privateKey", "environments", "apiBaseURL", "deliverTo"]
+            keys: ["bundleId", "appAppleId", "issuerId", "keyId", "privateKey", "environments", "apiBaseURL", "deliverTo", "refundRequests"]
         )
         func required(_ name: String) throws -> Node {
             guard let value = entries[name] else { throw error("\(key).\(name)", "is missing") }
@@ -217,6 +222,12 @@ private struct Reader {
         let privateKey = try string(try required("privateKey"), at: "\(key).privateKey")
         // The value is not echoed: it should be a path, but may be a key pasted in.
         guard keyReadable(privateKey) else { throw error("\(key).privateKey", "names a file that cannot be read") }
+        var refundFacts: String?
+        if let node = entries["refundRequests"] {
+            let refund = try mapping(node, at: "\(key).refundRequests", keys: ["facts"])
+            guard let facts = refund["facts"] else { throw error("\(key).refundRequests.facts", "is missing: the path of the facts query's SQL file") }
+            refundFacts = try string(facts, at: "\(key).refundRequests.facts")
+        }
         return ConfigurationFile.App(
             bundleId: bundleId, appAppleId: appAppleId,
             issuerId: try string(try required("issuerId"), at: "\(key).issuerId"),
@@ -227,7 +238,8 @@ private struct Reader {
             } ?? [:],
             deliverTo: try entries["deliverTo"].map { node in
                 try perEnvironment(node, at: "\(key).deliverTo", listed: environments)
-            } ?? [:]
+            } ?? [:],
+            refundFacts: refundFacts
         )
     }
 }

@@ -129,7 +129,8 @@ struct ServeCommand: AsyncParsableCommand {
         guard forwardTimeout >= 1, forwardConcurrency >= 1, forwardMaxAttempts >= 1 else {
             throw ValidationError("--forward-timeout, --forward-concurrency and --forward-max-attempts must be at least 1")
         }
-        guard path.hasPrefix("/"), !["/healthz", "/livez", "/metrics"].contains(path) else {
+        // As the router matches paths: by their segments (`/livez/` is `/livez`).
+        guard path.hasPrefix("/"), !["healthz", "livez", "metrics"].map({ [Substring($0)] }).contains(path.split(separator: "/")) else {
             throw ValidationError("--path must start with / and not be /healthz, /livez or /metrics")
         }
         // The router reads ':name', '{…}' and '*' as patterns: the path is a literal one.

@@ -84,4 +84,20 @@ import Testing
             Issue.record("not a ConfigurationFileError: \(error)")
         }
     }
+
+    @Test func anAppsRefundFactsFileIsReadAndAnUnknownKeyInItNamed() throws {
+        let withFacts = Self.twoApps.replacingOccurrences(
+            of: "      Production: https://backend.example.com/apple\n",
+            with: "      Production: https://backend.example.com/apple\n    refundRequests:\n      facts: /etc/appstore-reconcile/refund-facts.sql\n"
+        )
+        let file = try Self.parse(withFacts)
+        #expect(file.app("com.example.app")?.refundFacts == "/etc/appstore-reconcile/refund-facts.sql")
+        #expect(file.app("com.example.other")?.refundFacts == nil)
+        do {
+            _ = try Self.parse(withFacts.replacingOccurrences(of: "facts: /etc", with: "fact: /etc"))
+            Issue.record("accepted refundRequests.fact")
+        } catch let error as ConfigurationFileError {
+            #expect(error.key?.hasPrefix("apps[0].refundRequests") == true, "\(error)")
+        }
+    }
 }

@@ -1,0 +1,84 @@
+import Foundation
+import SignedData
+import Synchronization
+
+// Send Consumption Information, version 2, as Apple documents it (endpoints-that-change §2):
+// `PUT /inApps/v2/transactions/consumption/{transactionId}`, 202 with no body, and the 400s of
+// its page for what it refuses.
+
+extension SimulatedAPI {
+    /// An answer Apple took: for which transaction, what it said, and when.
+    package struct ConsumptionAnswerTaken: Sendable, Hashable {
+        package var transactionId: String
+        package var customerConsented: Bool
+        package var deliveryStatus: String
+        package var sampleContentProvided: Bool
+        package var consumptionPercentage: Int64?
+        package var refundPreference: String?
+        package var at: Date
+    }
+
+    /// Every answer Apple took, in the order they came.
+    package var consumptionAnswers: [ConsumptionAnswerTaken] { state.withLock { $0.consumptionAnswers } }
+
+    /// The body as Apple reads it: every field optional, so that a missing one is refused by
+    /// its own error rather than as unreadable JSON.
+    struct ConsumptionBody: Decodable {
+        var customerConsented: Bool?
+        var deliveryStatus: String?
+        var sampleContentProvided: Bool?
+        var consumptionPercentage: Int64?
+        var refundPreference: String?
+    }
+
+    static let deliveryStatuses: Set<String> = ["DELIVERED", "UNDELIVERED_QUALITY_ISSUE", "UNDELIVERED_WRONG_ITEM", "UNDELIVERED_SERVER_OUTAGE", "UNDELIVERED_OTHER"]
+    static let refundPreferences: Set<String> = ["DECLINE", "GRANT_FULL", "GRANT_PRORATED"]
+
+    func sendConsumptionInformation(transactionId: String, body: [UInt8], now: Date) -> Answer {
+        guard !transactionId.isEmpty, transactionId.allSatisfy(\.isNumber) else { return .error(400, 4_000_006, "Invalid transaction id.") }
+        guard let transaction = scenario.customer(forTransactionId: transactionId)?.transactionVersions.last(where: { $0.transaction.transactionId == transactionId })?.transaction
+        else {
+            return .error(404, 4_040_010, "Transaction id not found.")
+        }
+        guard let request = try? JSONDecoder().decode(ConsumptionBody.self, from: Data(body)) else {
+            return .error(400, 4_000_000, "Invalid request.")
+        }
+        if let refusal = Self.consumptionRefusal(request, transaction: transaction) { return refusal }
+        let taken = ConsumptionAnswerTaken(
+            transactionId: transactionId, customerConsented: true, deliveryStatus: request.deliveryStatus ?? "",
+            sampleContentProvided: request.sampleContentProvided ?? false, consumptionPercentage: request.consumptionPercentage,
+            refundPreference: request.refundPreference, at: now
+        )
+        state.withLock { $0.consumptionAnswers.append(taken) }
+        return Answer(status: 202, headers: [], body: [])
+    }
+
+    /// Apple's refusal of the answer, or nil. Where Apple's pages name no code (a percentage out
+    /// of range, one not zero for an undelivered purchase, GRANT_PRORATED without one), the
+    /// general 4000000 stands in: endpoints-that-change §2 and §8.1.
+    static func consumptionRefusal(_ request: ConsumptionBody, transaction: TransactionPayload) -> Answer? {
+        guard request.customerConsented == true else { return .error(400, 4_000_035, "Invalid request. The customer consented field is invalid.") }
+        guard let status = request.deliveryStatus, deliveryStatuses.contains(status) else {
+            return .error(400, 4_000_036, "Invalid request. The delivery status field is invalid.")
+        }
+        guard request.sampleContentProvided != nil else { return .error(400, 4_000_041, "Invalid request. The sample content provided field is invalid.") }
+        if let preference = request.refundPreference, !refundPreferences.contains(preference) {
+            return .error(400, 4_000_044, "Invalid request. The refund preference field is invalid.")
+        }
+        if transaction.inAppOwnershipType == "FAMILY_SHARED" {
+            return .error(400, 4_000_185, "Invalid request. Family transactions are not supported by this endpoint.")
+        }
+        let autoRenewable = transaction.type == .autoRenewable
+        if let percentage = request.consumptionPercentage {
+            if autoRenewable { return .error(400, 4_000_209, "Invalid request. Consumption percentage is not supported for auto-renewable subscriptions.") }
+            guard (0...100_000).contains(percentage) else { return .error(400, 4_000_000, "Invalid request. The consumption percentage is out of range.") }
+            if status != "DELIVERED", percentage != 0 { return .error(400, 4_000_000, "Invalid request. An undelivered purchase has a consumption percentage of 0.") }
+        }
+        if request.refundPreference == "GRANT_PRORATED", !autoRenewable {
+            guard let percentage = request.consumptionPercentage, percentage > 0, percentage < 100_000 else {
+                return .error(400, 4_000_000, "Invalid request. A prorated refund needs a consumption percentage between 0 and 100000.")
+            }
+        }
+        return nil
+    }
+}

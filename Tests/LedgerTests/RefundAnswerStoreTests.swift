@@ -1,0 +1,62 @@
+import Foundation
+@testable import Ledger
+import PostgresNIO
+import SignedData
+import TestSupport
+import Testing
+
+/// The refund requests open for an answer, and the answers recorded (migration 0024), against a
+/// real PostgreSQL.
+@Suite struct RefundAnswerStoreTests {
+    static let pair = AppStorePair(bundleId: "com.example.refunds", environment: .sandbox)
+
+    /// A row of app_store.consumption_requests, as a writer records one.
+    static func request(_ client: PostgresClient, transaction: String, deadline: Date, answered: Date? = nil, bundleId: String = pair.bundleId) async throws {
+        try await client.query(
+            """
+            INSERT INTO app_store.consumption_requests (notification_uuid, environment, bundle_id, original_transaction_id, transaction_id, product_id,
+                sent_date, deadline_date, answered_date)
+            VALUES (\(UUID()), 'Sandbox', \(bundleId), '1000', \(transaction), 'com.example.coins', \(deadline.addingTimeInterval(-43_200)), \(deadline), \(answered))
+            """,
+            logger: TestDatabase.logger
+        )
+    }
+
+    @Test func openRequestsAreTheUnansweredOnesWhoseDeadlineIsAheadOnePerTransaction() async throws {
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            let now = Date(timeIntervalSince1970: 1_790_000_000)
+            try await Self.request(client, transaction: "2001", deadline: now.addingTimeInterval(3_600))
+            try await Self.request(client, transaction: "2001", deadline: now.addingTimeInterval(7_200))
+            try await Self.request(client, transaction: "2002", deadline: now.addingTimeInterval(600))
+            try await Self.request(client, transaction: "2003", deadline: now.addingTimeInterval(-1), answered: nil)
+            try await Self.request(client, transaction: "2004", deadline: now.addingTimeInterval(600), answered: now)
+            try await Self.request(client, transaction: "2005", deadline: now.addingTimeInterval(600), bundleId: "com.example.other")
+            let open = try await store.openRefundRequests(pair: Self.pair, now: now)
+            #expect(open.map(\.transactionId) == ["2002", "2001"], "soonest first; past deadlines, answered ones and other apps' left out")
+            #expect(open.last?.rows == 2)
+            #expect(open.last?.deadline == now.addingTimeInterval(3_600))
+        }
+    }
+
+    @Test func anAnswerSentAnswersEveryRowOfItsTransactionAndOneNotSentAnswersNone() async throws {
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            let now = Date()
+            try await Self.request(client, transaction: "3001", deadline: now.addingTimeInterval(3_600))
+            try await Self.request(client, transaction: "3001", deadline: now.addingTimeInterval(7_200))
+            try await Self.request(client, transaction: "3002", deadline: now.addingTimeInterval(3_600))
+            let skipped = try await store.recordConsumptionAnswer(.init(transactionId: "3002", outcome: "no_facts"), pair: Self.pair, runId: nil)
+            #expect(skipped == 0)
+            let sent = try await store.recordConsumptionAnswer(
+                .init(transactionId: "3001", outcome: "sent", sent: #"{"customerConsented":true}"#, appleStatus: 202), pair: Self.pair, runId: UUID()
+            )
+            #expect(sent == 2)
+            #expect(try await store.openRefundRequests(pair: Self.pair, now: now).map(\.transactionId) == ["3002"])
+            let kept = try await store.consumptionAnswers(pair: Self.pair, transactionId: "3001")
+            #expect(kept.map(\.row.outcome) == ["sent"])
+            #expect(kept.first?.row.appleStatus == 202)
+            #expect(kept.first?.row.sent == #"{"customerConsented": true}"#, "kept as jsonb")
+        }
+    }
+}
