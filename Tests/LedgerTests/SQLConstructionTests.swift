@@ -14,7 +14,7 @@ struct SQLConstructionTests {
         // The migration files from sql/, embedded at build time: the project's own text, split into statements.
         "Ledger/Migrator.swift": "PostgresQuery(unsafeSQL: statement)",
         // The team's own facts query (refundRequests.facts), its values bound ($1…$6), run read only.
-        "Ledger/RefundFactsQuery.swift": "PostgresQuery(unsafeSQL: query.",
+        "Ledger/LedgerStore+RefundFacts.swift": "PostgresQuery(unsafeSQL: query.",
     ]
 
     @Test func unboundSQLAppearsOnlyWhereTheMigrationFilesAreRun() throws {
