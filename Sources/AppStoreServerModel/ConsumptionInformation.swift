@@ -38,15 +38,9 @@ public struct ConsumptionInformation: Hashable, Sendable, Codable {
 
 /// `deliveryStatus`: whether the app delivered the purchase and worked, and if not, why. An
 /// extensible value: a string Apple does not document decodes, and validation names it.
-public struct DeliveryStatus: RawRepresentable, Hashable, Sendable, Codable, ExpressibleByStringLiteral {
+public struct DeliveryStatus: ExtensibleStringValue {
     public var rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { self.rawValue = value }
-    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
 
     public static let delivered: Self = "DELIVERED"
     public static let undeliveredQualityIssue: Self = "UNDELIVERED_QUALITY_ISSUE"
@@ -58,15 +52,9 @@ public struct DeliveryStatus: RawRepresentable, Hashable, Sendable, Codable, Exp
 }
 
 /// `refundPreference`: what the team would prefer Apple did with the request.
-public struct RefundPreference: RawRepresentable, Hashable, Sendable, Codable, ExpressibleByStringLiteral {
+public struct RefundPreference: ExtensibleStringValue {
     public var rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { self.rawValue = value }
-    public init(from decoder: any Decoder) throws { rawValue = try decoder.singleValueContainer().decode(String.self) }
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
 
     public static let decline: Self = "DECLINE"
     public static let grantFull: Self = "GRANT_FULL"
