@@ -138,13 +138,14 @@ public final class AppStoreServerAPIClient: Sendable {
     /// Send Consumption Information (version 2): the team's answer to a refund request, for the
     /// transaction its CONSUMPTION_REQUEST names. Apple answers 202 with no body. Sent again
     /// within the call only where `Endpoint.repeatRule` allows: an answer lost after the request
-    /// may have arrived is `OutcomeUnknown`.
-    public func sendConsumptionInformation(transactionId: String, _ information: ConsumptionInformation) async throws {
+    /// may have arrived is `OutcomeUnknown`. Returns Apple's status.
+    @discardableResult
+    public func sendConsumptionInformation(transactionId: String, _ information: ConsumptionInformation) async throws -> Int {
         let body = try JSONEncoder().encode(information)
-        _ = try await send(
+        return try await exchange(
             .sendConsumptionInformation, method: .PUT, path: "/inApps/v2/transactions/consumption/\(try Self.pathComponent(transactionId))",
             query: [], body: Array(body), decoding: NoContent.self
-        )
+        ).status
     }
 
     // MARK: - Requests
@@ -155,6 +156,14 @@ public final class AppStoreServerAPIClient: Sendable {
     func send<Value: Decodable>(
         _ endpoint: Endpoint, method: HTTPMethod, path: String, query: [(String, String)], body: [UInt8]?, decoding type: Value.Type
     ) async throws -> Value {
+        try await exchange(endpoint, method: method, path: path, query: query, body: body, decoding: type).value
+    }
+
+    /// `send`, with the HTTP status of Apple's successful answer (202 for an answer Apple takes
+    /// to process later).
+    func exchange<Value: Decodable>(
+        _ endpoint: Endpoint, method: HTTPMethod, path: String, query: [(String, String)], body: [UInt8]?, decoding type: Value.Type
+    ) async throws -> (value: Value, status: Int) {
         let policy = configuration.retryPolicy
         let clock = configuration.clock
         // The retry budget counts from the first attempt's departure, not from the queue before
@@ -170,10 +179,10 @@ public final class AppStoreServerAPIClient: Sendable {
             var wait: Duration?
             do {
                 counters.update { $0.requests[endpoint, default: 0] += 1 }
-                let bytes = try await sendOnce(endpoint, method: method, path: path, query: query, body: body)
+                let (status, bytes) = try await sendOnce(endpoint, method: method, path: path, query: query, body: body)
                 let value = try decode(type, from: bytes, endpoint: endpoint)
-                counters.update { $0.answers[endpoint, default: [:]]["200", default: 0] += 1 }
-                return value
+                counters.update { $0.answers[endpoint, default: [:]][String(status), default: 0] += 1 }
+                return (value, status)
             } catch let error as AppStoreAPIError {
                 failure = error
                 counters.update { $0.answers[endpoint, default: [:]][String(error.httpStatus), default: 0] += 1 }
@@ -224,7 +233,7 @@ public final class AppStoreServerAPIClient: Sendable {
         }
     }
 
-    private func sendOnce(_ endpoint: Endpoint, method: HTTPMethod, path: String, query: [(String, String)], body: [UInt8]?) async throws -> [UInt8] {
+    private func sendOnce(_ endpoint: Endpoint, method: HTTPMethod, path: String, query: [(String, String)], body: [UInt8]?) async throws -> (status: Int, bytes: [UInt8]) {
         var request = HTTPClientRequest(url: configuration.baseURL.url + path + Self.queryString(query))
         request.method = method
         request.headers.add(name: "Authorization", value: "Bearer \(try tokens.token())")
@@ -254,7 +263,7 @@ public final class AppStoreServerAPIClient: Sendable {
         guard (200..<300).contains(Int(response.status.code)) else {
             throw Self.apiError(endpoint: endpoint, status: Int(response.status.code), headers: response.headers, body: bytes)
         }
-        return bytes
+        return (Int(response.status.code), bytes)
     }
 
     static func apiError(endpoint: Endpoint, status: Int, headers: HTTPHeaders, body: [UInt8]) -> AppStoreAPIError {

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import SignedData
 import Synchronization
@@ -49,8 +50,37 @@ extension SimulatedAPI {
             sampleContentProvided: request.sampleContentProvided ?? false, consumptionPercentage: request.consumptionPercentage,
             refundPreference: request.refundPreference, at: now
         )
-        state.withLock { $0.consumptionAnswers.append(taken) }
+        state.withLock { state in
+            state.consumptionAnswers.append(taken)
+            if let decision = decision(after: taken, transaction: transaction, signedLater: state.signedLater) { state.signedLater.append(decision) }
+        }
         return Answer(status: 202, headers: [], body: [])
+    }
+
+    /// Apple's decision on a refund request once an answer arrived, as the simulator plays it:
+    /// declined (REFUND_DECLINED, signed a millisecond after the answer) when the team prefers
+    /// DECLINE, or says the purchase was delivered and at least half consumed; otherwise still
+    /// undecided (Apple decides later, out of the simulator's sight). Only a request still open
+    /// gets one: a CONSUMPTION_REQUEST of the transaction with no decision signed after it.
+    func decision(after answer: ConsumptionAnswerTaken, transaction: TransactionPayload, signedLater: [Scenario.Notification]) -> Scenario.Notification? {
+        let declines = answer.refundPreference == "DECLINE" || (answer.deliveryStatus == "DELIVERED" && (answer.consumptionPercentage ?? 0) >= 50_000)
+        guard declines, let customer = scenario.customer(forTransactionId: answer.transactionId) else { return nil }
+        let atMs = Int64(answer.at.timeIntervalSince1970 * 1000)
+        let events = (scenario.notifications + signedLater).filter { $0.customer == customer.index && $0.transaction.transactionId == answer.transactionId && $0.signedDate <= atMs }
+        guard let request = events.filter({ $0.type == .consumptionRequest }).max(by: { $0.signedDate < $1.signedDate }),
+            !events.contains(where: { ($0.type == .refund || $0.type == .refundDeclined) && $0.signedDate >= request.signedDate })
+        else { return nil }
+        var signed = transaction
+        signed.signedDate = atMs + 1
+        var renewal = request.renewalInfo
+        renewal?.signedDate = atMs + 1
+        let digest = Array(SHA256.hash(data: Data("refund-declined \(answer.transactionId) \(request.uuid)".utf8)))
+        var generator = SeededGenerator(seed: digest.prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
+        let uuid = CustomerLife.Builder.uuid(&generator)
+        return Scenario.Notification(
+            uuid: uuid, type: .refundDeclined, subtype: nil, signedDate: atMs + 1, customer: customer.index,
+            originalTransactionId: request.originalTransactionId, transaction: signed, renewalInfo: renewal, status: request.status, sendAttempts: []
+        )
     }
 
     /// Apple's refusal of the answer, or nil. Where Apple's pages name no code (a percentage out
@@ -80,5 +110,34 @@ extension SimulatedAPI {
             }
         }
         return nil
+    }
+
+    /// A customer asks for a refund of a transaction now: Apple's CONSUMPTION_REQUEST signed at
+    /// `at`, and `repeats` more half an hour apart (each a notificationUUID of its own; hidden
+    /// once an answer arrived before it), none delivered (the server was down). Returns them.
+    @discardableResult
+    package func requestRefund(transactionId: String, at: Date, repeats: Int = 0, reason: String = "UNINTENDED_PURCHASE") throws -> [Scenario.Notification] {
+        guard let customer = scenario.customer(forTransactionId: transactionId),
+            let transaction = customer.transactionVersions.last(where: { $0.transaction.transactionId == transactionId })?.transaction
+        else {
+            throw SimulatorError("no transaction \(transactionId) in the world")
+        }
+        let latest = scenario.notifications.last { $0.customer == customer.index && $0.originalTransactionId == (transaction.originalTransactionId ?? customer.originalTransactionId) }
+        let atMs = Int64(at.timeIntervalSince1970 * 1000)
+        let requests = (0...repeats).map { number in
+            let signedAt = atMs + Int64(number) * 1_800_000
+            var signed = transaction
+            signed.signedDate = signedAt
+            var renewal = latest?.renewalInfo
+            renewal?.signedDate = signedAt
+            let digest = Array(SHA256.hash(data: Data("refund-request \(transactionId) \(signedAt)".utf8)))
+            var generator = SeededGenerator(seed: digest.prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
+            return Scenario.Notification(
+                uuid: CustomerLife.Builder.uuid(&generator), type: .consumptionRequest, subtype: nil, signedDate: signedAt, customer: customer.index,
+                originalTransactionId: transaction.originalTransactionId ?? customer.originalTransactionId, transaction: signed, renewalInfo: renewal, status: latest?.status, sendAttempts: []
+            )
+        }
+        state.withLock { $0.signedLater += requests }
+        return requests
     }
 }

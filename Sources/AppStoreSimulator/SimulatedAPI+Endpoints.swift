@@ -59,8 +59,9 @@ extension SimulatedAPI {
             }
         }
         let pageEnd = min(matches.count, offset + Self.pageSize)
+        let later = state.withLock { $0.signedLater }
         let page: [NotificationHistoryItemBody] = (offset < pageEnd ? Array(matches[offset..<pageEnd]) : []).map { index in
-            let notification = scenario.notifications[index]
+            let notification = index < scenario.notifications.count ? scenario.notifications[index] : later[index - scenario.notifications.count]
             return NotificationHistoryItemBody(
                 signedPayload: servedPayload(notification),
                 sendAttempts: notification.sendAttempts.filter { $0.date <= nowMs }.map { .init(attemptDate: $0.date, sendAttemptResult: $0.result) }

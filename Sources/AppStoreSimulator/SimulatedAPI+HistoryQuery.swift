@@ -84,9 +84,15 @@ extension SimulatedAPI {
     /// lists the world as it is now (retries may have delivered some since).
     func historyMatches(_ filter: HistoryFilter, bodyKey: String, offset: Int, retried: [Int: Int64], nowMs: Int64) -> [Int] {
         if offset > 0, let kept = state.withLock({ $0.queryMatches[bodyKey] }) { return kept }
-        let matches = scenario.notifications.indices.filter { index in
-            let notification = scenario.notifications[index]
+        let (later, answered) = state.withLock { state in
+            (state.signedLater, Dictionary(state.consumptionAnswers.map { ($0.transactionId, Int64($0.at.timeIntervalSince1970 * 1000)) }, uniquingKeysWith: min))
+        }
+        let all = scenario.notifications.indices.lazy.map { (index: $0, notification: scenario.notifications[$0]) }
+            + later.indices.map { (index: scenario.notifications.count + $0, notification: later[$0]) }
+        let matches = all.filter { index, notification in
             guard notification.signedDate >= filter.start, notification.signedDate < filter.end else { return false }
+            // Apple repeats a refund request only while it is unanswered.
+            if notification.type == .consumptionRequest, let at = notification.transaction.transactionId.flatMap({ answered[$0] }), at < notification.signedDate { return false }
             if let type = filter.type {
                 // A type without a subtype matches only notifications that have no subtype.
                 guard notification.type == type, notification.subtype == filter.subtype else { return false }
@@ -98,7 +104,7 @@ extension SimulatedAPI {
                 return false
             }
             return true
-        }
+        }.map(\.index)
         state.withLock { $0.queryMatches[bodyKey] = matches }
         return matches
     }

@@ -48,6 +48,8 @@ package final class SimulatedAPI: Sendable {
 
     struct State {
         var injected: [InjectedAnswer] = []
+        /// Answers for the next requests to one endpoint (by `Route.endpointName`), in order.
+        var injectedByEndpoint: [String: [InjectedAnswer]] = [:]
         var buckets: [String: (tokens: Double, updated: Date)] = [:]
         var random: SeededGenerator
         var requestCounts: [String: Int] = [:]
@@ -75,6 +77,9 @@ package final class SimulatedAPI: Sendable {
         var historyRequests = 0
         /// Send Consumption Information's answers taken.
         var consumptionAnswers: [ConsumptionAnswerTaken] = []
+        /// Notifications Apple signed after the scenario was made, in reply to what the tool
+        /// sent (a REFUND_DECLINED after an answer): indexed after the scenario's own.
+        var signedLater: [Scenario.Notification] = []
     }
 
     package init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), credentials: SimulatorCredentials = SimulatorCredentials(), pki: TestPKI? = nil) throws {
@@ -90,6 +95,12 @@ package final class SimulatedAPI: Sendable {
     /// Makes the next requests (any endpoint) get these answers, in order.
     package func inject(_ answers: [InjectedAnswer]) {
         state.withLock { $0.injected += answers }
+    }
+
+    /// Makes the next requests to one endpoint (`sendConsumptionInformation`, say) get these
+    /// answers, in order; the other endpoints are answered as usual.
+    package func inject(_ answers: [InjectedAnswer], endpoint: String) {
+        state.withLock { $0.injectedByEndpoint[endpoint, default: []] += answers }
     }
 
     /// Requests served per endpoint path prefix, and how many were refused with 429.
@@ -167,7 +178,11 @@ package final class SimulatedAPI: Sendable {
         }
         guard authorize(authorization, now: now) else { return Answer(status: 401, headers: [], body: []) }
         if let limited = rateLimit(route.endpointName, now: now) { return limited }
-        if let injected = state.withLock({ $0.injected.isEmpty ? nil : $0.injected.removeFirst() }) {
+        let next = state.withLock { state -> InjectedAnswer? in
+            if let answers = state.injectedByEndpoint[route.endpointName], !answers.isEmpty { return state.injectedByEndpoint[route.endpointName]!.removeFirst() }
+            return state.injected.isEmpty ? nil : state.injected.removeFirst()
+        }
+        if let injected = next {
             switch injected {
             case .error(let status, let code, let message, let retryAfter):
                 if status == 429, let retryAfter { noteRetryAfter(route.endpointName, answeredAt: now, until: retryAfter) }

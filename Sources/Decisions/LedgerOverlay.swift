@@ -14,5 +14,34 @@ package struct LedgerOverlay: Sendable {
     package private(set) var transactionsByCustomer: [String: [TransactionRecord]] = [:]
     /// A dry run with a delivery target: the notifications pass 1 would record (notificationUUID, signedDate).
     package var wouldRecord: [(uuid: String, signedDate: Date)] = []
+    /// A dry run: the refund requests pass 1 would record, one per notification (the answering
+    /// pass merges them with the ledger's, `RefundAnswerMachine.requests`, and reads their
+    /// product types from `transactions`).
+    package var refundRequests: [OpenRefundRequest] = []
+    /// A dry run: the latest decision (REFUND, REFUND_DECLINED) pass 1 would record, by transaction.
+    package var refundDecisions: [String: Date] = [:]
+
+    /// Notes the refund requests and decisions a dry run's batch would write.
+    package mutating func noteRefundEpisodes(of batch: LedgerBatch) {
+        let requests = Dictionary(batch.consumptionRequests.map { ($0.notificationUUID, $0) }, uniquingKeysWith: { first, _ in first })
+        for notification in batch.notifications {
+            guard let transactionId = notification.transactionId else { continue }
+            switch notification.refundEpisode {
+            case .decision?:
+                refundDecisions[transactionId] = max(refundDecisions[transactionId] ?? .distantPast, notification.signedDate)
+            case .request?:
+                guard let request = requests[notification.notificationUUID] else { continue }
+                refundRequests.append(
+                    OpenRefundRequest(
+                        transactionId: transactionId, originalTransactionId: request.originalTransactionId, appAccountToken: request.appAccountToken,
+                        productId: request.productId, productType: nil, deadline: request.deadlineDate,
+                        signedDate: notification.signedDate, rows: 0
+                    )
+                )
+            case nil:
+                continue
+            }
+        }
+    }
     package init() {}
 }

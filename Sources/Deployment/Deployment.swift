@@ -1,6 +1,7 @@
 import DeploymentConfiguration
 import Foundation
 import Ledger
+import LedgerModel
 import SignedData
 
 /// The App Stores (app, environment) a command works on, each with its settings, resolved once:
@@ -15,9 +16,9 @@ package struct Deployment: Sendable {
         /// The file's `deliverTo` for this pair (a flag or APPSTORE_DELIVER_TO wins).
         package var deliverTo: String?
         /// The app's `refundRequests.facts` file (nil: its refund requests are never answered).
-        package var refundFacts: String?
+        package var refundFacts: RefundFactsQuery?
 
-        package init(pair: AppStorePair, settings: Settings, deliverTo: String? = nil, refundFacts: String? = nil) {
+        package init(pair: AppStorePair, settings: Settings, deliverTo: String? = nil, refundFacts: RefundFactsQuery? = nil) {
             self.pair = pair
             self.settings = settings
             self.deliverTo = deliverTo
@@ -65,7 +66,7 @@ package struct Deployment: Sendable {
                 found.append(
                     Pair(
                         pair: AppStorePair(bundleId: app.bundleId, environment: environment), settings: Settings(values: values),
-                        deliverTo: app.deliverTo[environment], refundFacts: app.refundFacts
+                        deliverTo: app.deliverTo[environment], refundFacts: try app.refundFacts.map { try Self.refundFacts($0, of: app.bundleId, in: file.path) }
                     )
                 )
             }
@@ -76,7 +77,18 @@ package struct Deployment: Sendable {
         return Deployment(pairs: found)
     }
 
-    /// Without a file: the one app of the variables and flags, in each environment given.
+    /// An app's facts query (`refundRequests.facts`), read and checked as far as can be without
+    /// the database (`LedgerStore.check` does the rest): a file that cannot be read or holds no
+    /// single statement is a configuration error naming it.
+    static func refundFacts(_ path: String, of bundleId: String, in configuration: String) throws -> RefundFactsQuery {
+        do {
+            return try RefundFactsQuery.load(path)
+        } catch let error as RefundFactsError {
+            throw ConfigurationError(setting: "refundRequests.facts of \(bundleId) in \(configuration):", problem: "the file \(error.file) \(error.problem)")
+        }
+    }
+
+        /// Without a file: the one app of the variables and flags, in each environment given.
     private static func oneAppPairs(_ flags: DeploymentFlags, process: [String: String]) throws -> [Pair] {
         let chosen: [String?] = flags.environments.isEmpty ? [nil] : flags.environments
         var found: [Pair] = []

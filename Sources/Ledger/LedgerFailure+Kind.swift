@@ -1,4 +1,5 @@
 import FailureKind
+import LedgerModel
 
 // What each of the ledger's failures asks of the operator (see FailureKind).
 
@@ -37,4 +38,11 @@ extension DeliveryInProgress: KindedFailure {
 
 extension MigrationRefused: KindedFailure {
     package var failureKind: FailureKind { .unexpected }
+}
+
+/// A facts file that cannot be used, found when the run checks it: fix it (exit 78). A facts
+/// query that fails for one request is that request's outcome, never thrown this far.
+extension RefundFactsError: KindedFailure {
+    package var failureKind: FailureKind { .configuration }
+    package var advice: String? { "Nothing was sent to Apple. Fix the file, then try it with `appstore-reconcile check`." }
 }

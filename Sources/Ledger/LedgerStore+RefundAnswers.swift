@@ -1,103 +1,99 @@
 import Foundation
+import LedgerModel
 import Logging
 import PostgresNIO
 import SignedData
 
 /// The refund requests still to answer, and the answers the tool gives them (migration 0024).
 extension LedgerStore {
-    /// A refund request open for an answer: not answered, its deadline ahead. One per transaction
-    /// (the rows of one transaction's repeated requests are one request), with what the facts
-    /// query is given and the purchase's type as the ledger holds it.
-    package struct OpenRefundRequest: Sendable, Hashable {
-        package var transactionId: String
-        package var originalTransactionId: String
-        package var appAccountToken: UUID?
-        package var productId: String?
-        /// The transaction's `product_type` in the ledger (nil: the ledger does not hold it).
-        package var productType: String?
-        /// The soonest deadline of its rows.
-        package var deadline: Date
-        /// Its rows in app_store.consumption_requests.
-        package var rows: Int
-    }
-
-    /// The open refund requests of `pair` at `now`, soonest deadline first.
+    /// The open refund requests of `pair` at `now`, soonest deadline first: rows of
+    /// app_store.consumption_requests not answered, their deadline ahead, and no decision of
+    /// Apple's (REFUND, REFUND_DECLINED) signed at or after their request (an episode Apple
+    /// decided needs no answer; migration 0022 keeps one row per episode).
     package func openRefundRequests(pair: AppStorePair, now: Date) async throws -> [OpenRefundRequest] {
         let rows = try await client.query(
             """
             SELECT c.transaction_id, min(c.original_transaction_id),
                 (array_agg(c.app_account_token) FILTER (WHERE c.app_account_token IS NOT NULL))[1],
-                min(c.product_id), min(t.product_type), min(c.deadline_date), count(*)::integer
+                min(c.product_id), min(t.product_type), min(c.deadline_date), min(coalesce(r.signed_date, c.sent_date)), count(*)::integer
             FROM app_store.consumption_requests c
+            LEFT JOIN app_store.refund_request_events r ON r.notification_uuid = c.notification_uuid
             LEFT JOIN app_store.transaction_rows t
                 ON t.bundle_id = c.bundle_id AND t.environment = c.environment AND t.transaction_id = c.transaction_id
             WHERE c.bundle_id = \(pair.bundleId) AND c.environment = \(pair.environment.rawValue)
                 AND c.answered_date IS NULL AND c.deadline_date > \(now) AND c.transaction_id IS NOT NULL
+                AND NOT EXISTS (
+                    SELECT 1 FROM app_store.refund_request_events d
+                    WHERE d.kind = 'decision' AND d.bundle_id = c.bundle_id AND d.environment = c.environment
+                        AND d.transaction_id = c.transaction_id AND d.signed_date >= coalesce(r.signed_date, c.sent_date)
+                )
             GROUP BY c.transaction_id
             ORDER BY min(c.deadline_date), c.transaction_id
             """,
             logger: logger
         )
         var open: [OpenRefundRequest] = []
-        for try await (transactionId, original, token, product, type, deadline, count) in rows.decode((String, String, UUID?, String?, String?, Date, Int32).self) {
+        for try await (transactionId, original, token, product, type, deadline, signed, count) in rows.decode((String, String, UUID?, String?, String?, Date, Date, Int32).self) {
             open.append(
                 OpenRefundRequest(
                     transactionId: transactionId, originalTransactionId: original, appAccountToken: token, productId: product, productType: type,
-                    deadline: deadline, rows: Int(count)
+                    deadline: deadline, signedDate: signed, rows: Int(count)
                 )
             )
         }
         return open
     }
 
-    /// What the tool did about one refund request, as app_store.consumption_answers keeps it.
-    package struct ConsumptionAnswerRow: Sendable, Hashable {
-        package var transactionId: String
-        /// sent, no_facts, no_consent, invalid, failed.
-        package var outcome: String
-        package var detail: String?
-        /// The body sent to Apple, as JSON.
-        package var sent: String?
-        package var appleStatus: Int?
-        package var appleError: Int64?
-
-        package init(transactionId: String, outcome: String, detail: String? = nil, sent: String? = nil, appleStatus: Int? = nil, appleError: Int64? = nil) {
-            self.transactionId = transactionId
-            self.outcome = outcome
-            self.detail = detail
-            self.sent = sent
-            self.appleStatus = appleStatus
-            self.appleError = appleError
-        }
-    }
-
-    /// Records what the tool did about one request; one that was `sent` is answered: every
-    /// unanswered row of its transaction's requests gets `answered_date`, in the same statement.
-    /// Returns the rows answered.
+    /// Records what the tool did about one request, a new row of app_store.consumption_answers,
+    /// or the row `replacing` names (the one written before sending). One that was `sent` is
+    /// answered: every unanswered row of its transaction's undecided requests gets
+    /// `answered_date`, in the same statement. Returns the id of the answer's row and the
+    /// requests' rows answered (the id nil only when the row `replacing` names is gone).
     @discardableResult
-    package func recordConsumptionAnswer(_ answer: ConsumptionAnswerRow, pair: AppStorePair, runId: UUID?) async throws -> Int {
+    package func recordConsumptionAnswer(
+        _ answer: ConsumptionAnswerRecord, pair: AppStorePair, runId: UUID?, replacing: Int64? = nil
+    ) async throws -> (id: Int64?, answered: Int) {
         let rows = try await client.query(
             """
-            WITH answer AS (
+            WITH input AS (
+                SELECT \(pair.bundleId)::text AS bundle_id, \(pair.environment.rawValue)::text AS environment, \(answer.transactionId)::text AS transaction_id,
+                    \(answer.outcome)::text AS outcome, \(answer.detail)::text AS detail, \(answer.sent)::jsonb AS sent, \(answer.appleStatus)::integer AS apple_status,
+                    \(answer.appleError)::bigint AS apple_error, \(runId)::uuid AS run_id, \(replacing)::bigint AS replacing
+            ), inserted AS (
                 INSERT INTO app_store.consumption_answers (bundle_id, environment, transaction_id, outcome, detail, sent, apple_status, apple_error, run_id)
-                VALUES (\(pair.bundleId), \(pair.environment.rawValue), \(answer.transactionId), \(answer.outcome), \(answer.detail),
-                    \(answer.sent)::jsonb, \(answer.appleStatus), \(answer.appleError), \(runId))
-                RETURNING outcome
+                SELECT bundle_id, environment, transaction_id, outcome, detail, sent, apple_status, apple_error, run_id FROM input WHERE replacing IS NULL
+                RETURNING id, outcome
+            ), updated AS (
+                UPDATE app_store.consumption_answers a SET outcome = i.outcome, detail = i.detail, sent = i.sent, apple_status = i.apple_status,
+                    apple_error = i.apple_error, answered_at = now()
+                FROM input i
+                WHERE a.id = i.replacing AND a.bundle_id = i.bundle_id AND a.environment = i.environment
+                RETURNING a.id, a.outcome
+            ), answer AS (
+                SELECT * FROM inserted UNION ALL SELECT * FROM updated
+            ), answered AS (
+                UPDATE app_store.consumption_requests c SET answered_date = now()
+                FROM input i
+                WHERE c.bundle_id = i.bundle_id AND c.environment = i.environment AND c.transaction_id = i.transaction_id
+                    AND c.answered_date IS NULL AND (SELECT outcome FROM answer) = 'sent'
+                    AND NOT EXISTS (
+                        SELECT 1 FROM app_store.refund_request_events d, app_store.refund_request_events r
+                        WHERE r.notification_uuid = c.notification_uuid AND d.kind = 'decision' AND d.bundle_id = c.bundle_id
+                            AND d.environment = c.environment AND d.transaction_id = c.transaction_id AND d.signed_date >= r.signed_date
+                    )
+                RETURNING 1
             )
-            UPDATE app_store.consumption_requests SET answered_date = now()
-            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND transaction_id = \(answer.transactionId)
-                AND answered_date IS NULL AND (SELECT outcome FROM answer) = 'sent'
-            RETURNING 1
+            SELECT (SELECT id FROM answer), (SELECT count(*)::integer FROM answered)
             """,
             logger: logger
         )
-        var answered = 0
-        for try await _ in rows { answered += 1 }
-        return answered
+        var recorded: (id: Int64?, answered: Int) = (nil, 0)
+        for try await (id, answered) in rows.decode((Int64?, Int32).self) { recorded = (id, Int(answered)) }
+        return recorded
     }
 
     /// The answers recorded for one transaction's requests, oldest first: for support.
-    package func consumptionAnswers(pair: AppStorePair, transactionId: String) async throws -> [(row: ConsumptionAnswerRow, at: Date)] {
+    package func consumptionAnswers(pair: AppStorePair, transactionId: String) async throws -> [(row: ConsumptionAnswerRecord, at: Date)] {
         let rows = try await client.query(
             """
             SELECT transaction_id, outcome, detail, sent::text, apple_status, apple_error, answered_at
@@ -107,9 +103,9 @@ extension LedgerStore {
             """,
             logger: logger
         )
-        var found: [(row: ConsumptionAnswerRow, at: Date)] = []
+        var found: [(row: ConsumptionAnswerRecord, at: Date)] = []
         for try await (id, outcome, detail, sent, status, error, at) in rows.decode((String, String, String?, String?, Int32?, Int64?, Date).self) {
-            found.append((ConsumptionAnswerRow(transactionId: id, outcome: outcome, detail: detail, sent: sent, appleStatus: status.map(Int.init), appleError: error), at))
+            found.append((ConsumptionAnswerRecord(transactionId: id, outcome: outcome, detail: detail, sent: sent, appleStatus: status.map(Int.init), appleError: error), at))
         }
         return found
     }

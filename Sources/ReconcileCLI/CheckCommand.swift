@@ -70,6 +70,7 @@ struct CheckCommand: AsyncParsableCommand {
                 }
                 let expected = Migration.bundled.count
                 report(applied.count >= expected, "database \(url) reachable; \(applied.count) of \(expected) migrations applied\(applied.count < expected ? ": run `appstore-reconcile migrate`" : "")")
+                if applied.count >= expected { try await checkRefundFacts(pairs, url: url, logger: logger, report: report) }
             } catch {
                 report(false, "database: \(error)")
             }
@@ -78,6 +79,29 @@ struct CheckCommand: AsyncParsableCommand {
                 printError("\(failures) check(s) failed", level: .error)
                 throw ExitCode(ExitStatus.configuration)
             }
+        }
+    }
+
+    /// Each app's facts query parses against the ledger's database and gives the contract's
+    /// columns with their types (without running it); one query per app, not per environment.
+    private func checkRefundFacts(_ pairs: [Deployment.Pair], url: DatabaseURL, logger: Logger, report: (Bool, String) -> Void) async throws {
+        var checked = Set<String>()
+        let queries = pairs.compactMap { pair in pair.refundFacts.map { (pair: pair.pair, query: $0) } }.filter { checked.insert($0.pair.bundleId).inserted }
+        guard !queries.isEmpty else { return }
+        let problems = try await LedgerDatabase.withStore(url, logger: logger) { store in
+            var problems: [String?] = []
+            for (pair, query) in queries {
+                do {
+                    try await store.check(query, pair: pair)
+                    problems.append(nil)
+                } catch let error as RefundFactsError {
+                    problems.append(error.description)
+                }
+            }
+            return problems
+        }
+        for ((pair, query), problem) in zip(queries, problems) {
+            report(problem == nil, "\(pair.bundleId): " + (problem ?? "the refund facts query \(query.file) parses and gives the five columns"))
         }
     }
 

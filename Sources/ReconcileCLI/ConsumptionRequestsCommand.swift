@@ -19,6 +19,14 @@ struct ConsumptionRequestsCommand: AsyncParsableCommand {
             code to set) and a change-feed row. Answer each with \(ConsumptionDeadline.endpoint). It holds a lock of its own: \
             a long nightly run does not hold it up. Pass 2 does not run; the next nightly run repairs the accounts.
 
+            With --answer, it then answers every open refund request (not answered, deadline ahead, not decided by Apple; \
+            a transaction's repeated requests once) of each app whose configuration names a facts query \
+            (apps[].refundRequests.facts: one SELECT over your own tables, checked before anything is sent; see \
+            docs/production.md): no row is `no_facts` and customer_consented not true is `no_consent` (nothing sent); a value \
+            Apple refuses is `invalid` (nothing sent); otherwise the answer is sent, and Apple's 202 marks the request \
+            answered. Apple's refusal is `failed`, sent again at the next check. app_store.consumption_answers keeps each \
+            answer; report.json lists them under `answers`. Exit 3 when any is invalid or failed.
+
             \(ExitStatus.summary)
             """
     )
@@ -32,6 +40,12 @@ struct ConsumptionRequestsCommand: AsyncParsableCommand {
     @Option(help: "With no successful check recorded, how many hours back the first one looks.")
     var firstLookbackHours = 24.0
 
+    @Flag(help: "Answer the open refund requests with Send Consumption Information, from each app's refundRequests.facts query (with --dry-run: list what would be sent).")
+    var answer = false
+
+    @Option(help: "With --answer: seconds one request's facts query may run before that request is failed (the others go on).")
+    var factsTimeout = 5.0
+
     @OptionGroup var recovery: RecoveryRunOptions
 
     @OptionGroup var options: ConfigurationOptions
@@ -40,6 +54,7 @@ struct ConsumptionRequestsCommand: AsyncParsableCommand {
         guard overlapHours >= 0, settleMinutes >= 0, firstLookbackHours > 0 else {
             throw ValidationError("--overlap-hours and --settle-minutes must not be negative, --first-lookback-hours must be positive")
         }
+        guard factsTimeout > 0, factsTimeout <= 300 else { throw ValidationError("--facts-timeout must be above 0 and at most 300 seconds") }
         guard recovery.shard == nil else { throw ValidationError("consumption-requests takes no --shard: one check covers the window") }
     }
 
@@ -54,7 +69,7 @@ struct ConsumptionRequestsCommand: AsyncParsableCommand {
             // of its transaction is a new request (migration 0022), which the ledger can tell only
             // once it holds the decision.
             request.onlyTypes = [.consumptionRequest, .refund, .refundDeclined]
-            try await recovery.execute(request, configuration: options)
+            try await recovery.execute(request, configuration: options, answering: answer ? .milliseconds(Int64(factsTimeout * 1000)) : nil)
         }
     }
 }

@@ -4,6 +4,7 @@ import Decisions
 import Deployment
 import Foundation
 import Ledger
+import Logging
 import Reconciliation
 import SignedData
 
@@ -108,15 +109,34 @@ extension RecoveryRunOptions {
     /// --concurrent-pairs at once, SIGTERM and SIGINT stopping it gracefully; writes the reports,
     /// prints the summary, and maps the outcome to the exit code (`conclude`, as `RunLayout` shows
     /// one pair or several).
-    func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions) async throws {
+    ///
+    /// `answering`: answer each pair's open refund requests from its facts query, each query
+    /// run under this timeout (`consumption-requests --answer`); a pair without facts is told
+    /// and only recorded, no pair with facts is a configuration error.
+    func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions, answering: Duration? = nil) async throws {
         let deployment = try configuration.deployment()
         let layout = RunLayout(deployment)
+        if answering != nil {
+            let without = deployment.pairs.filter { $0.refundFacts == nil }
+            guard without.count < deployment.pairs.count else {
+                throw ConfigurationError(
+                    setting: "--answer", problem: "needs an app with refundRequests.facts in the configuration file (--config); \(without.map(\.pair.description).joined(separator: ", ")) has none"
+                )
+            }
+            for pair in without {
+                printError("\(pair.pair): no refundRequests.facts in the configuration: its refund requests are recorded, not answered", level: .warning)
+            }
+        }
         let adjust = { (api: AppStoreServerAPIConfiguration) in
             api.forRun(shard: request.shard, rateFactor: rateFactor, retryAttempts: retryAttempts, rateLimitWait: .seconds(rateLimitWaitMinutes * 60))
         }
         let results = try await deployment.runReconciliations(
             label: request.kind.rawValue, layout: layout, progress: !noProgress, concurrency: concurrentPairs, adjust: adjust
-        ) { pair in .recovery(try self.request(request, for: pair, layout: layout)) }
+        ) { pair in
+            var request = try self.request(request, for: pair, layout: layout)
+            if let timeout = answering { request.answering = pair.refundFacts.map { RefundAnswering.Settings(query: $0, timeout: timeout) } }
+            return .recovery(request)
+        }
         try conclude(results, layout: layout, reportDirectory: reportDir, dryRun: dryRun, title: "appstore-reconcile \(request.kind.rawValue)", summary: \.summaryLine)
     }
 

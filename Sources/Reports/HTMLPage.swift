@@ -132,6 +132,7 @@ package enum HTMLPage {
         .badge { display: inline-block; padding: 0 6px; border-radius: 10px; font-size: 12px; border: 1px solid var(--line); }
         .badge.bad { color: var(--bad); border-color: var(--bad); }
         .badge.warn { color: var(--warn); border-color: var(--warn); }
+        .badge.good { color: var(--good); border-color: var(--good); }
         .chart { width: 100%; height: auto; display: block; }
         .chart text { fill: var(--muted); font-size: 11px; }
         .chart .axis { stroke: var(--line); }

@@ -40,6 +40,7 @@ extension RecoveryReport {
         write(changesSection(limits: limits))
         write(repairsSection(limits: limits))
         if let redelivery { write(redeliverySection(redelivery)) }
+        write(answersSection(limits: limits))
         write(planSection())
         write(
             "<p class=\"muted\">Beside this file: report.md (the same run as text) and report.json (every entry of every list, for scripts). "
@@ -70,7 +71,12 @@ extension RecoveryReport {
         if counts.rejected > 0 { needs.append("\(HTMLPage.count(counts.rejected, "payload")) failed verification") }
         if counts.retryLater > 0 { needs.append("\(HTMLPage.count(counts.retryLater, "payload")) could not be verified yet") }
         if counts.customersFailed > 0 { needs.append("\(HTMLPage.count(counts.customersFailed, "account")) Apple could not answer for") }
-        if summary.consumptionRequests > 0 {
+        if let answered = answersSentence { parts.append("refund requests: \(HTMLPage.escape(answered))") }
+        if answersNeedingAPerson > 0 {
+            needs.append("<a href=\"#answers\">\(HTMLPage.count(answersNeedingAPerson, "refund request"))</a> not answered (invalid facts or Apple's refusal)")
+        }
+        // With --answer the requests were answered above; without, someone must answer them.
+        if summary.consumptionRequests > 0, answers == nil {
             needs.append(
                 "\(HTMLPage.count(summary.consumptionRequests, "refund request")) (CONSUMPTION_REQUEST) to answer: "
                     + HTMLPage.escape(String(summary.consumptionDeadlines.sentence.dropLast()))
@@ -131,9 +137,10 @@ extension RecoveryReport {
     }
 
     func needsAPerson(_ summary: HTMLSummary, limits: HTMLLimits) -> String {
-        guard counts.rejected > 0 || counts.customersFailed > 0 || summary.consumptionRequests > 0 || counts.retryLater > 0 else { return "" }
+        let requestsToAnswer = answers == nil ? summary.consumptionRequests : 0
+        guard counts.rejected > 0 || counts.customersFailed > 0 || requestsToAnswer > 0 || counts.retryLater > 0 else { return "" }
         var html = "<h2 id=\"needs-a-person\">Needs a person</h2>\n"
-        if summary.consumptionRequests > 0 {
+        if requestsToAnswer > 0 {
             html += "<details open id=\"consumption-requests\"><summary><span class=\"badge warn\">refund requests</span> "
                 + "\(HTMLPage.count(summary.consumptionRequests, NotificationType.consumptionRequest.rawValue)) arrived while your server missed them: "
                 + "\(HTMLPage.escape(summary.consumptionDeadlines.sentence))</summary>"

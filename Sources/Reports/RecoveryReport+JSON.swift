@@ -43,7 +43,10 @@ extension RecoveryReport {
             try write(first ? "[]" : "\n  ]")
         }
         // In the order of CodingKeys sorted by name.
-        try write("{\n  \"counts\" : " + (try encoded(counts, indent: "  ")) + ",\n  \"customers\" : ")
+        try write("{\n")
+        // Only when asked for (`consumption-requests --answer`).
+        if let answers { try write("  \"answers\" : " + (try encoded(answers, indent: "  ")) + ",\n") }
+        try write("  \"counts\" : " + (try encoded(counts, indent: "  ")) + ",\n  \"customers\" : ")
         try list(customers)
         try write(",\n  \"deliveryFailures\" : " + (try encoded(deliveryFailures, indent: "  ")) + ",\n  \"missed\" : ")
         try list(missed)

@@ -30,6 +30,7 @@ extension RecoveryReport {
             let endpoints = counts.rateLimitedByEndpoint.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             line += "; Apple rate-limited \(counts.rateLimited) request(s) with 429 (\(endpoints)), each endpoint held back until its Retry-After"
         }
+        if let answered = answersSentence { line += "; refund requests: \(answered)" }
         if let redelivery {
             line += isDryRun
                 ? "; would re-deliver \(redelivery.pending) notification(s) to \(redelivery.target)"
@@ -51,6 +52,7 @@ extension RecoveryReport {
         writePlan(line)
         writeMissed(line)
         writeRefundRequests(line)
+        writeAnswers(line)
         writeCustomers(line)
         writeRepairs(line)
         writeDeliveryFailures(line)
@@ -119,10 +121,11 @@ extension RecoveryReport {
             line("## Refund requests awaiting consumption information (\(consumptionRequests.count))")
             line("")
             line(
-                "⚠ A customer asked Apple for a refund, and Apple asks for consumption information (Send Consumption Information, "
+                (answers == nil ? "⚠ " : "") + "A customer asked Apple for a refund, and Apple asks for consumption information (Send Consumption Information, "
                     + "`\(ConsumptionDeadline.endpoint)`). Apple's page says: \"Respond within 12 hours of receiving the CONSUMPTION_REQUEST "
                     + "notification\" (\(ConsumptionDeadline.documentation)). The deadline below counts from Apple's first send attempt. "
                     + "`app_store.consumption_requests` holds one request per transaction until Apple decides it: the first of its repeats."
+                    + (answers == nil ? "" : " This run answered the open ones: see below.")
             )
             line("")
             line("**\(deadlines.sentence)**")

@@ -62,6 +62,14 @@ extension RunMetrics {
                 )
             }
         }
+        if let answers {
+            for outcome in ConsumptionAnswerRecord.outcomes + [RefundAnswerReport.wouldSend] {
+                out.set(
+                    "appstore_reconcile_refund_answers", common + [("outcome", outcome)], Double(answers[outcome] ?? 0),
+                    help: "Open refund requests this run answered with Send Consumption Information, by outcome (would_send: a dry run's). Alert on invalid and failed."
+                )
+            }
+        }
         for endpoint in Endpoint.allCases {
             for (status, value) in (api.answers[endpoint] ?? [:]).sorted(by: { $0.key < $1.key }) {
                 out.set(

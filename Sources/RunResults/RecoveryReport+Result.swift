@@ -27,6 +27,7 @@ extension RecoveryReport {
             deliveryFailures: one?.deliveryFailures ?? DeliveryFailures(byFirstAttemptResult: [:], byHourOfFirstAttempt: [:]),
             timeline: one?.timeline, repairs: two?.repairs ?? ReportList([]), redelivery: result.redelivery
         )
+        answers = result.answers?.answers
         outcome = result.outcome
         problems = result.problems
     }

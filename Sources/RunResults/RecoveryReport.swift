@@ -195,6 +195,8 @@ package struct RecoveryReport: Sendable, Codable {
     package var repairs = ReportList<Repair>([])
     /// Re-delivery to the team's webhook handler (`--deliver-to`); nil when not asked for.
     package var redelivery: RedeliverySummary?
+    /// The refund requests the run answered (`consumption-requests --answer`); absent when not asked for.
+    package var answers: [RefundAnswerReport]?
     /// How the run ended (`app_store.runs.outcome`), and what in it needs a person: the run's
     /// result decides both (`RunResult.outcome`, `RunResult.problems`). Not part of the JSON.
     package var outcome = RunOutcome.succeeded
@@ -220,7 +222,7 @@ package struct RecoveryReport: Sendable, Codable {
     package typealias LedgerOverlay = Decisions.LedgerOverlay
 
     enum CodingKeys: String, CodingKey {
-        case run, counts, missed, rejected, customers, deliveryFailures, repairs, redelivery, timeline
+        case run, counts, missed, rejected, customers, deliveryFailures, repairs, redelivery, timeline, answers
     }
 
     package var isDryRun: Bool { run.mode == .dryRun }

@@ -24,11 +24,15 @@ package struct RunMetrics: Sendable {
     package var lastSuccess: Date?
     /// Re-delivery to the team's handler (`--deliver-to`), when asked for.
     package var redelivery: RedeliverySummary?
+    /// Refund requests answered (`consumption-requests --answer`) by outcome, when asked for.
+    package var answers: [String: Int]?
 
     package init(
         kind: RunKind, pair: AppStorePair, outcome: RunOutcome, dryRun: Bool, shard: String?, startedAt: Date, finishedAt: Date, counts: RecoveryReport.Counts?,
-        api: APIRequestCounts, runsByOutcome: [String: Int]?, lastSuccess: Date?, redelivery: RedeliverySummary? = nil
+        api: APIRequestCounts, runsByOutcome: [String: Int]?, lastSuccess: Date?, redelivery: RedeliverySummary? = nil,
+        answers: [String: Int]? = nil
     ) {
+        self.answers = answers
         self.redelivery = redelivery
         self.kind = kind
         self.pair = pair

@@ -114,6 +114,8 @@ package struct RunResult: Sendable {
     package var passTwo: PassTwoResult?
     /// Re-delivery to the team's handler (`--deliver-to`); nil when not asked for.
     package var redelivery: RedeliverySummary?
+    /// The refund requests answered (`consumption-requests --answer`); nil when not asked for.
+    package var answers: RefundAnswersResult?
     /// What the API client did during the run (its 429s are the run's).
     package var api = APIRequestCounts()
     package var ending: Ending
@@ -174,12 +176,17 @@ package struct RunResult: Sendable {
         package var retryLater = 0
         package var customersFailed = 0
         package var undelivered = 0
-        package var any: Bool { rejected + retryLater + customersFailed + undelivered > 0 }
+        /// Refund requests not answered for a reason a person must look at (invalid facts, Apple's refusal).
+        package var answersNotSent = 0
+        package var any: Bool { rejected + retryLater + customersFailed + undelivered + answersNotSent > 0 }
     }
 
     package var problems: Problems {
         let counts = counts
-        return Problems(rejected: counts.rejected, retryLater: counts.retryLater, customersFailed: counts.customersFailed, undelivered: undelivered)
+        return Problems(
+            rejected: counts.rejected, retryLater: counts.retryLater, customersFailed: counts.customersFailed, undelivered: undelivered,
+            answersNotSent: answers?.needingAPerson ?? 0
+        )
     }
 
     /// How the run ended, as `app_store.runs.outcome` and the metrics record it.

@@ -1,5 +1,6 @@
 import Foundation
 @testable import Ledger
+import LedgerModel
 import PostgresNIO
 import SignedData
 import TestSupport
@@ -47,16 +48,62 @@ import Testing
             try await Self.request(client, transaction: "3001", deadline: now.addingTimeInterval(7_200))
             try await Self.request(client, transaction: "3002", deadline: now.addingTimeInterval(3_600))
             let skipped = try await store.recordConsumptionAnswer(.init(transactionId: "3002", outcome: "no_facts"), pair: Self.pair, runId: nil)
-            #expect(skipped == 0)
+            #expect(skipped.answered == 0)
             let sent = try await store.recordConsumptionAnswer(
                 .init(transactionId: "3001", outcome: "sent", sent: #"{"customerConsented":true}"#, appleStatus: 202), pair: Self.pair, runId: UUID()
             )
-            #expect(sent == 2)
+            #expect(sent.answered == 2)
             #expect(try await store.openRefundRequests(pair: Self.pair, now: now).map(\.transactionId) == ["3002"])
             let kept = try await store.consumptionAnswers(pair: Self.pair, transactionId: "3001")
             #expect(kept.map(\.row.outcome) == ["sent"])
             #expect(kept.first?.row.appleStatus == 202)
             #expect(kept.first?.row.sent == #"{"customerConsented": true}"#, "kept as jsonb")
+        }
+    }
+
+    @Test func aRequestApplesDecisionFollowedIsNotOpenNorAnsweredByASentAnswer() async throws {
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            let now = Date()
+            let request = UUID()
+            try await client.query(
+                """
+                INSERT INTO app_store.consumption_requests (notification_uuid, environment, bundle_id, original_transaction_id, transaction_id, sent_date, deadline_date)
+                VALUES (\(request), 'Sandbox', \(Self.pair.bundleId), '1000', '4001', \(now.addingTimeInterval(-3_600)), \(now.addingTimeInterval(39_600)));
+                """,
+                logger: TestDatabase.logger
+            )
+            try await client.query(
+                """
+                INSERT INTO app_store.refund_request_events (notification_uuid, kind, bundle_id, environment, transaction_id, signed_date)
+                VALUES (\(request), 'request', \(Self.pair.bundleId), 'Sandbox', '4001', \(now.addingTimeInterval(-3_600))),
+                    (\(UUID()), 'decision', \(Self.pair.bundleId), 'Sandbox', '4001', \(now.addingTimeInterval(-60)))
+                """,
+                logger: TestDatabase.logger
+            )
+            #expect(try await store.openRefundRequests(pair: Self.pair, now: now).isEmpty, "Apple refunded or declined it: nothing to answer")
+            let sent = try await store.recordConsumptionAnswer(.init(transactionId: "4001", outcome: "sent", appleStatus: 202), pair: Self.pair, runId: nil)
+            #expect(sent.answered == 0, "a decided episode's row is not marked answered by the tool")
+        }
+    }
+
+    @Test func theRowWrittenBeforeSendingIsReplacedByApplesAnswer() async throws {
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            let now = Date()
+            try await Self.request(client, transaction: "5001", deadline: now.addingTimeInterval(3_600))
+            let before = try await store.recordConsumptionAnswer(
+                .init(transactionId: "5001", outcome: "failed", detail: "sending", sent: #"{"customerConsented":true}"#), pair: Self.pair, runId: nil
+            )
+            #expect(before.answered == 0)
+            let id = try #require(before.id)
+            let after = try await store.recordConsumptionAnswer(
+                .init(transactionId: "5001", outcome: "sent", sent: #"{"customerConsented":true}"#, appleStatus: 202), pair: Self.pair, runId: nil, replacing: id
+            )
+            #expect(after.id == id)
+            #expect(after.answered == 1)
+            let kept = try await store.consumptionAnswers(pair: Self.pair, transactionId: "5001")
+            #expect(kept.map(\.row.outcome) == ["sent"], "one row: the trace written before sending, now Apple's answer")
         }
     }
 }

@@ -25,6 +25,8 @@ extension NotificationRecovery {
         var queriesFinishedBefore = 0
         /// A dry run with a delivery target: the notifications it would record, for the list of what it would deliver.
         var wouldRecord: [(uuid: String, signedDate: Date)] = []
+        /// A dry run: the refund requests and decisions it would record (for the answering pass).
+        var refundEpisodes = RecoveryReport.LedgerOverlay()
         /// Digests of the payloads rejected so far (their signing input). A payload too broken to
         /// name its type cannot be skipped by the unfiltered pass as a priority query's: it is
         /// read twice, and handled (reported, kept) once.
@@ -46,6 +48,7 @@ extension NotificationRecovery {
         /// insert that the database already had (a live webhook recorded it meanwhile) counts as
         /// already recorded; a subscription change a newer live write overtook counts as stale.
         mutating func record(_ plan: RecoveryPlanner.PagePlan, outcome: LedgerBatchOutcome?, dryRun: Bool, delivering: Bool) {
+            if dryRun { refundEpisodes.noteRefundEpisodes(of: plan.batch) }
             for decision in plan.decisions {
                 let action = RecoveryPlanner.settle(decision, batch: plan.batch, written: outcome)
                 if action != .retryLater, let result = decision.firstAttemptResult, let attempt = decision.firstAttemptDate {

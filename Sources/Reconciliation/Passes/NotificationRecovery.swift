@@ -387,6 +387,8 @@ package struct NotificationRecovery: Sendable {
             result.overlay.subscriptions = tally.memory.subscriptions
             result.overlay.transactions = tally.memory.transactions
             result.overlay.wouldRecord = tally.wouldRecord
+            result.overlay.refundRequests = tally.refundEpisodes.refundRequests
+            result.overlay.refundDecisions = tally.refundEpisodes.refundDecisions
         }
         result.startMovedTo = tally.retention.startMovedTo
         if let resumed {

@@ -28,12 +28,17 @@ extension ReconciliationRun {
         package var deliveryPolicy: DeliveryPolicy
         /// Recover only these notification types (the hourly refund-request check); nil: all.
         package var onlyTypes: [NotificationType]?
+        /// Answer the open refund requests after pass 1, from these facts (`consumption-requests
+        /// --answer`); nil: none is answered.
+        package var answering: RefundAnswering.Settings?
 
         package init(
             kind: RunKind, window: WindowChoice, mode: RunMode, onlyFailures: Bool = false, repair: Bool = true, repairConcurrency: Int = 8,
             shard: Shard = .whole, shardWait: Duration = .seconds(1800), fresh: Bool = false, metricsFile: String? = nil,
-            deliverTo: DeliveryTarget? = nil, deliveryPolicy: DeliveryPolicy = DeliveryPolicy(), onlyTypes: [NotificationType]? = nil
+            deliverTo: DeliveryTarget? = nil, deliveryPolicy: DeliveryPolicy = DeliveryPolicy(), onlyTypes: [NotificationType]? = nil,
+            answering: RefundAnswering.Settings? = nil
         ) {
+            self.answering = answering
             self.onlyTypes = onlyTypes
             self.deliverTo = deliverTo
             self.deliveryPolicy = deliveryPolicy

@@ -74,7 +74,7 @@ package struct ReconciliationRun: Sendable {
                 throw error
             }
             if request.metricsFile != nil { await figures.read(from: store, kind: request.kind, pair: verifier.configuration.pair) }
-            writeMetrics(request, outcome: result.outcome, startedAt: startedAt, counts: result.counts, figures: figures, redelivery: result.redelivery)
+            writeMetrics(request, outcome: result.outcome, startedAt: startedAt, counts: result.counts, figures: figures, redelivery: result.redelivery, answers: result.answers)
             return result
         } catch {
             writeMetrics(request, outcome: RunOutcome(endingWith: error), startedAt: startedAt, counts: nil, figures: figures)
@@ -84,6 +84,9 @@ package struct ReconciliationRun: Sendable {
 
     /// Chooses the window and recovers it: under the run lock unless dry.
     func lockedRun(_ request: Request) async throws -> RunResult {
+        // A facts file that does not parse or lacks a column stops the run before anything is
+        // recorded or sent (RefundFactsError: exit 78).
+        if let answering = request.answering { try await store.check(answering.query, pair: verifier.configuration.pair, timeout: answering.timeout) }
         let window = try await choose(request)
         let shard = request.shard
         events(.recovering(window: window, environment: environment, passOne: shard.isWhole ? nil : shard.subWindow(of: window), shard: shard, dryRun: request.dryRun))
@@ -149,6 +152,15 @@ package struct ReconciliationRun: Sendable {
             guard !passOne.stopped else {
                 result.ending = .stopped
                 return
+            }
+            if let settings = request.answering {
+                let answering = RefundAnswering(client: client, store: store, pair: verifier.configuration.pair, logger: logger, stop: stop, now: now)
+                let answers = try await answering.run(settings, dryRun: request.dryRun, runId: result.runId, passOne: passOne)
+                result.answers = answers
+                guard !answers.stopped else {
+                    result.ending = .stopped
+                    return
+                }
             }
             if request.repair {
                 guard let passTwo = try await passTwo(request, window: window, after: passOne) else {
@@ -266,14 +278,14 @@ package struct ReconciliationRun: Sendable {
     /// Writes the metrics file, if asked for; a failure to write is told, never the run's fate.
     func writeMetrics(
         _ request: Request, outcome: RunOutcome, startedAt: Date, counts: RecoveryReport.Counts?, figures: LedgerFigures,
-        redelivery: RedeliverySummary? = nil
+        redelivery: RedeliverySummary? = nil, answers: RefundAnswersResult? = nil
     ) {
         guard let path = request.metricsFile else { return }
         let ledger = figures.value
         let metrics = RunMetrics(
             kind: request.kind, pair: verifier.configuration.pair, outcome: outcome, dryRun: request.dryRun, shard: request.shard.isWhole ? nil : request.shard.description,
             startedAt: startedAt, finishedAt: now(), counts: counts, api: client.counts, runsByOutcome: ledger.runs, lastSuccess: ledger.lastSuccess,
-            redelivery: redelivery
+            redelivery: redelivery, answers: answers?.byOutcome ?? (request.answering == nil ? nil : [:])
         )
         do {
             try writeMetricsFile(metrics, path)
