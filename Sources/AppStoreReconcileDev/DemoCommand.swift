@@ -20,7 +20,9 @@ struct DemoCommand: AsyncParsableCommand {
             Sandbox (a quarter of them), over a week with an outage of several hours; fills the ledger with what \
             the live servers received; writes one configuration file of both apps in both environments; then \
             runs appstore-reconcile run --config on it three times: a dry run (writes nothing, writes reports), \
-            the real run, and a second run that must apply nothing. Prints where the reports are. DATABASE_URL is ignored so that the demo never touches a real ledger; pass \
+            the real run, and a second run that must apply nothing; then answers the refund requests the outage \
+            hid (consumption-requests --answer, from a table of usage the demo makes up) and checks again, which \
+            must send nothing. Prints where the reports are. DATABASE_URL is ignored so that the demo never touches a real ledger; pass \
             --database-url to use a server of your own.
             """
     )
@@ -60,6 +62,7 @@ struct DemoCommand: AsyncParsableCommand {
             }
 
             let world = try DemoDeployment.world(customers: customers)
+            let planted = try DemoRefundAnswers.plant(in: world)
             print("Simulating the App Store of two apps, each in Production and Sandbox: a week of history, an outage of 6 hours:")
             for api in world.worlds {
                 let scenario = api.scenario
@@ -79,7 +82,9 @@ struct DemoCommand: AsyncParsableCommand {
                 try await world.withRunning(logger: logger) { production, sandbox in
                     let files = try SimulatorFiles.write(for: world.worlds[0], in: "\(reportDir)/deployment")
                     let config = "\(reportDir)/deployment/appstore.yaml"
-                    let text = world.configurationFile(files: files, production: production, sandbox: sandbox)
+                    let facts = "\(reportDir)/deployment/refund-facts.sql"
+                    try DemoRefundAnswers.query.write(toFile: facts, atomically: true, encoding: .utf8)
+                    let text = world.configurationFile(files: files, production: production, sandbox: sandbox, refundFacts: facts)
                     try text.write(toFile: config, atomically: true, encoding: .utf8)
                     print("\nOne configuration file for both apps in both environments (the database comes from DATABASE_URL), \(config):")
                     text.split(separator: "\n").forEach { print("    \($0)") }
@@ -95,6 +100,7 @@ struct DemoCommand: AsyncParsableCommand {
                         // 3: done, with payloads rejected (none here, but it is a success).
                         guard status == 0 || status == 3 else { throw DemoFailure("appstore-reconcile run exited \(status)") }
                     }
+                    try await DemoRefundAnswers.answer(planted, world: world, config: config, reportDir: reportDir, databaseURL: urlText, database: database, logger: logger)
                 }
                 let summary = try await LedgerSummary.read(database, logger: logger)
                 print("""
@@ -107,7 +113,7 @@ struct DemoCommand: AsyncParsableCommand {
 
             try await VerificationDemo.show()
             print(
-                "\nReports: \(reportDir)/dry-run, \(reportDir)/run, \(reportDir)/second-run: report.html in each links every App Store's own "
+                "\nReports: \(reportDir)/dry-run, \(reportDir)/run, \(reportDir)/second-run, \(reportDir)/answers: report.html in each links every App Store's own "
                     + "(<bundleId>/<environment>/report.html to open in a browser, report.md as text, report.json for scripts).")
         }
     }

@@ -74,7 +74,7 @@ extension SimulatedAPI {
         signed.signedDate = atMs + 1
         var renewal = request.renewalInfo
         renewal?.signedDate = atMs + 1
-        let digest = Array(SHA256.hash(data: Data("refund-declined \(answer.transactionId) \(request.uuid)".utf8)))
+        let digest = Array(SHA256.hash(data: Data("refund-declined \(scenario.configuration.bundleId) \(answer.transactionId) \(request.uuid)".utf8)))
         var generator = SeededGenerator(seed: digest.prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
         let uuid = CustomerLife.Builder.uuid(&generator)
         return Scenario.Notification(
@@ -130,7 +130,7 @@ extension SimulatedAPI {
             signed.signedDate = signedAt
             var renewal = latest?.renewalInfo
             renewal?.signedDate = signedAt
-            let digest = Array(SHA256.hash(data: Data("refund-request \(transactionId) \(signedAt)".utf8)))
+            let digest = Array(SHA256.hash(data: Data("refund-request \(scenario.configuration.bundleId) \(scenario.configuration.environment.rawValue) \(transactionId) \(signedAt)".utf8)))
             var generator = SeededGenerator(seed: digest.prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
             return Scenario.Notification(
                 uuid: CustomerLife.Builder.uuid(&generator), type: .consumptionRequest, subtype: nil, signedDate: signedAt, customer: customer.index,

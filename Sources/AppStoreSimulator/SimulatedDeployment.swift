@@ -70,18 +70,18 @@ package struct SimulatedDeployment: Sendable {
     /// The configuration file (`--config`) of every app in both environments, pointing at the
     /// hosts, with the key and root `files` (`SimulatorFiles.write` for any world: they share
     /// both). `database` is left out when nil (DATABASE_URL gives it: it may hold a password).
-    package func configurationFile(files: SimulatorFiles, production: String, sandbox: String, database: String? = nil) -> String {
+    package func configurationFile(files: SimulatorFiles, production: String, sandbox: String, database: String? = nil, refundFacts: String? = nil) -> String {
         Self.configurationFile(
             apps: apps, credentials: worlds[0].credentials, privateKeyPath: files.privateKeyPath, rootCertificatePath: files.rootCertificatePath,
-            hosts: (production, sandbox), database: database)
+            hosts: (production, sandbox), database: database, refundFacts: refundFacts)
     }
 
     /// The configuration file of `apps`, each in Production and Sandbox, called with the team key
     /// `credentials` (its .p8 at `privateKeyPath`); `hosts` the two environments' base URLs (nil:
-    /// Apple's, no `apiBaseURL`).
+    /// Apple's, no `apiBaseURL`); `refundFacts` every app's facts query (`refundRequests.facts`).
     package static func configurationFile(
         apps: [App], credentials: SimulatorCredentials, privateKeyPath: String, rootCertificatePath: String,
-        hosts: (production: String, sandbox: String)?, database: String? = nil
+        hosts: (production: String, sandbox: String)?, database: String? = nil, refundFacts: String? = nil
     ) -> String {
         var text = database.map { "database: \($0)\n" } ?? ""
         text += "rootCertificates: [\(rootCertificatePath)]\napps:\n"
@@ -96,6 +96,7 @@ package struct SimulatedDeployment: Sendable {
 
                 """
             if let hosts { text += "    apiBaseURL:\n      Production: \(hosts.production)\n      Sandbox: \(hosts.sandbox)\n" }
+            if let refundFacts { text += "    refundRequests:\n      facts: \(refundFacts)\n" }
         }
         return text
     }

@@ -75,8 +75,8 @@ extension LedgerStore {
         }
         let requests = try await client.query(
             """
-            SELECT bundle_id, environment, count(*), min(deadline_date) FROM app_store.consumption_requests
-            WHERE answered_date IS NULL AND deadline_date > \(now)
+            SELECT bundle_id, environment, count(*), min(deadline_date) FROM app_store.consumption_requests c
+            WHERE answered_date IS NULL AND deadline_date > \(now) AND \(unescaped: LedgerStore.undecided)
             GROUP BY bundle_id, environment
             """,
             logger: logger

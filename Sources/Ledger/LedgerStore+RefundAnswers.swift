@@ -22,11 +22,7 @@ extension LedgerStore {
                 ON t.bundle_id = c.bundle_id AND t.environment = c.environment AND t.transaction_id = c.transaction_id
             WHERE c.bundle_id = \(pair.bundleId) AND c.environment = \(pair.environment.rawValue)
                 AND c.answered_date IS NULL AND c.deadline_date > \(now) AND c.transaction_id IS NOT NULL
-                AND NOT EXISTS (
-                    SELECT 1 FROM app_store.refund_request_events d
-                    WHERE d.kind = 'decision' AND d.bundle_id = c.bundle_id AND d.environment = c.environment
-                        AND d.transaction_id = c.transaction_id AND d.signed_date >= coalesce(r.signed_date, c.sent_date)
-                )
+                AND \(unescaped: Self.undecided)
             GROUP BY c.transaction_id
             ORDER BY min(c.deadline_date), c.transaction_id
             """,
@@ -43,6 +39,18 @@ extension LedgerStore {
         }
         return open
     }
+
+    /// A row `c` of app_store.consumption_requests that Apple has not decided: no REFUND or
+    /// REFUND_DECLINED of its transaction signed at or after its request (one signed in the same
+    /// millisecond counts after it, as `settle_consumption_requests` orders them). A row whose
+    /// request has no event (recorded before migration 0022) counts from its sent_date.
+    static let undecided = """
+        NOT EXISTS (
+            SELECT 1 FROM app_store.refund_request_events d
+            WHERE d.kind = 'decision' AND d.bundle_id = c.bundle_id AND d.environment = c.environment AND d.transaction_id = c.transaction_id
+                AND d.signed_date >= coalesce((SELECT e.signed_date FROM app_store.refund_request_events e WHERE e.notification_uuid = c.notification_uuid), c.sent_date)
+        )
+        """
 
     /// Records what the tool did about one request, a new row of app_store.consumption_answers,
     /// or the row `replacing` names (the one written before sending). One that was `sent` is
@@ -76,11 +84,7 @@ extension LedgerStore {
                 FROM input i
                 WHERE c.bundle_id = i.bundle_id AND c.environment = i.environment AND c.transaction_id = i.transaction_id
                     AND c.answered_date IS NULL AND (SELECT outcome FROM answer) = 'sent'
-                    AND NOT EXISTS (
-                        SELECT 1 FROM app_store.refund_request_events d, app_store.refund_request_events r
-                        WHERE r.notification_uuid = c.notification_uuid AND d.kind = 'decision' AND d.bundle_id = c.bundle_id
-                            AND d.environment = c.environment AND d.transaction_id = c.transaction_id AND d.signed_date >= r.signed_date
-                    )
+                    AND \(unescaped: Self.undecided)
                 RETURNING 1
             )
             SELECT (SELECT id FROM answer), (SELECT count(*)::integer FROM answered)

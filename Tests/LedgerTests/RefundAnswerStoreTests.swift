@@ -37,6 +37,7 @@ import Testing
             #expect(open.map(\.transactionId) == ["2002", "2001"], "soonest first; past deadlines, answered ones and other apps' left out")
             #expect(open.last?.rows == 2)
             #expect(open.last?.deadline == now.addingTimeInterval(3_600))
+            #expect(try await store.gauges(for: [Self.pair], now: now).unansweredConsumptionRequests[Self.pair]?.count == 3, "the gauge counts the same rows")
         }
     }
 
@@ -61,7 +62,7 @@ import Testing
         }
     }
 
-    @Test func aRequestApplesDecisionFollowedIsNotOpenNorAnsweredByASentAnswer() async throws {
+    @Test func aRequestApplesDecisionFollowedIsNotOpenNorAlertedNorAnsweredByASentAnswer() async throws {
         try await TestDatabase.withFreshLedger { client, _ in
             let store = LedgerStore(client: client, logger: TestDatabase.logger)
             let now = Date()
@@ -82,6 +83,7 @@ import Testing
                 logger: TestDatabase.logger
             )
             #expect(try await store.openRefundRequests(pair: Self.pair, now: now).isEmpty, "Apple refunded or declined it: nothing to answer")
+            #expect(try await store.gauges(for: [Self.pair], now: now).unansweredConsumptionRequests[Self.pair] == nil, "and no deadline alert for it")
             let sent = try await store.recordConsumptionAnswer(.init(transactionId: "4001", outcome: "sent", appleStatus: 202), pair: Self.pair, runId: nil)
             #expect(sent.answered == 0, "a decided episode's row is not marked answered by the tool")
         }
