@@ -116,8 +116,14 @@ struct JobFilesTests {
         var lines = cron
         lines += try String(contentsOf: Self.jobs.appendingPathComponent("systemd/appstore-reconcile-consumption-requests.service"), encoding: .utf8)
             .split(separator: "\n").filter { $0.hasPrefix("ExecStart=") }.map(String.init)
+        // The CronJob's args, and the args with --answer it shows for a configuration with facts.
         lines += kubernetes.split(separator: "\n").filter { $0.contains("args:") }.map(String.init)
-        #expect(lines.count == 3)
+        #expect(lines.count == 4)
+        #expect(lines.contains { $0.contains("--answer") })
+        for file in ["crontab", "systemd/appstore-reconcile-consumption-requests.service"] {
+            let text = try String(contentsOf: Self.jobs.appendingPathComponent(file), encoding: .utf8)
+            #expect(text.contains("add --answer") && text.contains("refundRequests.facts"), "\(file) says how to answer the requests")
+        }
         for line in lines {
             #expect(line.contains("consumption-requests"))
             let flags = line.split(whereSeparator: { $0 == " " || $0 == "\"" || $0 == "," || $0 == "[" }).filter { $0.hasPrefix("--") }

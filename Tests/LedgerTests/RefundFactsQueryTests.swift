@@ -100,4 +100,34 @@ import Testing
         #expect(throws: RefundFactsError.self) { try RefundFactsQuery(file: "f", text: " ;\n") }
         #expect((try? RefundFactsQuery(file: "f", text: "SELECT ';' AS x -- a; comment\n;\n"))?.sql == "SELECT ';' AS x -- a; comment")
     }
+
+    /// The worked example of docs/production.md, step 8, as printed: its table, then its query,
+    /// checked and run (a guide whose query did not run would send teams astray).
+    @Test func theProductionGuidesWorkedExampleChecksAndGivesTheFactsItPromises() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let guide = try String(contentsOf: root.appendingPathComponent("docs/production.md"), encoding: .utf8)
+        let blocks = guide.components(separatedBy: "```sql\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+        let table = try #require(blocks.first { $0.contains("CREATE TABLE billing.purchase_usage") })
+        let text = try #require(blocks.first { $0.contains("AS customer_consented") })
+        try await TestDatabase.withFreshLedger { client, _ in
+            try await client.query("CREATE SCHEMA billing", logger: TestDatabase.logger)
+            try await client.query(PostgresQuery(unsafeSQL: table), logger: TestDatabase.logger)
+            try await client.query(
+                "INSERT INTO billing.purchase_usage VALUES ('3001', true, true, false, 50, 20, 'abuse'), ('3002', true, false, true, 10, 0, NULL)",
+                logger: TestDatabase.logger
+            )
+            let store = LedgerStore(client: client, logger: TestDatabase.logger)
+            let query = try RefundFactsQuery(file: "/etc/appstore-reconcile/refund-facts.sql", text: text)
+            try await store.check(query, pair: Self.pair)
+            #expect(
+                try await self.run(store, query, "3001")
+                    == [ConsumptionFacts(customerConsented: true, deliveryStatus: "DELIVERED", sampleContentProvided: false, consumptionPercentage: 40_000, refundPreference: "DECLINE")]
+            )
+            #expect(
+                try await self.run(store, query, "3002")
+                    == [ConsumptionFacts(customerConsented: true, deliveryStatus: "UNDELIVERED_SERVER_OUTAGE", sampleContentProvided: true, consumptionPercentage: 0, refundPreference: nil)]
+            )
+            #expect(try await self.run(store, query, "3003").isEmpty)
+        }
+    }
 }
