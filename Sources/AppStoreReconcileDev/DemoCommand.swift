@@ -64,14 +64,7 @@ struct DemoCommand: AsyncParsableCommand {
             let world = try DemoDeployment.world(customers: customers)
             let planted = try DemoRefundAnswers.plant(in: world)
             print("Simulating the App Store of two apps, each in Production and Sandbox: a week of history, an outage of 6 hours:")
-            for api in world.worlds {
-                let scenario = api.scenario
-                print(
-                    "  \(scenario.configuration.bundleId) \(scenario.configuration.environment.rawValue): \(scenario.configuration.customers) customers, "
-                        + "\(scenario.notifications.count) notifications, \(scenario.missedNotifications.count) never reached the server"
-                        + (scenario.configuration.silencedNotifications.isEmpty ? "" : ", \(scenario.configuration.silencedNotifications.count) events left no notification at all")
-                )
-            }
+            DemoDeployment.describe(world).forEach { print($0) }
 
             try await LedgerDatabase.withClient(url, logger: logger) { database in
                 let outcome = try await Migrator().migrate(database, logger: logger)

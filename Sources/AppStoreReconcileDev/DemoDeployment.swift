@@ -35,6 +35,16 @@ enum DemoDeployment {
         })
     }
 
+    /// A line per App Store: its customers, notifications, and those that never reached the server.
+    static func describe(_ world: SimulatedDeployment) -> [String] {
+        world.worlds.map { api in
+            let scenario = api.scenario
+            return "  \(scenario.configuration.bundleId) \(scenario.configuration.environment.rawValue): \(scenario.configuration.customers) customers, "
+                + "\(scenario.notifications.count) notifications, \(scenario.missedNotifications.count) never reached the server"
+                + (scenario.configuration.silencedNotifications.isEmpty ? "" : ", \(scenario.configuration.silencedNotifications.count) events left no notification at all")
+        }
+    }
+
     /// Fills the ledger with what each App Store's live server received.
     static func fill(_ world: SimulatedDeployment, store: LedgerStore) async throws {
         for api in world.worlds {
