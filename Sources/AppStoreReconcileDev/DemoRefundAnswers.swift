@@ -9,19 +9,6 @@ import SignedData
 /// recorded the requests, and `consumption-requests --answer` answers them from a table of usage
 /// the demo makes up, as a team would keep one.
 enum DemoRefundAnswers {
-    /// The made-up team's table of facts, in its own schema of the ledger's database.
-    static let table = """
-        CREATE SCHEMA IF NOT EXISTS demo_team;
-        CREATE TABLE IF NOT EXISTS demo_team.purchase_usage (
-            transaction_id  text PRIMARY KEY,
-            terms_accepted  boolean NOT NULL,  -- the customer agreed to share usage data with Apple
-            delivered       boolean NOT NULL,
-            trial_offered   boolean NOT NULL,
-            used_percent    integer,           -- how much of a one-time purchase was used
-            team_preference text               -- what support would prefer: DECLINE, GRANT_FULL, GRANT_PRORATED
-        );
-        """
-
     /// The facts query the demo's configuration names: the team's table mapped to the contract's columns.
     static let query = """
         -- Facts for Apple's refund requests (appstore-reconcile consumption-requests --answer).
@@ -69,9 +56,21 @@ enum DemoRefundAnswers {
 
     /// The team's table, filled for the planted requests.
     static func fillTable(_ planted: [Planted], database: PostgresClient, logger: Logger) async throws {
-        for statement in table.split(separator: ";") where !statement.allSatisfy(\.isWhitespace) {
-            try await database.query(PostgresQuery(unsafeSQL: String(statement)), logger: logger)
-        }
+        // The made-up team's table of facts, in its own schema of the ledger's database.
+        try await database.query("CREATE SCHEMA IF NOT EXISTS demo_team", logger: logger)
+        try await database.query(
+            """
+            CREATE TABLE IF NOT EXISTS demo_team.purchase_usage (
+                transaction_id  text PRIMARY KEY,
+                terms_accepted  boolean NOT NULL,  -- the customer agreed to share usage data with Apple
+                delivered       boolean NOT NULL,
+                trial_offered   boolean NOT NULL,
+                used_percent    integer,           -- how much of a one-time purchase was used
+                team_preference text               -- what support would prefer: DECLINE, GRANT_FULL, GRANT_PRORATED
+            )
+            """,
+            logger: logger
+        )
         for request in planted {
             guard let facts = request.facts else { continue }
             try await database.query(
@@ -137,7 +136,7 @@ extension DemoRefundAnswers {
             let status = try await DemoDeployment.runTool(arguments, databaseURL: databaseURL)
             guard status == 0 else { throw DemoFailure("appstore-reconcile consumption-requests --answer exited \(status)") }
         }
-        print("\nAnswers recorded in app_store.consumption_answers, by outcome:")
+        print("\napp_store.consumption_answers, a row per request each check looked at, by outcome:")
         try await figures(world, database: database, logger: logger).forEach { print($0) }
     }
 }

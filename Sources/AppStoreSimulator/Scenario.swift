@@ -75,6 +75,9 @@ package struct Scenario: Sendable {
         package var status: SubscriptionStatus?
         /// Delivery attempts made before the scenario's present.
         package var sendAttempts: [SendAttemptRecord]
+        /// A CONSUMPTION_REQUEST Apple sends again for an unanswered refund request: the first
+        /// request's UUID. Apple does not send it once an answer or a decision came before it.
+        package var repeatOf: String? = nil
 
         /// Whether a live server received it (some attempt succeeded).
         package var delivered: Bool { sendAttempts.contains { $0.result == "SUCCESS" } }

@@ -113,8 +113,9 @@ extension SimulatedAPI {
     }
 
     /// A customer asks for a refund of a transaction now: Apple's CONSUMPTION_REQUEST signed at
-    /// `at`, and `repeats` more half an hour apart (each a notificationUUID of its own; hidden
-    /// once an answer arrived before it), none delivered (the server was down). Returns them.
+    /// `at`, and `repeats` more half an hour apart (each a notificationUUID of its own; not sent
+    /// once an answer or a decision came before it), none delivered (the server was down).
+    /// Returns them.
     @discardableResult
     package func requestRefund(transactionId: String, at: Date, repeats: Int = 0, reason: String = "UNINTENDED_PURCHASE") throws -> [Scenario.Notification] {
         guard let customer = scenario.customer(forTransactionId: transactionId),
@@ -124,7 +125,7 @@ extension SimulatedAPI {
         }
         let latest = scenario.notifications.last { $0.customer == customer.index && $0.originalTransactionId == (transaction.originalTransactionId ?? customer.originalTransactionId) }
         let atMs = Int64(at.timeIntervalSince1970 * 1000)
-        let requests = (0...repeats).map { number in
+        var requests = (0...repeats).map { number in
             let signedAt = atMs + Int64(number) * 1_800_000
             var signed = transaction
             signed.signedDate = signedAt
@@ -137,6 +138,7 @@ extension SimulatedAPI {
                 originalTransactionId: transaction.originalTransactionId ?? customer.originalTransactionId, transaction: signed, renewalInfo: renewal, status: latest?.status, sendAttempts: []
             )
         }
+        for index in requests.indices.dropFirst() { requests[index].repeatOf = requests[0].uuid }
         state.withLock { $0.signedLater += requests }
         return requests
     }

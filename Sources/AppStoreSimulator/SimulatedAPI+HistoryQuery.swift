@@ -84,15 +84,23 @@ extension SimulatedAPI {
     /// lists the world as it is now (retries may have delivered some since).
     func historyMatches(_ filter: HistoryFilter, bodyKey: String, offset: Int, retried: [Int: Int64], nowMs: Int64) -> [Int] {
         if offset > 0, let kept = state.withLock({ $0.queryMatches[bodyKey] }) { return kept }
-        let (later, answered) = state.withLock { state in
-            (state.signedLater, Dictionary(state.consumptionAnswers.map { ($0.transactionId, Int64($0.at.timeIntervalSince1970 * 1000)) }, uniquingKeysWith: min))
+        let (later, answers) = state.withLock { state in
+            (state.signedLater, Dictionary(grouping: state.consumptionAnswers, by: \.transactionId).mapValues { $0.map { Int64($0.at.timeIntervalSince1970 * 1000) } })
         }
+        let repeated = Set(later.filter { $0.repeatOf != nil }.compactMap(\.transaction.transactionId))
+        let originals = Dictionary(later.filter { $0.repeatOf == nil && $0.type == .consumptionRequest }.map { ($0.uuid, $0.signedDate) }, uniquingKeysWith: min)
+        let decisions = Self.refundDecisions(of: repeated, in: [scenario.notifications, later])
         let all = scenario.notifications.indices.lazy.map { (index: $0, notification: scenario.notifications[$0]) }
             + later.indices.map { (index: scenario.notifications.count + $0, notification: later[$0]) }
         let matches = all.filter { index, notification in
             guard notification.signedDate >= filter.start, notification.signedDate < filter.end else { return false }
-            // Apple repeats a refund request only while it is unanswered.
-            if notification.type == .consumptionRequest, let at = notification.transaction.transactionId.flatMap({ answered[$0] }), at < notification.signedDate { return false }
+            // Apple repeats a refund request only while it is open: a repeat signed after an
+            // answer or a decision of its transaction is not sent.
+            if let first = notification.repeatOf.flatMap({ originals[$0] }), let id = notification.transaction.transactionId,
+                ((answers[id] ?? []) + (decisions[id] ?? [])).contains(where: { $0 >= first && $0 < notification.signedDate })
+            {
+                return false
+            }
             if let type = filter.type {
                 // A type without a subtype matches only notifications that have no subtype.
                 guard notification.type == type, notification.subtype == filter.subtype else { return false }
@@ -107,5 +115,18 @@ extension SimulatedAPI {
         }.map(\.index)
         state.withLock { $0.queryMatches[bodyKey] = matches }
         return matches
+    }
+
+    /// The signing times of the REFUNDs and REFUND_DECLINEDs of `transactions`.
+    static func refundDecisions(of transactions: Set<String>, in lists: [[Scenario.Notification]]) -> [String: [Int64]] {
+        guard !transactions.isEmpty else { return [:] }
+        var found: [String: [Int64]] = [:]
+        for list in lists {
+            for notification in list where notification.type == .refund || notification.type == .refundDeclined {
+                guard let id = notification.transaction.transactionId, transactions.contains(id) else { continue }
+                found[id, default: []].append(notification.signedDate)
+            }
+        }
+        return found
     }
 }

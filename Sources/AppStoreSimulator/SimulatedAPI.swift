@@ -182,8 +182,11 @@ package final class SimulatedAPI: Sendable {
             if let answers = state.injectedByEndpoint[route.endpointName], !answers.isEmpty { return state.injectedByEndpoint[route.endpointName]!.removeFirst() }
             return state.injected.isEmpty ? nil : state.injected.removeFirst()
         }
+        var dropAfterHandling = false
         if let injected = next {
             switch injected {
+            case .dropAfterHandling:
+                dropAfterHandling = true
             case .error(let status, let code, let message, let retryAfter):
                 if status == 429, let retryAfter { noteRetryAfter(route.endpointName, answeredAt: now, until: retryAfter) }
                 return .error(status, code, message, headers: retryAfter.map { [("Retry-After", String($0))] } ?? [])
@@ -208,6 +211,12 @@ package final class SimulatedAPI: Sendable {
         case .requestTestNotification: answer = requestTestNotification(now: now)
         case .testNotificationStatus(let token): answer = testNotificationStatus(token: token, now: now)
         case .sendConsumptionInformation(let id): answer = sendConsumptionInformation(transactionId: id, body: body, now: now)
+        }
+        if dropAfterHandling {
+            // A body is promised so that it can be cut short (a 202 has none of its own).
+            if answer.body.isEmpty { answer.body = Array("{}".utf8) }
+            answer.dropMidBody = true
+            return answer
         }
         if answer.status == 200, options.truncatedBodyRate > 0,
             state.withLock({ Double.random(in: 0..<1, using: &$0.random) }) < options.truncatedBodyRate

@@ -61,6 +61,9 @@ package enum InjectedAnswer: Sendable, Hashable {
     case garbage
     /// A 200 with this body (JSON of the wrong shape, say).
     case body(String)
+    /// The request is handled as usual (an answer taken, say), and the connection drops before
+    /// the reply is whole: the caller cannot tell whether it arrived.
+    case dropAfterHandling
 }
 
 /// An error Apple answers for one account.

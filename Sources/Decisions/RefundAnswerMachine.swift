@@ -61,6 +61,13 @@ package struct RefundAnswerMachine: Sendable {
 
     package mutating func start() -> Action {
         precondition(state == .start, "started twice")
+        // An answer whose reply never came may have reached Apple: Apple documents no identifier
+        // that makes a repeat harmless (endpoints-that-change §8.2), so it is sent again only once
+        // Apple asks again (a new CONSUMPTION_REQUEST for the transaction).
+        if request.awaitingApple {
+            report.detail = Self.awaitingDetail
+            return finish()
+        }
         state = .readingFacts
         return .readFacts
     }
@@ -116,7 +123,7 @@ package struct RefundAnswerMachine: Sendable {
             (report.outcome, report.detail, report.appleStatus, report.appleError) = ("failed", detail, status, code)
             row = record(outcome: "failed", detail: detail, sent: information, status: status, error: code)
         case .outcomeUnknown(let cause):
-            let detail = "no answer came (\(cause)): Apple may have taken it; not sent again in this run, sent again at the next check while the request is open"
+            let detail = "no answer came (\(cause)): Apple may have taken it; sent again only once Apple asks again (a new CONSUMPTION_REQUEST)"
             (report.outcome, report.detail) = ("failed", detail)
             row = record(outcome: "failed", detail: detail, sent: information)
         case .notSent(let reason):
@@ -135,7 +142,10 @@ package struct RefundAnswerMachine: Sendable {
     }
 
     /// The trace's detail, left in the table only when the run ended between sending and recording.
-    package static let traceDetail = "sending: if this stays, the run ended before Apple's answer was recorded; the next check sends it again"
+    package static let traceDetail = "sending: if this stays, the run ended before Apple's answer was recorded; sent again only once Apple asks again"
+
+    /// The report's detail for a request whose last answer got no reply.
+    package static let awaitingDetail = "the last answer sent got no reply and may have reached Apple: not sent again until Apple asks again (a new CONSUMPTION_REQUEST); set answered_date to stop"
 
     private mutating func finish() -> Action {
         state = .done

@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+import Ledger
 import Logging
 import SignedData
 
@@ -19,5 +20,18 @@ extension Deployment.Pair {
         logger: Logger, adjust: (AppStoreServerAPIConfiguration) -> AppStoreServerAPIConfiguration = { $0 }, warn: (String) -> Void = { _ in }
     ) throws -> AppStoreServerAPIClient {
         AppStoreServerAPIClient(configuration: adjust(try settings.apiConfiguration(warn: warn)), logger: logger)
+    }
+}
+
+extension Deployment {
+    /// Checks every selected app's facts query against the ledger's database (parsed, its
+    /// columns and types; not run), before any pair records or sends anything: one broken file
+    /// stops the whole command (`RefundFactsError`, exit 78), not only its own pair.
+    package func checkRefundFacts(timeout: Duration, logger: Logger) async throws {
+        let queries = pairs.compactMap { pair in pair.refundFacts.map { (pair: pair.pair, query: $0) } }
+        guard !queries.isEmpty else { return }
+        try await LedgerDatabase.withStore(try databaseURL(), logger: logger) { store in
+            for (pair, query) in queries { try await store.check(query, pair: pair, timeout: timeout) }
+        }
     }
 }

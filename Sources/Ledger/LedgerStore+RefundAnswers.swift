@@ -13,27 +13,42 @@ extension LedgerStore {
     package func openRefundRequests(pair: AppStorePair, now: Date) async throws -> [OpenRefundRequest] {
         let rows = try await client.query(
             """
-            SELECT c.transaction_id, min(c.original_transaction_id),
-                (array_agg(c.app_account_token) FILTER (WHERE c.app_account_token IS NOT NULL))[1],
-                min(c.product_id), min(t.product_type), min(c.deadline_date), min(coalesce(r.signed_date, c.sent_date)), count(*)::integer
-            FROM app_store.consumption_requests c
-            LEFT JOIN app_store.refund_request_events r ON r.notification_uuid = c.notification_uuid
-            LEFT JOIN app_store.transaction_rows t
-                ON t.bundle_id = c.bundle_id AND t.environment = c.environment AND t.transaction_id = c.transaction_id
-            WHERE c.bundle_id = \(pair.bundleId) AND c.environment = \(pair.environment.rawValue)
-                AND c.answered_date IS NULL AND c.deadline_date > \(now) AND c.transaction_id IS NOT NULL
-                AND \(unescaped: Self.undecided)
-            GROUP BY c.transaction_id
-            ORDER BY min(c.deadline_date), c.transaction_id
+            SELECT o.*, coalesce(last.unknown, false) FROM (
+                SELECT c.transaction_id, min(c.original_transaction_id),
+                    (array_agg(c.app_account_token) FILTER (WHERE c.app_account_token IS NOT NULL))[1],
+                    min(c.product_id), min(t.product_type), min(c.deadline_date) AS deadline, min(coalesce(r.signed_date, c.sent_date)), count(*)::integer
+                FROM app_store.consumption_requests c
+                LEFT JOIN app_store.refund_request_events r ON r.notification_uuid = c.notification_uuid
+                LEFT JOIN app_store.transaction_rows t
+                    ON t.bundle_id = c.bundle_id AND t.environment = c.environment AND t.transaction_id = c.transaction_id
+                WHERE c.bundle_id = \(pair.bundleId) AND c.environment = \(pair.environment.rawValue)
+                    AND c.answered_date IS NULL AND c.deadline_date > \(now) AND c.transaction_id IS NOT NULL
+                    AND \(unescaped: Self.undecided)
+                GROUP BY c.transaction_id
+            ) o
+            LEFT JOIN LATERAL (
+                -- The last answer: sent, no reply (outcome failed, a body, no status), and no request since.
+                SELECT a.outcome = 'failed' AND a.sent IS NOT NULL AND a.apple_status IS NULL AND NOT EXISTS (
+                        SELECT 1 FROM app_store.refund_request_events q
+                        WHERE q.kind = 'request' AND q.bundle_id = a.bundle_id AND q.environment = a.environment
+                            AND q.transaction_id = a.transaction_id AND q.signed_date > a.answered_at
+                    ) AS unknown
+                FROM app_store.consumption_answers a
+                WHERE a.bundle_id = \(pair.bundleId) AND a.environment = \(pair.environment.rawValue) AND a.transaction_id = o.transaction_id
+                ORDER BY a.answered_at DESC, a.id DESC LIMIT 1
+            ) last ON true
+            ORDER BY o.deadline, o.transaction_id
             """,
             logger: logger
         )
         var open: [OpenRefundRequest] = []
-        for try await (transactionId, original, token, product, type, deadline, signed, count) in rows.decode((String, String, UUID?, String?, String?, Date, Date, Int32).self) {
+        for try await (transactionId, original, token, product, type, deadline, signed, count, awaiting) in rows.decode(
+            (String, String, UUID?, String?, String?, Date, Date, Int32, Bool).self
+        ) {
             open.append(
                 OpenRefundRequest(
                     transactionId: transactionId, originalTransactionId: original, appAccountToken: token, productId: product, productType: type,
-                    deadline: deadline, signedDate: signed, rows: Int(count)
+                    deadline: deadline, signedDate: signed, rows: Int(count), awaitingApple: awaiting
                 )
             )
         }
@@ -51,6 +66,24 @@ extension LedgerStore {
                 AND d.signed_date >= coalesce((SELECT e.signed_date FROM app_store.refund_request_events e WHERE e.notification_uuid = c.notification_uuid), c.sent_date)
         )
         """
+
+    /// Of `transactions`, those with a request already answered that Apple has not decided: a
+    /// request recorded now for one of them joins the answered one (migration 0022), so a dry run
+    /// must not list it as one to answer.
+    package func answeredRefundRequests(pair: AppStorePair, transactions: [String]) async throws -> Set<String> {
+        guard !transactions.isEmpty else { return [] }
+        let rows = try await client.query(
+            """
+            SELECT DISTINCT c.transaction_id FROM app_store.consumption_requests c
+            WHERE c.bundle_id = \(pair.bundleId) AND c.environment = \(pair.environment.rawValue) AND c.transaction_id = ANY(\(transactions)::text[])
+                AND c.answered_date IS NOT NULL AND \(unescaped: Self.undecided)
+            """,
+            logger: logger
+        )
+        var found: Set<String> = []
+        for try await id in rows.decode(String.self) { found.insert(id) }
+        return found
+    }
 
     /// Records what the tool did about one request, a new row of app_store.consumption_answers,
     /// or the row `replacing` names (the one written before sending). One that was `sent` is

@@ -36,6 +36,7 @@ extension LedgerStore {
                 return found
             }
         } catch {
+            if Self.isTheDatabases(error) { throw LedgerFailure(error) ?? error }
             throw RefundFactsError(file: query.file, problem: "does not run: \(Self.serverMessage(error))")
         }
         for ((column, allowed), type) in zip(RefundFactsQuery.columns, types) {
@@ -82,6 +83,8 @@ extension LedgerStore {
         } catch let error as RefundFactsError {
             throw error
         } catch {
+            // The database gone is the run's failure (exit 75, run again), not this request's.
+            if Self.isTheDatabases(error) { throw LedgerFailure(error) ?? error }
             throw RefundFactsError(file: query.file, problem: "failed for transaction \(transactionId): \(Self.serverMessage(error))")
         }
     }
@@ -92,14 +95,33 @@ extension LedgerStore {
         try await connection.query("SELECT set_config('statement_timeout', \(timeout.postgresSetting), true)", logger: logger)
     }
 
+    /// Whether a failure is the database's, not the query's: the connection lost or refused,
+    /// the credentials refused, the server shutting down or out of resources (SQLSTATE classes 08,
+    /// 28, 53, 57P01–57P03). A statement timeout (57014) and every error of the query's own are not.
+    static func isTheDatabases(_ error: any Error) -> Bool {
+        switch error {
+        case let error as PostgresTransactionError:
+            return [error.beginError, error.closureError, error.commitError].contains { $0.map(isTheDatabases) ?? false }
+        case let error as PSQLError:
+            if [.connectionError, .serverClosedConnection, .uncleanShutdown].contains(error.code) { return true }
+            guard let state = error.serverInfo?[.sqlState] else { return false }
+            return ["08", "28", "53"].contains(String(state.prefix(2))) || ["57P01", "57P02", "57P03"].contains(state)
+        default:
+            return false
+        }
+    }
+
     /// The server's message for a failure, without the query's text (it is the team's file,
-    /// named already) nor the values bound; through the transaction's wrapping.
+    /// named already) nor the values bound (a data exception's message, class 22, may quote the
+    /// value: only its SQLSTATE is given); through the transaction's wrapping.
     static func serverMessage(_ error: any Error) -> String {
         switch error {
         case let error as PostgresTransactionError:
             if let inner = error.closureError ?? error.beginError ?? error.commitError { return serverMessage(inner) }
             return "the transaction failed"
-        case let error as PSQLError: return error.serverInfo?[.message] ?? "\(error.code)"
+        case let error as PSQLError:
+            if let state = error.serverInfo?[.sqlState], state.hasPrefix("22") { return "a value the query could not take or give (SQLSTATE \(state))" }
+            return error.serverInfo?[.message] ?? "\(error.code)"
         case let error as PostgresDecodingError: return "column \(error.columnName) holds a value of another type"
         case let error as RefundFactsError: return error.problem
         default: return "\(type(of: error))"

@@ -17,11 +17,16 @@ package struct OpenRefundRequest: Sendable, Hashable {
     package var signedDate: Date
     /// Its rows in app_store.consumption_requests (0: a request a dry run would have recorded).
     package var rows: Int
+    /// The last answer sent for it got no reply (its outcome unknown: a timeout after sending, or
+    /// a run that ended between sending and recording), and Apple has not asked again since: it
+    /// may have arrived, so it is not sent again until Apple does.
+    package var awaitingApple: Bool
 
     package init(
         transactionId: String, originalTransactionId: String, appAccountToken: UUID?, productId: String?, productType: String?, deadline: Date,
-        signedDate: Date, rows: Int
+        signedDate: Date, rows: Int, awaitingApple: Bool = false
     ) {
+        self.awaitingApple = awaitingApple
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
         self.appAccountToken = appAccountToken

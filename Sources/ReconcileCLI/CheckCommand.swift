@@ -16,7 +16,9 @@ struct CheckCommand: AsyncParsableCommand {
             Test Notification), that Apple can reach the server's webhook (Get Test Notification Status: the \
             send attempt's result), that the test notification Apple delivered is in this ledger (the live \
             path records: the Server URL in App Store Connect points to a serve writing this database), and \
-            that the database is reachable and migrated. Exit code 0 only if every check passes, 78 otherwise.
+            that the database is reachable and migrated, and that each app's refund facts query \
+            (refundRequests.facts) parses against it and gives the five columns with their types (it is not \
+            run). Exit code 0 only if every check passes, 78 otherwise.
             """
     )
 

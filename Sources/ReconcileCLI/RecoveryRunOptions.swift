@@ -116,7 +116,7 @@ extension RecoveryRunOptions {
     func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions, answering: Duration? = nil) async throws {
         let deployment = try configuration.deployment()
         let layout = RunLayout(deployment)
-        if answering != nil {
+        if let answering {
             let without = deployment.pairs.filter { $0.refundFacts == nil }
             guard without.count < deployment.pairs.count else {
                 throw ConfigurationError(
@@ -126,6 +126,7 @@ extension RecoveryRunOptions {
             for pair in without {
                 printError("\(pair.pair): no refundRequests.facts in the configuration: its refund requests are recorded, not answered", level: .warning)
             }
+            try await deployment.checkRefundFacts(timeout: answering, logger: Logger(label: "appstore-reconcile.\(request.kind.rawValue)"))
         }
         let adjust = { (api: AppStoreServerAPIConfiguration) in
             api.forRun(shard: request.shard, rateFactor: rateFactor, retryAttempts: retryAttempts, rateLimitWait: .seconds(rateLimitWaitMinutes * 60))

@@ -120,13 +120,14 @@ private func tellEnd(of run: RunResult, pair: AppStorePair, line: String, layout
     let problems = run.problems
     guard problems.any else { return }
     var parts: [String] = []
-    if run.passOne != nil {
+    if run.passOne != nil, problems.rejected + problems.retryLater > 0 || problems.answersNotSent == 0 {
         parts.append("\(problems.rejected) payload(s) rejected, \(problems.retryLater) left for retry")
     } else if problems.rejected > 0 {
         parts.append("\(problems.rejected) payload(s) rejected")
     }
     if run.passTwo != nil || problems.customersFailed > 0 { parts.append("\(problems.customersFailed) account(s) Apple could not answer for") }
     if problems.undelivered > 0 { parts.append("\(problems.undelivered) notification(s) not delivered to your handler (pending)") }
+    if problems.answersNotSent > 0 { parts.append("\(problems.answersNotSent) refund request(s) not answered (invalid facts, Apple's refusal or no reply)") }
     let see = if case .onePair = layout { "see the report" } else { "see \(directory)/report.html" }
     printError(prefix + "finished with problems: \(parts.joined(separator: ", ")): \(see)", level: .warning)
 }

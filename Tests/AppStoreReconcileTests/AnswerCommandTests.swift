@@ -69,3 +69,44 @@ struct AnswerCommandTests {
         }
     }
 }
+
+extension AnswerCommandTests {
+    /// Two apps, the second's facts file broken: the check stops before either records or sends
+    /// anything (exit 78), not after the first app's answers went out.
+    @Test func oneAppsBrokenFactsFileStopsEveryAppBeforeAnythingIsSent() async throws {
+        let one = try RecoveryHarness(customers: 20, seed: 512, outageHours: 10) { $0.bundleId = "com.example.one" }
+        let two = try RecoveryHarness(customers: 20, seed: 513, outageHours: 10) { $0.bundleId = "com.example.two" }
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("answer-two-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let oneFiles = try SimulatorFiles.write(for: one.api, in: scratch.path + "/one")
+        let twoFiles = try SimulatorFiles.write(for: two.api, in: scratch.path + "/two")
+        let transaction = try #require(one.scenario.customers.first?.latestTransaction.transactionId)
+        try one.api.requestRefund(transactionId: transaction, at: Date().addingTimeInterval(-3600))
+        try await SimulatorServer.withRunning(one.api) { oneURL in
+            try await SimulatorServer.withRunning(two.api) { twoURL in
+                try await TestDatabase.withFreshLedger { client, url in
+                    let good = scratch.path + "/good.sql"
+                    let broken = scratch.path + "/broken.sql"
+                    try "SELECT true AS customer_consented, 'DELIVERED' AS delivery_status, false AS sample_content_provided, NULL::integer AS consumption_percentage, NULL::text AS refund_preference"
+                        .write(toFile: good, atomically: true, encoding: .utf8)
+                    try "SELECT true AS customer_consented FROM nowhere".write(toFile: broken, atomically: true, encoding: .utf8)
+                    // Each app's block, then its facts file.
+                    let text = DeploymentTests.configuration([(one, oneFiles, oneURL), (two, twoFiles, twoURL)], database: url.connectionString)
+                        .replacingOccurrences(of: "  - bundleId: com.example.two", with: "    refundRequests:\n      facts: \(good)\n  - bundleId: com.example.two")
+                        + "    refundRequests:\n      facts: \(broken)\n"
+                    let file = scratch.path + "/appstore.yaml"
+                    try text.write(toFile: file, atomically: true, encoding: .utf8)
+                    let result = try await BuiltBinary.run(
+                        ["consumption-requests", "--config", file, "--answer", "--first-lookback-hours", "3", "--settle-minutes", "0", "--no-progress", "--report-dir", scratch.path + "/r"]
+                    )
+                    #expect(result.exitCode == 78, "\(result.combined)")
+                    #expect(result.standardError.contains(broken), "\(result.standardError)")
+                    #expect(one.api.consumptionAnswers.isEmpty, "the first app's answer was not sent either")
+                    var recorded = 0
+                    for try await count in try await client.query("SELECT count(*)::integer FROM app_store.notifications", logger: one.logger).decode(Int32.self) { recorded = Int(count) }
+                    #expect(recorded == 0)
+                }
+            }
+        }
+    }
+}

@@ -222,11 +222,17 @@ struct CommandLineTests {
         // Two apps in Production and Sandbox: a line per App Store for each of the three runs.
         let stores = ["com.example.photos Production", "com.example.photos Sandbox", "com.example.recipes Production", "com.example.recipes Sandbox"]
         let summaries = output.split(separator: "\n").filter { $0.contains("fetched ") }
-        #expect(summaries.count == 12, "dry run, run, second run, each over four App Stores: \(summaries)")
+        // Then the refund requests the outage hid: two consumption-requests --answer checks over
+        // the four App Stores.
+        #expect(summaries.count == 20, "dry run, run, second run, then two answering checks, each over four App Stores: \(summaries)")
         for (index, store) in stores.enumerated() {
             let lines = summaries.filter { $0.hasPrefix(store + ": ") }
-            #expect(lines.count == 3, "\(store): \(lines)")
-            guard lines.count == 3 else { continue }
+            #expect(lines.count == 5, "\(store): \(lines)")
+            guard lines.count == 5 else { continue }
+            if store.hasSuffix("Production") {
+                #expect(lines[3].contains("refund requests: 2 sent, ") && lines[3].contains("no_consent"), "\(lines[3])")
+                #expect(!lines[4].contains(" sent,") && lines[4].contains("refund requests: "), "the second check sends nothing: \(lines[4])")
+            }
             #expect(lines[0].contains("would apply"), "\(lines[0])")
             #expect(lines[2].contains("missed 0, applied 0"), "\(lines[2])")
             // Each run's pass 2 is its own: the real run checks the accounts the dry run looked at too.
@@ -243,6 +249,7 @@ struct CommandLineTests {
             }
         }
         #expect(output.contains("subtype altered: rejected (bad_signature)"))
+        #expect(output.contains("(1.00 per answer)"), "one Send Consumption Information request per answer")
     }
 }
 

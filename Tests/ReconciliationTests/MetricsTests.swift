@@ -24,7 +24,7 @@ import Testing
             kind: .run, pair: AppStorePair(bundleId: "com.example.app", environment: .sandbox), outcome: .succeededWithRejections, dryRun: false,
             shard: "0/4", startedAt: Date(timeIntervalSince1970: 1_790_000_000),
             finishedAt: Date(timeIntervalSince1970: 1_790_000_003), counts: counts, api: api, runsByOutcome: ["succeeded": 2],
-            lastSuccess: Date(timeIntervalSince1970: 1_789_990_000), redelivery: redelivery
+            lastSuccess: Date(timeIntervalSince1970: 1_789_990_000), redelivery: redelivery, answers: ["sent": 2, "no_facts": 1]
         ).text()
     }
 

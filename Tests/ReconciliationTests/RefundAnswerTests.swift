@@ -103,31 +103,59 @@ struct RefundAnswerTests {
 
     @Test func repeatedRequestsAreAnsweredOnceEveryRowOfTheRequestAnsweredAndASecondCheckSendsNothing() async throws {
         try await Self.withSetup(seed: 501) { setup in
-            let transaction = try setup.transactions(1, type: .consumable)[0]
-            let requests = try setup.harness.api.requestRefund(transactionId: transaction, at: Self.asked, repeats: 2)
-            try await setup.facts(transaction, consented: true, delivery: "DELIVERED", sample: false, consumed: 80_000, preference: "DECLINE")
+            let ids = try setup.transactions(2, type: .consumable)
+            // ids[0]: facts Apple does not decide on at once; ids[1]: DECLINE, which the simulated
+            // Apple declines right after the answer.
+            let requests = try setup.harness.api.requestRefund(transactionId: ids[0], at: Self.asked, repeats: 2)
+            try setup.harness.api.requestRefund(transactionId: ids[1], at: Self.asked, repeats: 2)
+            try await setup.facts(ids[0], consented: true, delivery: "DELIVERED", sample: false, consumed: 20_000, preference: "GRANT_FULL")
+            try await setup.facts(ids[1], consented: true, delivery: "DELIVERED", sample: false, consumed: 80_000, preference: "DECLINE")
             let first = try await setup.check()
             #expect(first.outcome == .succeeded)
-            let sent = try answer(first, transaction)
+            let sent = try answer(first, ids[0])
             #expect(sent.outcome == "sent" && sent.appleStatus == 202, "\(sent)")
-            #expect(sent.sent == ConsumptionInformation(customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false, consumptionPercentage: 80_000, refundPreference: .decline))
-            #expect(setup.taken(transaction).count == 1, "three CONSUMPTION_REQUESTs, one answer")
-            #expect(first.answers?.requestsToApple == 1)
+            #expect(sent.sent == ConsumptionInformation(customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false, consumptionPercentage: 20_000, refundPreference: .grantFull))
+            #expect(try answer(first, ids[1]).outcome == "sent")
+            #expect(ids.allSatisfy { setup.taken($0).count == 1 }, "three CONSUMPTION_REQUESTs each, one answer each")
+            #expect(first.answers?.requestsToApple == 2)
             #expect(try await setup.count("SELECT count(*) FROM app_store.notifications WHERE notification_uuid::text IN ('\(requests.map(\.uuid).joined(separator: "','"))')") == 3)
-            #expect(try await setup.count("SELECT count(*) FROM app_store.consumption_requests WHERE transaction_id = '\(transaction)' AND answered_date IS NULL") == 0)
-            #expect(try await setup.count("SELECT count(*) FROM app_store.consumption_requests WHERE transaction_id = '\(transaction)'") >= 1)
-            let kept = try await setup.store.consumptionAnswers(pair: setup.harness.pair, transactionId: transaction)
+            let rows = try await setup.count("SELECT count(*) FROM app_store.consumption_requests WHERE transaction_id = '\(ids[0])'")
+            #expect(rows >= 1 && sent.requestsAnswered == rows, "every row of the request answered: \(sent.requestsAnswered) of \(rows)")
+            #expect(try await setup.count("SELECT count(*) FROM app_store.consumption_requests WHERE transaction_id = '\(ids[0])' AND answered_date IS NULL") == 0)
+            let kept = try await setup.store.consumptionAnswers(pair: setup.harness.pair, transactionId: ids[0])
             #expect(kept.map(\.row.outcome) == ["sent"] && kept.first?.row.appleStatus == 202, "one row, Apple's answer over the trace: \(kept)")
-            #expect(kept.first?.row.sent?.contains("\"refundPreference\": \"DECLINE\"") == true)
-            // Apple declined the refund after the answer (the simulator's rule for DECLINE): the
-            // next check records the decision, and sends nothing.
+            #expect(kept.first?.row.sent?.contains("\"refundPreference\": \"GRANT_FULL\"") == true)
+            // The next check sends nothing: one request answered, the other declined by Apple
+            // after its answer (the decision recorded now).
             let second = try await setup.check()
-            #expect(second.answers?.answers.contains { $0.transactionId == transaction } == false)
-            #expect(setup.taken(transaction).count == 1)
+            #expect(second.answers?.answers.contains { ids.contains($0.transactionId) } == false, "\(String(describing: second.answers))")
+            #expect(ids.allSatisfy { setup.taken($0).count == 1 })
             #expect(
-                try await setup.count("SELECT count(*) FROM app_store.notifications WHERE transaction_id = '\(transaction)' AND notification_type = 'REFUND_DECLINED'") == 1,
+                try await setup.count("SELECT count(*) FROM app_store.notifications WHERE transaction_id = '\(ids[1])' AND notification_type = 'REFUND_DECLINED'") == 1,
                 "Apple's decision after the answer, recorded"
             )
+        }
+    }
+
+    @Test func anAnswerWhoseReplyWasLostIsSentAgainOnlyOnceAppleAsksAgain() async throws {
+        try await Self.withSetup(seed: 508) { setup in
+            let transaction = try setup.transactions(1, type: .autoRenewable)[0]
+            try setup.harness.api.requestRefund(transactionId: transaction, at: Self.asked)
+            try await setup.facts(transaction, consented: true, delivery: "DELIVERED", sample: true)
+            setup.harness.api.inject([.dropAfterHandling], endpoint: "sendConsumptionInformation")
+            let first = try await setup.check()
+            let lost = try answer(first, transaction)
+            #expect(lost.outcome == "failed" && lost.detail?.hasPrefix("no answer came") == true, "\(lost)")
+            #expect(setup.taken(transaction).count == 1, "Apple took it; its reply was lost")
+            #expect(first.answers?.requestsToApple == 1, "not sent again in the run")
+            let second = try await setup.check()
+            #expect(try answer(second, transaction).detail == RefundAnswerMachine.awaitingDetail)
+            #expect(second.answers?.requestsToApple == 0 && setup.taken(transaction).count == 1, "not sent again while Apple has not asked again")
+            // Apple asks again: a new CONSUMPTION_REQUEST for the transaction.
+            try setup.harness.api.requestRefund(transactionId: transaction, at: Date())
+            let third = try await setup.check()
+            #expect(try answer(third, transaction).outcome == "sent")
+            #expect(setup.taken(transaction).count == 2)
         }
     }
 
@@ -199,6 +227,7 @@ struct RefundAnswerTests {
             let would = try answer(result, ids[0])
             #expect(would.outcome == RefundAnswerReport.wouldSend && would.sent?.refundPreference == .grantFull, "\(would)")
             #expect(try answer(result, ids[1]).outcome == "no_facts")
+            #expect(result.answers?.answers.count == 2, "one entry per request, its repeat merged: \(String(describing: result.answers))")
             #expect(setup.harness.api.consumptionAnswers.isEmpty)
             #expect(try await setup.count("SELECT count(*) FROM app_store.consumption_answers") == 0)
             #expect(try await setup.count("SELECT count(*) FROM app_store.consumption_requests") == 0)

@@ -39,7 +39,8 @@ package struct RefundAnswering: Sendable {
         let requestsBefore = client.counts.requests[.sendConsumptionInformation] ?? 0
         var open = try await store.openRefundRequests(pair: pair, now: now())
         if dryRun, let overlay = passOne?.overlay {
-            let recorded = overlay.refundRequests.map { request in
+            let answered = try await store.answeredRefundRequests(pair: pair, transactions: overlay.refundRequests.map(\.transactionId))
+            let recorded = overlay.refundRequests.filter { !answered.contains($0.transactionId) }.map { request in
                 var request = request
                 request.productType = request.productType ?? overlay.transactions[request.transactionId]?.productType
                 return request
