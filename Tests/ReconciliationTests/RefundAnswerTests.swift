@@ -266,4 +266,20 @@ struct RefundAnswerTests {
             #expect(result.outcome == .succeededWithRejections)
         }
     }
+
+    @Test func applesRefusalOfTheCredentialsEndsTheAnsweringWithTheRefusalRecorded() async throws {
+        try await Self.withSetup(seed: 509) { setup in
+            let ids = try setup.transactions(2, type: .autoRenewable)
+            for id in ids {
+                try setup.harness.api.requestRefund(transactionId: id, at: Self.asked)
+                try await setup.facts(id, consented: true, delivery: "DELIVERED", sample: true)
+            }
+            setup.harness.api.inject([.error(status: 401, errorCode: 0, message: "Unauthenticated")], endpoint: "sendConsumptionInformation")
+            let error = await #expect(throws: AppStoreAPIError.self) { try await setup.check() }
+            #expect(error?.httpStatus == 401)
+            #expect(setup.harness.api.requestCounts["sendConsumptionInformation"] == 1, "every answer would be refused: the second is not sent")
+            #expect(try await setup.count("SELECT count(*) FROM app_store.consumption_answers WHERE outcome = 'failed' AND apple_status = 401") == 1)
+            #expect(try await setup.count("SELECT count(*) FROM app_store.consumption_answers") == 1)
+        }
+    }
 }
