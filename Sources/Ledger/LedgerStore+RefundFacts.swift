@@ -39,11 +39,7 @@ extension LedgerStore {
             if Self.isTheDatabases(error) { throw LedgerFailure(error) ?? error }
             throw RefundFactsError(file: query.file, problem: "does not run: \(Self.serverMessage(error))")
         }
-        for ((column, allowed), type) in zip(RefundFactsQuery.columns, types) {
-            guard let type, allowed.contains(type) else {
-                throw RefundFactsError(file: query.file, problem: "gives \(column) as \(type ?? "nothing"); it must be \(allowed.sorted().joined(separator: " or "))")
-            }
-        }
+        if let problem = query.columnProblem(types: types) { throw problem }
     }
 
     /// The facts query's rows for one request, run in a READ ONLY transaction under `timeout`.

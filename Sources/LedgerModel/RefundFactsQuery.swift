@@ -77,6 +77,17 @@ package struct RefundFactsQuery: Sendable, Hashable {
         "SELECT facts.* FROM \(Self.parameters) CROSS JOIN LATERAL (\n\(sql)\n) AS facts"
     }
 
+    /// What is wrong with the result's column types the server reported (`typesSQL`'s row, in
+    /// `columns`' order; nil for a column the query does not give), or nil when nothing is.
+    package func columnProblem(types: [String?]) -> RefundFactsError? {
+        for ((column, allowed), type) in zip(Self.columns, types + Array(repeating: nil, count: max(0, Self.columns.count - types.count))) {
+            guard let type, allowed.contains(type) else {
+                return RefundFactsError(file: file, problem: "gives \(column) as \(type ?? "nothing"); it must be \(allowed.sorted().joined(separator: " or "))")
+            }
+        }
+        return nil
+    }
+
     /// The query wrapped so that the server parses it, resolves its columns and reports their
     /// types without running it: a row of the columns' type names (LIMIT 0 inside a lateral join
     /// to one row: the query's own plan is never executed).
