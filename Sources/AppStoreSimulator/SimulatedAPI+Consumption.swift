@@ -66,7 +66,9 @@ extension SimulatedAPI {
         let declines = answer.refundPreference == "DECLINE" || (answer.deliveryStatus == "DELIVERED" && (answer.consumptionPercentage ?? 0) >= 50_000)
         guard declines, let customer = scenario.customer(forTransactionId: answer.transactionId) else { return nil }
         let atMs = Int64(answer.at.timeIntervalSince1970 * 1000)
-        let events = (scenario.notifications + signedLater).filter { $0.customer == customer.index && $0.transaction.transactionId == answer.transactionId && $0.signedDate <= atMs }
+        // The transaction's notifications so far, without copying the world's list.
+        let events = [scenario.notifications[...], signedLater[...]].joined()
+            .filter { $0.customer == customer.index && $0.transaction.transactionId == answer.transactionId && $0.signedDate <= atMs }
         guard let request = events.filter({ $0.type == .consumptionRequest }).max(by: { $0.signedDate < $1.signedDate }),
             !events.contains(where: { ($0.type == .refund || $0.type == .refundDeclined) && $0.signedDate >= request.signedDate })
         else { return nil }

@@ -17,9 +17,6 @@ extension RecoveryReport {
         return order.compactMap { outcome in counts[outcome].map { "\($0) \(outcome)" } }.joined(separator: ", ")
     }
 
-    /// Answers not sent for a reason a person must look at (invalid facts, Apple's refusal).
-    var answersNeedingAPerson: Int { answers?.count { $0.needsAPerson } ?? 0 }
-
     /// What an outcome means, in a few words.
     static func meaning(ofAnswer outcome: String) -> String {
         switch outcome {

@@ -72,8 +72,8 @@ extension RecoveryReport {
         if counts.retryLater > 0 { needs.append("\(HTMLPage.count(counts.retryLater, "payload")) could not be verified yet") }
         if counts.customersFailed > 0 { needs.append("\(HTMLPage.count(counts.customersFailed, "account")) Apple could not answer for") }
         if let answered = answersSentence { parts.append("refund requests: \(HTMLPage.escape(answered))") }
-        if answersNeedingAPerson > 0 {
-            needs.append("<a href=\"#answers\">\(HTMLPage.count(answersNeedingAPerson, "refund request"))</a> not answered (invalid facts, Apple's refusal or no reply)")
+        if problems.answersNotSent > 0 {
+            needs.append("<a href=\"#answers\">\(HTMLPage.count(problems.answersNotSent, "refund request"))</a> not answered (invalid facts, Apple's refusal or no reply)")
         }
         // With --answer the requests were answered above; without, someone must answer them.
         if summary.consumptionRequests > 0, answers == nil {
