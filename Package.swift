@@ -55,6 +55,13 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // App receipts (what apps sent to verifyReceipt), read with SwiftASN1 for the IDs they name:
+        // the questions an import asks Apple. Nothing in them is trusted or stored.
+        .target(
+            name: "AppReceipt",
+            dependencies: [.product(name: "SwiftASN1", package: "swift-asn1")],
+            swiftSettings: strictSettings
+        ),
         // The kinds of failure the libraries' errors carry and the command line maps to exit statuses.
         .target(name: "FailureKind", swiftSettings: strictSettings),
         // What the App Store Server API's requests and answers hold, as values: no HTTP client
@@ -270,6 +277,8 @@ let package = Package(
             name: "SignedDataTests", dependencies: ["SignedData", "AppStoreSimulator", "AppStoreServerAPI"],
             exclude: ["ApplePayloads"], swiftSettings: strictSettings
         ),
+        // App receipts read without I/O; Apple's own Xcode test receipts are among the fixtures.
+        .testTarget(name: "AppReceiptTests", dependencies: ["AppReceipt", "AppStoreSimulator"], exclude: ["AppleReceipts"], swiftSettings: strictSettings),
         // The pure decisions, tested without I/O: links neither PostgreSQL nor the simulator.
         .testTarget(name: "DecisionsTests", dependencies: ["Decisions", "LedgerModel", "SignedData", "AppStoreServerModel"], swiftSettings: strictSettings),
         // The configuration file, read without I/O: links neither PostgreSQL nor the simulator.

@@ -119,6 +119,15 @@ public final class AppStoreServerAPIClient: Sendable {
         )
     }
 
+    /// Look Up Order ID: the purchases of the order ID on a customer's emailed receipt. Apple
+    /// serves it in Production only (no Sandbox URL): callers refuse Sandbox before asking.
+    public func lookUpOrderId(_ orderId: String) async throws -> OrderLookupResponse {
+        try await send(
+            .lookUpOrderId, method: .GET, path: "/inApps/v1/lookup/\(try Self.pathComponent(orderId))", query: [], body: nil,
+            decoding: OrderLookupResponse.self
+        )
+    }
+
     /// Request a Test Notification: Apple sends a TEST notification to the configured URL.
     public func requestTestNotification() async throws -> SendTestNotificationResponse {
         try await send(

@@ -7,6 +7,7 @@ public enum Endpoint: String, Hashable, Sendable, CaseIterable, Codable {
     case requestTestNotification
     case testNotificationStatus
     case sendConsumptionInformation
+    case lookUpOrderId
 
     public var name: String {
         switch self {
@@ -16,6 +17,7 @@ public enum Endpoint: String, Hashable, Sendable, CaseIterable, Codable {
         case .requestTestNotification: "Request a Test Notification"
         case .testNotificationStatus: "Get Test Notification Status"
         case .sendConsumptionInformation: "Send Consumption Information"
+        case .lookUpOrderId: "Look Up Order ID"
         }
     }
 
@@ -23,6 +25,7 @@ public enum Endpoint: String, Hashable, Sendable, CaseIterable, Codable {
     public var productionRequestsPerSecond: Double {
         switch self {
         case .notificationHistory, .transactionHistory, .subscriptionStatuses, .sendConsumptionInformation: 50
+        case .lookUpOrderId: 10
         case .requestTestNotification, .testNotificationStatus: 1
         }
     }
@@ -30,7 +33,7 @@ public enum Endpoint: String, Hashable, Sendable, CaseIterable, Codable {
     /// What sending a request twice does at Apple, and so when the client may send it again.
     public var repeatRule: RepeatRule {
         switch self {
-        case .notificationHistory, .transactionHistory, .subscriptionStatuses, .testNotificationStatus: .reads
+        case .notificationHistory, .transactionHistory, .subscriptionStatuses, .testNotificationStatus, .lookUpOrderId: .reads
         // Each request makes Apple send one more test notification.
         case .requestTestNotification: .onlyIfNotApplied
         // Apple documents no identifier that makes a second answer harmless, nor what it does

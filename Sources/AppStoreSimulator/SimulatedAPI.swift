@@ -45,6 +45,8 @@ package final class SimulatedAPI: Sendable {
     let state: Mutex<State>
     /// Signed notifications kept by `presign()`, by UUID.
     let presigned = Mutex<[String: String]>([:])
+    /// Look Up Order ID's index, order ID → transaction ID, made at the first look-up.
+    let orders = Mutex<[String: String]?>(nil)
 
     struct State {
         var injected: [InjectedAnswer] = []
@@ -167,6 +169,8 @@ package final class SimulatedAPI: Sendable {
     package func handle(method: String, path: String, query: [(String, String)], authorization: String?, body: [UInt8], now: Date = Date()) -> Answer {
         let route = Route(method: method, path: path)
         guard let route else { return Answer(status: 404, headers: [], body: []) }
+        // Look Up Order ID has no Sandbox URL.
+        if case .lookUpOrderId = route, scenario.configuration.environment == .sandbox { return Answer(status: 404, headers: [], body: []) }
         state.withLock {
             $0.requestCounts[route.endpointName, default: 0] += 1
             if $0.firstRequest == nil { $0.firstRequest = now }
@@ -211,6 +215,7 @@ package final class SimulatedAPI: Sendable {
         case .requestTestNotification: answer = requestTestNotification(now: now)
         case .testNotificationStatus(let token): answer = testNotificationStatus(token: token, now: now)
         case .sendConsumptionInformation(let id): answer = sendConsumptionInformation(transactionId: id, body: body, now: now)
+        case .lookUpOrderId(let orderId): answer = lookUpOrder(orderId, now: now)
         }
         if dropAfterHandling {
             // A body is promised so that it can be cut short (a 202 has none of its own).
@@ -237,6 +242,7 @@ package final class SimulatedAPI: Sendable {
         case requestTestNotification
         case testNotificationStatus(String)
         case sendConsumptionInformation(String)
+        case lookUpOrderId(String)
 
         init?(method: String, path: String) {
             let parts = path.split(separator: "/").map(String.init)
@@ -248,6 +254,7 @@ package final class SimulatedAPI: Sendable {
             case ("GET", 4) where Array(parts.prefix(3)) == ["inApps", "v1", "subscriptions"]: self = .subscriptionStatuses(parts[3].removingPercentEncoding ?? parts[3])
             case ("PUT", 5) where Array(parts.prefix(4)) == ["inApps", "v2", "transactions", "consumption"]:
                 self = .sendConsumptionInformation(parts[4].removingPercentEncoding ?? parts[4])
+            case ("GET", 4) where Array(parts.prefix(3)) == ["inApps", "v1", "lookup"]: self = .lookUpOrderId(parts[3].removingPercentEncoding ?? parts[3])
             default: return nil
             }
         }
@@ -260,6 +267,7 @@ package final class SimulatedAPI: Sendable {
             case .requestTestNotification: "requestTestNotification"
             case .testNotificationStatus: "testNotificationStatus"
             case .sendConsumptionInformation: "sendConsumptionInformation"
+            case .lookUpOrderId: "lookUpOrderId"
             }
         }
     }
@@ -293,7 +301,8 @@ package final class SimulatedAPI: Sendable {
 
     /// A token bucket per endpoint holding one second's worth of requests.
     func rateLimit(_ endpoint: String, now: Date) -> Answer? {
-        guard let rate = options.requestsPerSecond else { return nil }
+        guard let allowed = options.requestsPerSecond else { return nil }
+        let rate = allowed * Self.rateShare(endpoint)
         return state.withLock { state -> Answer? in
             var bucket = state.buckets[endpoint] ?? (tokens: rate, updated: now)
             bucket.tokens = min(rate, bucket.tokens + now.timeIntervalSince(bucket.updated) * rate)
@@ -310,6 +319,10 @@ package final class SimulatedAPI: Sendable {
             return .error(429, 4_290_000, "Rate limit exceeded.", headers: [("Retry-After", String(resume))])
         }
     }
+
+    /// An endpoint's limit as a share of `requestsPerSecond` (Apple's Production figures: 50/s for
+    /// most, 10/s for Look Up Order ID).
+    static func rateShare(_ endpoint: String) -> Double { endpoint == "lookUpOrderId" ? 0.2 : 1 }
 
     private func noteRetryAfter(_ endpoint: String, answeredAt: Date, until milliseconds: Int64) {
         state.withLock { $0.retryAfter[endpoint, default: []].append((answeredAt, Date(timeIntervalSince1970: Double(milliseconds) / 1000))) }
