@@ -114,13 +114,24 @@ let package = Package(
             swiftSettings: strictSettings,
             plugins: ["EmbedMigrations"]
         ),
+        // An import's checkpoints in the ledger (migration 0025): how far an input went and the
+        // accounts it imported, keyed by the input's content.
+        .target(
+            name: "LedgerImports",
+            dependencies: [
+                "Ledger", "LedgerModel", "SignedData",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The decisions, pure: what to ask Apple, what to apply, which accounts to repair, which
         // window a nightly run covers, what to re-deliver. Values in, values out: no database, no
         // network (TargetBoundaryTests.aPureTargetImportsNoIO keeps it so).
         .target(
             name: "Decisions",
             dependencies: [
-                "SignedData", "AppStoreServerModel", "LedgerModel", "FailureKind",
+                "SignedData", "AppStoreServerModel", "LedgerModel", "FailureKind", "AppReceipt",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
@@ -148,7 +159,7 @@ let package = Package(
         .target(
             name: "Reconciliation",
             dependencies: [
-                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "FailureKind", "RunResults",
+                "SignedData", "AppStoreServerAPI", "Ledger", "LedgerImports", "Decisions", "FailureKind", "RunResults",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -135,8 +135,9 @@ package struct AccountRepairMachine: Sendable {
 
     /// A named repair exists because someone believes the ledger is wrong: from the stored
     /// revision Apple returns only what changed since, and a wrong row Apple never touched would
-    /// stay wrong. It fetches the whole history, then stores the new revision as any repair does.
-    private var startRevision: String? { target.reasons.contains(.named) ? nil : state.revision }
+    /// stay wrong. It fetches the whole history, then stores the new revision as any repair does;
+    /// so does an import, which takes the account whole.
+    private var startRevision: String? { target.reasons.contains(.named) || target.reasons.contains(.imported) ? nil : state.revision }
 
     /// Apple no longer accepts the stored revision: forget it and fetch everything.
     package mutating func revisionRefused() -> Action {

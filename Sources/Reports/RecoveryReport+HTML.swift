@@ -41,6 +41,7 @@ extension RecoveryReport {
         write(repairsSection(limits: limits))
         if let redelivery { write(redeliverySection(redelivery)) }
         write(answersSection(limits: limits))
+        write(importSection(limits: limits))
         write(planSection())
         write(
             "<p class=\"muted\">Beside this file: report.md (the same run as text) and report.json (every entry of every list, for scripts). "
@@ -81,6 +82,9 @@ extension RecoveryReport {
                 "\(HTMLPage.count(summary.consumptionRequests, "refund request")) (CONSUMPTION_REQUEST) to answer: "
                     + HTMLPage.escape(String(summary.consumptionDeadlines.sentence.dropLast()))
             )
+        }
+        if problems.linesNotImported > 0 {
+            needs.append("<a href=\"#import\">\(HTMLPage.count(problems.linesNotImported, "input line"))</a> not imported (garbled, or unknown to Apple)")
         }
         if undelivered > 0 { needs.append("\(HTMLPage.count(undelivered, "notification")) not yet delivered to your handler") }
         let first = parts.joined(separator: "; ")

@@ -48,7 +48,21 @@ extension RecoveryReport {
         if let answers { try write("  \"answers\" : " + (try encoded(answers, indent: "  ")) + ",\n") }
         try write("  \"counts\" : " + (try encoded(counts, indent: "  ")) + ",\n  \"customers\" : ")
         try list(customers)
-        try write(",\n  \"deliveryFailures\" : " + (try encoded(deliveryFailures, indent: "  ")) + ",\n  \"missed\" : ")
+        try write(",\n  \"deliveryFailures\" : " + (try encoded(deliveryFailures, indent: "  ")))
+        // Only for an import: its fields, then its problems streamed.
+        if let imported, let fields = importFields {
+            var object = Substring(try encoded(fields, indent: "  "))
+            object = object.dropLast()  // its closing brace: the problems follow the fields
+            while object.last?.isWhitespace == true { object = object.dropLast() }
+            try write(",\n  \"import\" : " + object + ",\n    \"problems\" : ")
+            var first = true
+            for problem in imported.problems {
+                try write((first ? "[\n      " : ",\n      ") + (try encoded(problem, indent: "      ")))
+                first = false
+            }
+            try write(first ? "[]\n  }" : "\n    ]\n  }")
+        }
+        try write(",\n  \"missed\" : ")
         try list(missed)
         // Only when asked for: report.json stays as it was for runs without --deliver-to.
         if let redelivery { try write(",\n  \"redelivery\" : " + (try encoded(redelivery, indent: "  "))) }

@@ -53,6 +53,7 @@ extension RecoveryReport {
         writeMissed(line)
         writeRefundRequests(line)
         writeAnswers(line)
+        writeImport(line)
         writeCustomers(line)
         writeRepairs(line)
         writeDeliveryFailures(line)

@@ -28,6 +28,7 @@ extension RecoveryReport {
             timeline: one?.timeline, repairs: two?.repairs ?? ReportList([]), redelivery: result.redelivery
         )
         answers = result.answers?.answers
+        imported = result.imported
         outcome = result.outcome
         problems = result.problems
     }

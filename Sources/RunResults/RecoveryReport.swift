@@ -197,6 +197,8 @@ package struct RecoveryReport: Sendable, Codable {
     package var redelivery: RedeliverySummary?
     /// The refund requests the run answered (`consumption-requests --answer`); absent when not asked for.
     package var answers: [RefundAnswerReport]?
+    /// An `import`'s lines; absent for every other run.
+    package var imported: ImportResult?
     /// How the run ended (`app_store.runs.outcome`), and what in it needs a person: the run's
     /// result decides both (`RunResult.outcome`, `RunResult.problems`). Not part of the JSON.
     package var outcome = RunOutcome.succeeded

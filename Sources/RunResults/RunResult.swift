@@ -116,6 +116,8 @@ package struct RunResult: Sendable {
     package var redelivery: RedeliverySummary?
     /// The refund requests answered (`consumption-requests --answer`); nil when not asked for.
     package var answers: RefundAnswersResult?
+    /// What an `import` did with its input's lines; nil for every other run.
+    package var imported: ImportResult?
     /// What the API client did during the run (its 429s are the run's).
     package var api = APIRequestCounts()
     package var ending: Ending
@@ -178,14 +180,16 @@ package struct RunResult: Sendable {
         package var undelivered = 0
         /// Refund requests not answered for a reason a person must look at (invalid facts, Apple's refusal).
         package var answersNotSent = 0
-        package var any: Bool { rejected + retryLater + customersFailed + undelivered + answersNotSent > 0 }
+        /// An import's lines not imported (garbled, unknown to Apple, an invalid order).
+        package var linesNotImported = 0
+        package var any: Bool { rejected + retryLater + customersFailed + undelivered + answersNotSent + linesNotImported > 0 }
     }
 
     package var problems: Problems {
         let counts = counts
         return Problems(
             rejected: counts.rejected, retryLater: counts.retryLater, customersFailed: counts.customersFailed, undelivered: undelivered,
-            answersNotSent: answers?.needingAPerson ?? 0
+            answersNotSent: answers?.needingAPerson ?? 0, linesNotImported: imported?.problems.count ?? 0
         )
     }
 

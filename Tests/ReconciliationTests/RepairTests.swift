@@ -696,7 +696,7 @@ struct GapRuleTests {
 
     @Test func theReasonsARuleCannotFindAreTheOnesTheRunGives() {
         let ruled = Set(GapRules.all.map(\.reason))
-        #expect(Set(GapReason.allCases).subtracting(ruled) == [.recoveredInWindow, .payloadRejected, .named])
+        #expect(Set(GapReason.allCases).subtracting(ruled) == [.recoveredInWindow, .payloadRejected, .named, .imported])
     }
 
     @Test func anActiveSubscriptionPastItsExpiryIsAGapButOneJustExpiredIsNotYet() {

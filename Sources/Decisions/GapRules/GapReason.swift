@@ -37,6 +37,8 @@ package enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
     case contradictedByTransactions = "contradicted-by-transactions"
     /// Named by the operator (`repair --transaction-id`).
     case named
+    /// Named by a line of an `import`'s input: the account is imported whole.
+    case imported
 }
 
 extension GapReason {
@@ -44,7 +46,7 @@ extension GapReason {
     /// one-time transactions, refunds), or the subscription statuses alone tell the truth.
     package var needsTransactionHistory: Bool {
         switch self {
-        case .payloadRejected, .transactionChainGap, .refundFlow, .named: true
+        case .payloadRejected, .transactionChainGap, .refundFlow, .named, .imported: true
         case .recoveredInWindow, .activeButExpired, .gracePeriodEnded, .billingRetryEnded, .rowOlderThanTransactions, .skippedStep,
             .contradictedByTransactions:
             false

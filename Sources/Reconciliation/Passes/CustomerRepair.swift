@@ -106,21 +106,24 @@ package struct CustomerRepair: Sendable {
     /// An account whose requests exhausted their retries is reported failed and the pass goes
     /// on; but when `concurrency` accounts (at least 4) in a row fail so, Apple is down, not the
     /// account: the pass stops with that error (a temporary failure; nothing committed is lost).
+    ///
+    /// - Parameter handled: the accounts checked in this pass (an import, which asks the ledger
+    ///   instead, passes one that remembers nothing: its memory stays flat).
+    /// - Parameter finished: told of each target as it is done, in the order of the targets, with
+    ///   its report entry (nil when its account was checked earlier in the pass).
     package func repair(
-        dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init(), runId: UUID? = nil,
+        dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init(), runId: UUID? = nil, handled: Handled = Handled(),
+        finished: @escaping (_ index: Int, _ entry: RecoveryReport.Repair?) async throws -> Void = { _, _ in },
         produce: (_ emit: (Target) async throws -> Void) async throws -> Void
     ) async throws -> ReportList<RecoveryReport.Repair> {
         let results = try ReportList<RecoveryReport.Repair>()
-        // Accounts (and their members) already checked in this pass, as numbers: a second
-        // originalTransactionId of a checked account is not asked about again.
-        let handled = Handled()
         var changed = 0
         var exhaustedInARow = 0
         let giveUpAfter = max(4, concurrency)
         try await withThrowingTaskGroup(of: (Int, RepairResult).self) { group in
             var started = 0
             var inFlight = 0
-            var finished: [Int: RepairResult] = [:]
+            var done: [Int: RepairResult] = [:]
             var reported = 0
             func collectOne() async throws {
                 guard let (index, result) = try await group.next() else { return }
@@ -131,22 +134,23 @@ package struct CustomerRepair: Sendable {
                 } else {
                     exhaustedInARow = 0
                 }
-                finished[index] = result
-                while let next = finished.removeValue(forKey: reported) {
+                done[index] = result
+                while let next = done.removeValue(forKey: reported) {
+                    try await finished(reported, next.entry)
                     reported += 1
                     guard let entry = next.entry else { continue }
                     results.append(entry)
                     if entry.outcome == .repaired { changed += 1 }
                 }
                 progress.update(
-                    "accounts \(results.count) · changed \(changed) · in hand \(inFlight + finished.count)",
+                    "accounts \(results.count) · changed \(changed) · in hand \(inFlight + done.count)",
                     requests: client.counts.requests.values.reduce(0, +)
                 )
             }
             do {
                 try await produce { target in
                     if stop.isRequested { throw StopProducing() }
-                    while inFlight >= concurrency || finished.count >= Self.reorderLimit { try await collectOne() }
+                    while inFlight >= concurrency || done.count >= Self.reorderLimit { try await collectOne() }
                     let index = started
                     started += 1
                     inFlight += 1
@@ -292,12 +296,19 @@ package struct CustomerRepair: Sendable {
 
 /// The accounts a pass has checked, as numbers (transaction IDs are digits): a few bytes each.
 /// A check with the statuses alone does not cover a target that needs the transaction history.
-final class Handled: Sendable {
+package final class Handled: Sendable {
     private let checked = Mutex<(statuses: Set<UInt64>, transactionHistory: Set<UInt64>)>(([], []))
+    private let remembers: Bool
+
+    /// - Parameter remembers: false for a pass that learns what it checked from the ledger (an
+    ///   import): nothing is held, every account is asked about.
+    package init(remembers: Bool = true) {
+        self.remembers = remembers
+    }
 
     /// What is left to ask for `account` (and it is now claimed).
     func claim(_ account: String, transactionHistory: Bool) -> AccountRepairMachine.Need {
-        guard let number = UInt64(account) else { return .everything }
+        guard remembers, let number = UInt64(account) else { return .everything }
         return checked.withLock { checked in
             let statusesDone = !checked.statuses.insert(number).inserted
             guard transactionHistory else { return statusesDone ? .nothing : .everything }
@@ -320,6 +331,7 @@ final class Handled: Sendable {
     }
 
     func claim(_ members: Set<String>, transactionHistory: Bool) {
+        guard remembers else { return }
         checked.withLock { checked in
             for member in members {
                 guard let number = UInt64(member) else { continue }

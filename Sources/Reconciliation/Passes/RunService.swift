@@ -16,6 +16,8 @@ package final class RunService: Service, Sendable {
         case recovery(ReconciliationRun.Request)
         /// Repair accounts from Apple's present state, without a window.
         case repair(ReconciliationRun.AccountChoice, mode: RunMode, concurrency: Int)
+        /// Import the accounts an input names (`import`).
+        case importAccounts(ImportInput, mode: RunMode, concurrency: Int)
     }
 
     package let reconciliation: ReconciliationRun
@@ -42,6 +44,7 @@ package final class RunService: Service, Sendable {
                     switch job {
                     case .recovery(let request): try await reconciliation.execute(request)
                     case .repair(let choice, let mode, let concurrency): try await reconciliation.repairAccounts(choice, mode: mode, concurrency: concurrency)
+                    case .importAccounts(let input, let mode, let concurrency): try await reconciliation.importAccounts(input, mode: mode, concurrency: concurrency)
                     }
                 } onGracefulShutdown: {
                     stopRequested()

@@ -1,0 +1,183 @@
+import AppStoreServerAPI
+import Decisions
+import Foundation
+import Ledger
+import LedgerImports
+import Logging
+import SignedData
+
+/// `import`: takes the accounts an input names (transaction IDs, app receipts, order IDs) from
+/// Apple, each once and whole, as a named repair does (Get All Subscription Statuses and every
+/// page of Get Transaction History, verified, written as pass 2 writes), streaming the input.
+///
+/// Each account is asked about once: a line whose IDs the ledger already maps to an account this
+/// import imported is a repeat, and is not sent to Apple. The checkpoint (`app_store.imports`,
+/// keyed by the input's content) moves as accounts finish, in input order: a run of the same
+/// input killed part-way goes on after the last line finished, without asking Apple about the
+/// accounts it had imported. Memory stays flat: neither lines nor accounts are held (a dry run,
+/// which writes nothing to ask the ledger about, remembers the accounts it checked, a few bytes
+/// each).
+package struct CustomerImport: Sendable {
+    package let repair: CustomerRepair
+    package let now: @Sendable () -> Date
+
+    package init(repair: CustomerRepair, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.repair = repair
+        self.now = now
+    }
+
+    var store: LedgerStore { repair.store }
+    var pair: AppStorePair { repair.pair }
+
+    /// What an import did: its lines' fate, and the accounts' repairs.
+    package struct Outcome: Sendable {
+        package var result: ImportResult
+        package var repairs: ReportList<RecoveryReport.Repair>?
+    }
+
+    /// Lines emitted and not yet finished, in order: their numbers and excerpts.
+    private final class InFlight {
+        var lines: [(number: Int, excerpt: String)] = []
+        var head = 0
+
+        func push(_ line: (number: Int, excerpt: String)) { lines.append(line) }
+
+        func pop() -> (number: Int, excerpt: String) {
+            let line = lines[head]
+            head += 1
+            if head > 1024 {
+                lines.removeFirst(head)
+                head = 0
+            }
+            return line
+        }
+    }
+
+    /// Imports every account `input` names; a dry run writes nothing (no checkpoint either).
+    package func run(_ input: ImportInput, dryRun: Bool, runId: UUID?) async throws -> Outcome {
+        var result = try ImportResult(kind: input.kind, inputSHA256: input.sha256, linesTotal: input.lines)
+        let checkpoint = dryRun
+            ? nil : try await store.startImport(pair: pair, inputSHA256: input.sha256, kind: input.kind.rawValue, linesTotal: input.lines)
+        result.linesResumedPast = checkpoint?.linesDone ?? 0
+        let startedAt = now()
+        let inFlight = InFlight()
+        let lines = try input.readLines()
+        var lastLine = result.linesResumedPast
+        do {
+            let repairs = try await repair.repair(
+                dryRun: dryRun, runId: runId, handled: Handled(remembers: dryRun),
+                finished: { _, entry in
+                    let line = inFlight.pop()
+                    try await finish(line, entry, dryRun: dryRun, input: input, result: &result)
+                    report(result, startedAt: startedAt)
+                },
+                produce: { emit in
+                    while let (number, text) = try lines.next() {
+                        guard number > result.linesResumedPast else { continue }
+                        lastLine = number
+                        result.linesRead += 1
+                        guard let ids = try await ids(number, text, kind: input.kind, result: &result) else { continue }
+                        if !dryRun, !(try await store.importedAccounts(of: ids, pair: pair, inputSHA256: input.sha256)).isEmpty {
+                            result.repeats += 1
+                            continue
+                        }
+                        let id = ids[0]
+                        let customer = try await store.customer(ofTransaction: id, pair: pair) ?? id
+                        inFlight.push((number, ImportLine.excerpt(text ?? "")))
+                        result.accountsAsked += 1
+                        try await emit(CustomerRepair.Target(customer: customer, transactionId: id, reasons: [.imported]))
+                        report(result, startedAt: startedAt)
+                    }
+                }
+            )
+            if !dryRun { try await store.advanceImport(to: lastLine, finished: true, pair: pair, inputSHA256: input.sha256) }
+            return Outcome(result: result, repairs: repairs)
+        } catch is RunStopped {
+            result.stopped = true
+            return Outcome(result: result, repairs: nil)
+        }
+    }
+
+    /// The IDs a line gives to ask Apple with, or nil (a blank line, or a problem recorded).
+    private func ids(_ number: Int, _ text: Substring?, kind: ImportKind, result: inout ImportResult) async throws -> [String]? {
+        guard let text else {
+            result.problems.append(ImportProblem(line: number, value: "", reason: "a line longer than \(ImportLine.maximumLength) bytes"))
+            return nil
+        }
+        switch ImportLine.parse(text, kind: kind) {
+        case .skip:
+            return nil
+        case .garbled(let reason):
+            result.problems.append(ImportProblem(line: number, value: ImportLine.excerpt(text), reason: reason))
+            return nil
+        case .transactionIds(let ids):
+            return ids
+        case .orderId(let orderId):
+            result.orderLookups += 1
+            do {
+                let ids = try await orderTransactions(orderId)
+                if ids.isEmpty { result.problems.append(ImportProblem(line: number, value: orderId, reason: "Apple answers the order ID is invalid for this app (status 1)")) }
+                return ids.isEmpty ? nil : ids
+            } catch let error as AppStoreAPIError where error.httpStatus == 400 || error.httpStatus == 404 {
+                result.problems.append(ImportProblem(line: number, value: orderId, reason: "Apple refused the order ID: \(error.code.map { "\($0.rawValue)" } ?? "\(error.httpStatus)")"))
+                return nil
+            } catch let rejection as OrderNotVerified {
+                result.problems.append(ImportProblem(line: number, value: orderId, reason: rejection.description))
+                return nil
+            }
+        }
+    }
+
+    /// The transaction IDs of the order's purchases, each verified (originalTransactionId first).
+    private func orderTransactions(_ orderId: String) async throws -> [String] {
+        let answer = try await repair.client.lookUpOrderId(orderId)
+        guard answer.isValid else { return [] }
+        var ids: [String] = []
+        for signed in answer.signedTransactions ?? [] {
+            switch await repair.verifier.verifyTransaction(signed) {
+            case .verified(let transaction):
+                ids += [transaction.originalTransactionId, transaction.transactionId].compactMap { $0 }
+            case .rejected(let rejection):
+                throw OrderNotVerified(description: "the order's purchase failed verification (\(rejection.reason.rawValue)): not imported")
+            case .retryLater(let reason):
+                throw OrderNotVerified(description: "the order's purchase could not be verified now (\(reason)): not imported")
+            }
+        }
+        guard !ids.isEmpty else { throw OrderNotVerified(description: "Apple's answer names no purchase of the order") }
+        return ids
+    }
+
+    private struct OrderNotVerified: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// An account done, in input order: its problem, or its checkpoint.
+    private func finish(
+        _ line: (number: Int, excerpt: String), _ entry: RecoveryReport.Repair?, dryRun: Bool, input: ImportInput, result: inout ImportResult
+    ) async throws {
+        if let entry, entry.outcome == .failed {
+            result.problems.append(ImportProblem(line: line.number, value: line.excerpt, reason: entry.failure ?? "Apple could not answer for the account"))
+        }
+        guard !dryRun else { return }
+        let imported = entry.flatMap { $0.outcome == .failed ? nil : ($0.members.first ?? $0.originalTransactionId) }
+        if let imported {
+            let new = try await store.recordImported(customer: imported, line: line.number, pair: pair, inputSHA256: input.sha256)
+            if !new { result.repeats += 1 }
+        } else {
+            try await store.advanceImport(to: line.number, finished: false, pair: pair, inputSHA256: input.sha256)
+        }
+    }
+
+    /// The progress line: lines done of the total, their rate and the time left.
+    private func report(_ result: ImportResult, startedAt: Date) {
+        let done = result.linesResumedPast + result.linesRead
+        let elapsed = max(now().timeIntervalSince(startedAt), 0.001)
+        let rate = Double(result.linesRead) / elapsed
+        let left = rate > 0 ? Double(result.linesTotal - done) / rate : 0
+        let eta = left >= 3600 ? String(format: "%.1f h", left / 3600) : left >= 60 ? String(format: "%.0f min", left / 60) : String(format: "%.0f s", left)
+        repair.progress.update(
+            "lines \(done) of \(result.linesTotal) · accounts \(result.accountsAsked) · \(String(format: "%.1f", rate)) lines/s · ETA \(eta)",
+            requests: repair.client.counts.requests.values.reduce(0, +)
+        )
+    }
+}

@@ -1,0 +1,47 @@
+import Decisions
+import Foundation
+
+/// What an `import` did with its input: the lines read and what each came to. The accounts it
+/// imported are the run's repairs (`PassTwoResult`, reason `imported`).
+package struct ImportResult: Sendable {
+    package var kind: ImportKind
+    /// Hex SHA-256 of the kind and the input's bytes: the key of its checkpoint.
+    package var inputSHA256: String
+    package var linesTotal: Int
+    /// Lines an earlier run of the same input had finished (skipped, not read again).
+    package var linesResumedPast = 0
+    /// Lines read by this run (blank and `#` lines included).
+    package var linesRead = 0
+    /// Lines naming an account this import had imported already (not asked about again).
+    package var repeats = 0
+    /// Accounts asked about (Get All Subscription Statuses and Get Transaction History).
+    package var accountsAsked = 0
+    /// Look Up Order ID requests made.
+    package var orderLookups = 0
+    /// Lines not imported, with why: garbled, unknown to Apple, an invalid order.
+    package let problems: ReportList<ImportProblem>
+    /// Stopped on request: the next run of the same input goes on from the checkpoint.
+    package var stopped = false
+
+    package init(kind: ImportKind, inputSHA256: String, linesTotal: Int) throws {
+        self.kind = kind
+        self.inputSHA256 = inputSHA256
+        self.linesTotal = linesTotal
+        self.problems = try ReportList()
+    }
+}
+
+/// A line an import could not use (report.json's `import.problems[]`).
+package struct ImportProblem: Sendable, Codable, Hashable {
+    /// 1-based, in the input as given.
+    package var line: Int
+    /// The line's first characters (never a whole receipt).
+    package var value: String
+    package var reason: String
+
+    package init(line: Int, value: String, reason: String) {
+        self.line = line
+        self.value = value
+        self.reason = reason
+    }
+}
