@@ -1,0 +1,181 @@
+import AppStoreSimulator
+import Foundation
+import Ledger
+import PostgresNIO
+import SignedData
+import TestSupport
+import Testing
+import ThrowawayPostgres
+
+/// `import` run as a user runs it (the built binary, the release build too), against the
+/// simulator and a real PostgreSQL: each account named imported once and whole, unknown and
+/// garbled lines reported, resumable by the input's content, receipts and order IDs, dry run.
+@Suite("import on the command line")
+struct ImportCommandTests {
+    static func write(_ lines: [String], _ scratch: URL, _ name: String) throws -> String {
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        let path = scratch.appendingPathComponent(name).path
+        try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    static func count(_ client: PostgresClient, _ query: PostgresQuery) async throws -> Int {
+        var value = 0
+        for try await count in try await client.query(query).decode(Int.self) { value = count }
+        return value
+    }
+
+    static func reportJSON(_ directory: String) throws -> [String: JSONValue] {
+        try JSONDecoder().decode([String: JSONValue].self, from: Data(contentsOf: URL(fileURLWithPath: directory + "/report.json")))
+    }
+
+    /// A transaction of the account other than its original one, when it has one.
+    static func laterTransaction(_ customer: Scenario.Customer) -> String {
+        customer.transactionVersions.compactMap(\.transaction.transactionId).last { $0 != customer.originalTransactionId } ?? customer.originalTransactionId
+    }
+
+    @Test func mixedIdsWithRepeatsImportEachAccountOnceUnknownAndGarbledLinesReported() async throws {
+        let harness = try RecoveryHarness(customers: 10, seed: 91, environment: .production, outageHours: 20)
+        let customers = harness.scenario.customers
+        let withTwo = try #require(customers.first { $0.purchases.count > 1 })
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, client, scratch in
+            // Each account by a later transaction, then again by its original one, by another of its
+            // purchases, and by the very same line; an ID Apple does not know; a garbled line.
+            var lines = ["# exported from our purchases table", ""]
+            lines += customers.map(Self.laterTransaction)
+            lines.append("9000000000000001")
+            lines += customers.map(\.originalTransactionId)
+            lines.append(try #require(withTwo.purchases.last?.originalTransactionId))
+            lines.append("12ab34")
+            lines.append(Self.laterTransaction(customers[0]))
+            let input = try Self.write(lines, scratch, "ids.txt")
+            let directory = scratch.appendingPathComponent("first").path
+            // One account at a time: which lines are repeats is then certain (at --concurrency N, two
+            // lines of one account never seen before that are in flight together are both asked).
+            let first = try await BuiltBinary.run(
+                ["import", "--transaction-ids", input, "--report-dir", directory, "--no-progress", "--concurrency", "1"], environment: environment
+            )
+            #expect(first.exitCode == 3, "unknown and garbled lines: \(first.combined)")
+            #expect(harness.api.subscriptionStatusesRequests.count == customers.count, "each account asked about once")
+            #expect(try await harness.mismatches(LedgerStore(client: client, logger: harness.logger)).isEmpty)
+            let json = try Self.reportJSON(directory)
+            guard case .object(let imported)? = json["import"], case .array(let problems)? = imported["problems"] else {
+                Issue.record("report.json lacks import.problems")
+                return
+            }
+            let named = problems.compactMap { problem -> Double? in
+                guard case .object(let fields) = problem, case .number(let line)? = fields["line"] else { return nil }
+                return line
+            }
+            #expect(named.sorted() == [Double(3 + customers.count), Double(lines.count - 1)], "the unknown ID's line and the garbled line: \(problems)")
+            #expect(imported["repeats"] == .number(Double(customers.count + 2)))
+            #expect(first.standardOutput.contains("lines \(lines.count) of \(lines.count)"), "\(first.standardOutput)")
+            #expect(try await Self.count(client, "SELECT count(*) FROM app_store.import_accounts") == customers.count)
+
+            // The same input again: finished, nothing asked.
+            let before = harness.api.requestCounts.values.reduce(0, +)
+            let again = try await BuiltBinary.run(
+                ["import", "--transaction-ids", input, "--report-dir", scratch.appendingPathComponent("again").path, "--no-progress"], environment: environment
+            )
+            #expect(again.exitCode == 0, "\(again.combined)")
+            #expect(harness.api.requestCounts.values.reduce(0, +) == before, "a finished input asks Apple nothing")
+        }
+    }
+
+    @Test func killedMidwayTheSameInputGoesOnAskingOnlyAboutTheRest() async throws {
+        var options = SimulatorOptions()
+        options.requestsPerSecond = 6
+        let harness = try RecoveryHarness(customers: 16, seed: 93, outageHours: 20, options: options)
+        let customers = harness.scenario.customers
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, client, scratch in
+            let input = try Self.write(customers.map(Self.laterTransaction), scratch, "ids.txt")
+            let arguments = ["import", "--transaction-ids", input, "--no-progress", "--concurrency", "2"]
+            let killed = try BuiltBinary.start(arguments + ["--report-dir", scratch.appendingPathComponent("killed").path], environment: environment)
+            while try await Self.count(client, "SELECT count(*) FROM app_store.import_accounts") < 3 { try await Task.sleep(for: .milliseconds(50)) }
+            killed.send(SIGKILL)
+            #expect(await killed.waitAsync() == 128 + SIGKILL)
+            let imported = try await Self.count(client, "SELECT count(*) FROM app_store.import_accounts")
+            #expect(imported < customers.count, "killed part-way")
+            let asked = harness.api.subscriptionStatusesRequests.count
+
+            let stopped = try BuiltBinary.start(arguments + ["--report-dir", scratch.appendingPathComponent("stopped").path], environment: environment)
+            while try await Self.count(client, "SELECT count(*) FROM app_store.import_accounts") < imported + 2 { try await Task.sleep(for: .milliseconds(50)) }
+            stopped.send(SIGTERM)
+            #expect(await stopped.waitAsync() == 130, "SIGTERM stops after the accounts in hand")
+            let importedBeforeTheEnd = try await Self.count(client, "SELECT count(*) FROM app_store.import_accounts")
+            #expect(importedBeforeTheEnd < customers.count)
+            #expect(harness.api.subscriptionStatusesRequests.count - asked >= importedBeforeTheEnd - imported)
+            let askedBeforeTheEnd = harness.api.subscriptionStatusesRequests.count
+
+            let rest = try await BuiltBinary.run(arguments + ["--report-dir", scratch.appendingPathComponent("rest").path], environment: environment)
+            #expect(rest.exitCode == 0, "\(rest.combined)")
+            #expect(
+                harness.api.subscriptionStatusesRequests.count - askedBeforeTheEnd == customers.count - importedBeforeTheEnd,
+                "only the accounts not imported yet are asked about"
+            )
+            #expect(try await Self.count(client, "SELECT count(*) FROM app_store.import_accounts") == customers.count)
+            #expect(try await harness.mismatches(LedgerStore(client: client, logger: harness.logger)).isEmpty)
+        }
+    }
+
+    @Test func receiptsAndOrderIdsImportTheirAccountsAndOrderIdsAreRefusedInSandbox() async throws {
+        let harness = try RecoveryHarness(customers: 8, seed: 95, environment: .production, outageHours: 20)
+        let customers = harness.scenario.customers
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, client, scratch in
+            // Half the accounts by the receipt their device held (both encodings), half by an order ID.
+            let byReceipt = Array(customers.prefix(4))
+            let byOrder = Array(customers.dropFirst(4))
+            let receipts = try byReceipt.enumerated().map { index, customer in
+                try harness.api.appReceipt(customer: customer.index, indefiniteLengths: index.isMultiple(of: 2))
+            }
+            let receiptFile = try Self.write(receipts + ["bm90IGEgcmVjZWlwdA=="], scratch, "receipts.txt")
+            let fromReceipts = try await BuiltBinary.run(
+                ["import", "--receipts", receiptFile, "--report-dir", scratch.appendingPathComponent("receipts").path, "--no-progress"], environment: environment
+            )
+            #expect(fromReceipts.exitCode == 3, "the last line is not a receipt: \(fromReceipts.combined)")
+            #expect(try await harness.mismatches(LedgerStore(client: client, logger: harness.logger), accounts: byReceipt).isEmpty)
+            #expect(!fromReceipts.combined.contains(String(receipts[0].prefix(60))), "a receipt is not echoed")
+
+            let orders = byOrder.map { harness.api.orderId(ofTransaction: Self.laterTransaction($0)) } + ["ZZZZZZZZZZ"]
+            let orderFile = try Self.write(orders, scratch, "orders.txt")
+            let fromOrders = try await BuiltBinary.run(
+                ["import", "--order-ids", "-", "--report-dir", scratch.appendingPathComponent("orders").path, "--no-progress"],
+                environment: environment, standardInput: try String(contentsOfFile: orderFile, encoding: .utf8)
+            )
+            #expect(fromOrders.exitCode == 3, "an order that is not the app's: \(fromOrders.combined)")
+            #expect(harness.api.requestCounts["lookUpOrderId"] == orders.count)
+            #expect(try await harness.mismatches(LedgerStore(client: client, logger: harness.logger), accounts: byOrder).isEmpty)
+            let json = try Self.reportJSON(scratch.appendingPathComponent("orders").path)
+            guard case .object(let imported)? = json["import"], case .array(let problems)? = imported["problems"] else {
+                Issue.record("report.json lacks import.problems")
+                return
+            }
+            #expect(problems.count == 1)
+            #expect("\(problems)".contains("status 1"))
+        }
+
+        let sandbox = try RecoveryHarness(customers: 2, seed: 95, outageHours: 20)
+        try await RunCommandTests.withSetup(sandbox, seed: false) { environment, _, scratch in
+            let orderFile = try Self.write(["MK5TTTVWJH"], scratch, "orders.txt")
+            let refused = try await BuiltBinary.run(["import", "--order-ids", orderFile, "--no-progress"], environment: environment)
+            #expect(refused.exitCode == 64, "\(refused.combined)")
+            #expect(refused.standardError.contains("Production only"))
+            #expect(sandbox.api.requestCounts.isEmpty)
+        }
+    }
+
+    @Test func aDryRunAsksAndWritesNothing() async throws {
+        let harness = try RecoveryHarness(customers: 6, seed: 97, outageHours: 20)
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, client, scratch in
+            let input = try Self.write(harness.scenario.customers.map(\.originalTransactionId), scratch, "ids.txt")
+            let directory = scratch.appendingPathComponent("dry").path
+            let dry = try await BuiltBinary.run(["import", "--transaction-ids", input, "--dry-run", "--report-dir", directory, "--no-progress"], environment: environment)
+            #expect(dry.exitCode == 0, "\(dry.combined)")
+            #expect(dry.standardOutput.contains("\(harness.scenario.customers.count) would change"), "\(dry.standardOutput)")
+            for table in ["transactions", "subscriptions", "accounts", "imports", "import_accounts", "runs", "changes"] {
+                #expect(try await Self.count(client, PostgresQuery(unsafeSQL: "SELECT count(*) FROM app_store.\(table)")) == 0, "\(table)")
+            }
+            #expect(try String(contentsOfFile: directory + "/report.md", encoding: .utf8).contains("Dry run: nothing was written"))
+        }
+    }
+}
