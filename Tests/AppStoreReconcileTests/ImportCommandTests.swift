@@ -29,6 +29,22 @@ struct ImportCommandTests {
         try JSONDecoder().decode([String: JSONValue].self, from: Data(contentsOf: URL(fileURLWithPath: directory + "/report.json")))
     }
 
+    /// Waits until the import has recorded `count` accounts (at most a minute: else the child is
+    /// killed and the test fails).
+    static func waitForImported(_ count: Int, _ client: PostgresClient, killing child: ChildProcess) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while try await Self.count(client, "SELECT count(*) FROM app_store.import_accounts") < count {
+            guard ContinuousClock.now < deadline else {
+                child.send(SIGKILL)
+                _ = await child.waitAsync()
+                throw ImportNotRecorded(count: count)
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    struct ImportNotRecorded: Error { var count: Int }
+
     /// A transaction of the account other than its original one, when it has one.
     static func laterTransaction(_ customer: Scenario.Customer) -> String {
         customer.transactionVersions.compactMap(\.transaction.transactionId).last { $0 != customer.originalTransactionId } ?? customer.originalTransactionId
@@ -91,7 +107,7 @@ struct ImportCommandTests {
             let input = try Self.write(customers.map(Self.laterTransaction), scratch, "ids.txt")
             let arguments = ["import", "--transaction-ids", input, "--no-progress", "--concurrency", "2"]
             let killed = try BuiltBinary.start(arguments + ["--report-dir", scratch.appendingPathComponent("killed").path], environment: environment)
-            while try await Self.count(client, "SELECT count(*) FROM app_store.import_accounts") < 3 { try await Task.sleep(for: .milliseconds(50)) }
+            try await Self.waitForImported(3, client, killing: killed)
             killed.send(SIGKILL)
             #expect(await killed.waitAsync() == 128 + SIGKILL)
             let imported = try await Self.count(client, "SELECT count(*) FROM app_store.import_accounts")
@@ -99,7 +115,7 @@ struct ImportCommandTests {
             let asked = harness.api.subscriptionStatusesRequests.count
 
             let stopped = try BuiltBinary.start(arguments + ["--report-dir", scratch.appendingPathComponent("stopped").path], environment: environment)
-            while try await Self.count(client, "SELECT count(*) FROM app_store.import_accounts") < imported + 2 { try await Task.sleep(for: .milliseconds(50)) }
+            try await Self.waitForImported(imported + 2, client, killing: stopped)
             stopped.send(SIGTERM)
             #expect(await stopped.waitAsync() == 130, "SIGTERM stops after the accounts in hand")
             let importedBeforeTheEnd = try await Self.count(client, "SELECT count(*) FROM app_store.import_accounts")
