@@ -114,10 +114,11 @@ let package = Package(
             swiftSettings: strictSettings,
             plugins: ["EmbedMigrations"]
         ),
-        // An import's checkpoints in the ledger (migration 0025): how far an input went and the
-        // accounts it imported, keyed by the input's content.
+        // The ledger's statements for a team's first day and its support desk: an import's
+        // checkpoints (migration 0025: how far an input went, the accounts it imported, keyed by the
+        // input's content) and what `customer` reads of one account.
         .target(
-            name: "LedgerImports",
+            name: "LedgerSupport",
             dependencies: [
                 "Ledger", "LedgerModel", "SignedData",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -159,7 +160,7 @@ let package = Package(
         .target(
             name: "Reconciliation",
             dependencies: [
-                "SignedData", "AppStoreServerAPI", "Ledger", "LedgerImports", "Decisions", "FailureKind", "RunResults",
+                "SignedData", "AppStoreServerAPI", "Ledger", "LedgerSupport", "Decisions", "FailureKind", "RunResults",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

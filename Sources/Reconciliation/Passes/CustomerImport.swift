@@ -2,7 +2,7 @@ import AppStoreServerAPI
 import Decisions
 import Foundation
 import Ledger
-import LedgerImports
+import LedgerSupport
 import Logging
 import SignedData
 

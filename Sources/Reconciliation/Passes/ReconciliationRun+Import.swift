@@ -1,6 +1,6 @@
 import Foundation
 import Ledger
-import LedgerImports
+import LedgerSupport
 import Decisions
 import SignedData
 

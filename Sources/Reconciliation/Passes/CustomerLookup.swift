@@ -1,0 +1,91 @@
+import AppStoreServerAPI
+import Decisions
+import Foundation
+import Ledger
+import LedgerSupport
+import SignedData
+
+/// `customer`: one account's case, for a support engineer. The account is asked about as a named
+/// repair asks (Get All Subscription Statuses and the whole Get Transaction History, verified), in
+/// a dry run first: its changes are where Apple's answer differs from the ledger's rows, read
+/// beside them. With `repair`, a second, real repair writes Apple's truth when they differ. Then
+/// the notifications recorded for the account and what the entitlements view grants it now.
+package struct CustomerLookup: Sendable {
+    /// Whom to look up.
+    package enum Subject: Sendable, Equatable {
+        /// Any transaction ID of the account.
+        case transactionId(String)
+        /// The order ID of Apple's emailed receipt (Look Up Order ID: Production only).
+        case orderId(String)
+        /// The appAccountToken the app set: every account of the ledger carrying it.
+        case appAccountToken(UUID)
+    }
+
+    package let repair: CustomerRepair
+
+    package init(repair: CustomerRepair) {
+        self.repair = repair
+    }
+
+    var store: LedgerStore { repair.store }
+    var pair: AppStorePair { repair.pair }
+
+    /// The case of each account the subject names (several only for an appAccountToken).
+    package func cases(_ subject: Subject, repairing: Bool) async throws -> [CustomerCase] {
+        var cases: [CustomerCase] = []
+        for id in try await transactionIds(subject) {
+            cases.append(try await lookUp(id, repairing: repairing))
+        }
+        return cases
+    }
+
+    /// The transaction IDs to ask Apple with, one per account.
+    func transactionIds(_ subject: Subject) async throws -> [String] {
+        switch subject {
+        case .transactionId(let id):
+            guard CustomerRepair.isWellFormedTransactionId(id) else { throw NotATransactionId(text: id) }
+            return [id]
+        case .orderId(let orderId):
+            let answer = try await repair.client.lookUpOrderId(orderId)
+            guard answer.isValid else { throw CustomerNotFound(description: "Apple answers the order ID \(orderId) is invalid for this app (status 1)") }
+            for signed in answer.signedTransactions ?? [] {
+                guard case .verified(let transaction) = await repair.verifier.verifyTransaction(signed) else {
+                    throw CustomerNotFound(description: "the purchase Apple answered for order \(orderId) failed verification: nothing is shown of it")
+                }
+                if let id = transaction.originalTransactionId ?? transaction.transactionId { return [id] }
+            }
+            throw CustomerNotFound(description: "Apple's answer for order \(orderId) names no purchase")
+        case .appAccountToken(let token):
+            let customers = try await store.customers(withAppAccountToken: token, pair: pair)
+            guard !customers.isEmpty else {
+                throw CustomerNotFound(description: "no purchase in the ledger carries appAccountToken \(token.uuidString.lowercased()) (\(pair))")
+            }
+            return customers
+        }
+    }
+
+    /// One account: compared in a dry run, repaired when asked and it differs, then read.
+    func lookUp(_ id: String, repairing: Bool) async throws -> CustomerCase {
+        let customer = try await store.customer(ofTransaction: id, pair: pair) ?? id
+        let target = CustomerRepair.Target(customer: customer, transactionId: id, reasons: [.named])
+        guard let report = try await repair.repair([target], dryRun: true).first(where: { _ in true }) else {
+            throw CustomerNotFound(description: "the repair of \(id) reported nothing")
+        }
+        let members = Array(Set(report.members + [customer]))
+        let ledger = Array(try await store.subscriptions(members, pair: pair).values)
+        var repaired = false
+        if repairing, report.outcome == .repaired {
+            let written = try await repair.repair([target], dryRun: false).first(where: { _ in true })
+            repaired = written?.outcome == .repaired
+        }
+        return CustomerCase(
+            ledger: ledger, report: report, notifications: try await store.recordedNotifications(of: members, pair: pair),
+            entitlements: try await store.entitlements(of: members, pair: pair), repaired: repaired
+        )
+    }
+}
+
+/// The subject names no account Apple or the ledger knows.
+package struct CustomerNotFound: Error, CustomStringConvertible, Sendable {
+    package var description: String
+}
