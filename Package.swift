@@ -176,7 +176,7 @@ let package = Package(
         .target(
             name: "Deployment",
             dependencies: [
-                "DeploymentConfiguration", "Reconciliation", "Reports", "Ledger", "LedgerModel", "AppStoreServerAPI", "SignedData", "FailureKind",
+                "DeploymentConfiguration", "Reconciliation", "Reports", "Ledger", "LedgerModel", "AppStoreServerAPI", "SignedData", "FailureKind", "Decisions",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -51,6 +51,11 @@
 //    notification. Targets: readers and drips closed, serve < 300 MiB, a genuine notification
 //    answered 200 within 2 s; each flood leaves the ledger < 5 MiB and the log < 1 MiB;
 //    the malleated copies at most one row.
+// 12. With --import [--import-accounts 1000] [--import-memory-accounts 200], and nothing else:
+//    issue 51's `import --transaction-ids` at Apple's Production limit (ImportRuns): requests per
+//    account against the history pages it needs (goal ≤ 1.2 × pages + 1), the share of the busier
+//    endpoint's limit used (goal ≥ 90%), CPU-ms per account; peak memory importing the same accounts
+//    from 10,000 and 100,000 lines (goal: flat, ≤ 1.2×).
 
 import AppStoreSimulator
 import Foundation
@@ -88,6 +93,19 @@ if arguments.contains("--deployment") {
     await attempt("four App Stores") {
         rows += try await DeploymentRuns(binary: binary, logger: logger).measure(
             customers: option("--deployment-customers").flatMap(Int.init) ?? 200, rounds: option("--deployment-rounds").flatMap(Int.init).map { max(1, $0) } ?? 2)
+    }
+    printTable(rows)
+    exit(0)
+}
+
+if arguments.contains("--import") {
+    guard FileManager.default.isExecutableFile(atPath: binary) else {
+        say("error: \(binary) not found: build it first (swift build -c release --product appstore-reconcile)")
+        exit(1)
+    }
+    await attempt("import") {
+        rows += try await ImportRuns(binary: binary, logger: logger).measure(
+            accounts: option("--import-accounts").flatMap(Int.init) ?? 1000, memoryAccounts: option("--import-memory-accounts").flatMap(Int.init) ?? 200)
     }
     printTable(rows)
     exit(0)

@@ -3,7 +3,6 @@ import ArgumentParser
 import Decisions
 import Deployment
 import Foundation
-import Ledger
 import Logging
 import Reconciliation
 import Reports
@@ -73,15 +72,9 @@ struct CustomerCommand: AsyncParsableCommand {
                 printError("error: --order-id: Apple's Look Up Order ID exists in Production only (there is no Sandbox URL); choose --environment Production")
                 throw ExitCode(ExitStatus.usage)
             }
-            let logger = Logger(label: "appstore-reconcile.customer")
-            let verifier = try pair.verifier()
-            let client = try pair.apiClient(logger: logger)
-            let repairing = repair
             let cases: [CustomerCase]
             do {
-                cases = try await LedgerDatabase.withStore(try deployment.databaseURL(), logger: logger) { store in
-                    try await CustomerLookup(repair: CustomerRepair(client: client, verifier: verifier, store: store, logger: logger)).cases(subject, repairing: repairing)
-                }
+                cases = try await deployment.customerCases(subject, repairing: repair, logger: Logger(label: "appstore-reconcile.customer"))
             } catch let notFound as CustomerNotFound {
                 printError("not found: \(notFound.description)")
                 throw ExitCode(ExitStatus.doneWithRejections)

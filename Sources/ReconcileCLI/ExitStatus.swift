@@ -29,7 +29,7 @@ enum ExitStatus {
     static let configuration: Int32 = 78
 
     static let summary = """
-        Exit codes: 0 done; 1 unexpected failure; 3 done with problems (payloads rejected or left for retry, accounts Apple could not answer for, or refund requests not answered for invalid facts or Apple's refusal: see the report); \
+        Exit codes: 0 done; 1 unexpected failure; 3 done with problems (payloads rejected or left for retry, accounts Apple could not answer for, refund requests not answered for invalid facts or Apple's refusal, input lines an import could not use, or a customer whose ledger differs from Apple: see the report); \
         4 ingest: already recorded; 64 usage error; 65 the payload given to verify or ingest was rejected; 66 input not readable; \
         75 temporary failure (Apple or the database unavailable, or another run in progress: try again later); \
         78 configuration error; 130 stopped by SIGTERM or SIGINT after committing the batch in hand (run again to finish).

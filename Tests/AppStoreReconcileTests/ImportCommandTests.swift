@@ -66,11 +66,7 @@ struct ImportCommandTests {
             lines.append(Self.laterTransaction(customers[0]))
             let input = try Self.write(lines, scratch, "ids.txt")
             let directory = scratch.appendingPathComponent("first").path
-            // One account at a time: which lines are repeats is then certain (at --concurrency N, two
-            // lines of one account never seen before that are in flight together are both asked).
-            let first = try await BuiltBinary.run(
-                ["import", "--transaction-ids", input, "--report-dir", directory, "--no-progress", "--concurrency", "1"], environment: environment
-            )
+            let first = try await BuiltBinary.run(["import", "--transaction-ids", input, "--report-dir", directory, "--no-progress"], environment: environment)
             #expect(first.exitCode == 3, "unknown and garbled lines: \(first.combined)")
             #expect(harness.api.subscriptionStatusesRequests.count == customers.count, "each account asked about once")
             #expect(try await harness.mismatches(LedgerStore(client: client, logger: harness.logger)).isEmpty)
@@ -95,6 +91,34 @@ struct ImportCommandTests {
             )
             #expect(again.exitCode == 0, "\(again.combined)")
             #expect(harness.api.requestCounts.values.reduce(0, +) == before, "a finished input asks Apple nothing")
+        }
+    }
+
+    @Test func linesOfOneAccountInFlightTogetherAskAboutItOnce() async throws {
+        let harness = try RecoveryHarness(customers: 6, seed: 92, outageHours: 20)
+        let customers = harness.scenario.customers
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, client, scratch in
+            // Every transaction of each account, an account's lines together: eight at a time, the
+            // lines after an account's first are in flight before it is written.
+            let lines = customers.flatMap { customer in customer.transactionVersions.compactMap(\.transaction.transactionId).reduce(into: [String]()) { ids, id in
+                if !ids.contains(id) { ids.append(id) }
+            } }
+            try #require(lines.count > 3 * customers.count)
+            let input = try Self.write(lines, scratch, "ids.txt")
+            let directory = scratch.appendingPathComponent("grouped").path
+            let imported = try await BuiltBinary.run(["import", "--transaction-ids", input, "--report-dir", directory, "--no-progress"], environment: environment)
+            #expect(imported.exitCode == 0, "\(imported.combined)")
+            #expect(harness.api.subscriptionStatusesRequests.count == customers.count, "each account's statuses asked once")
+            let pages = customers.reduce(0) { total, customer in
+                total + max(1, (Set(customer.transactionVersions.compactMap(\.transaction.transactionId)).count + 19) / 20)
+            }
+            #expect(harness.api.transactionHistoryRequests.count <= pages + 7 * customers.count, "a line in flight beside its account's first spends one page at most")
+            guard case .object(let fields)? = try Self.reportJSON(directory)["import"] else {
+                Issue.record("report.json lacks import")
+                return
+            }
+            #expect(fields["repeats"] == .number(Double(lines.count - customers.count)))
+            #expect(try await harness.mismatches(LedgerStore(client: client, logger: harness.logger)).isEmpty)
         }
     }
 

@@ -11,7 +11,9 @@ import SignedData
 /// page of Get Transaction History, verified, written as pass 2 writes), streaming the input.
 ///
 /// Each account is asked about once: a line whose IDs the ledger already maps to an account this
-/// import imported is a repeat, and is not sent to Apple. The checkpoint (`app_store.imports`,
+/// import imported is a repeat, and is not sent to Apple; of two lines of one account the ledger
+/// did not know, in flight together, the second stops after its first history page
+/// (`AccountClaims`). The checkpoint (`app_store.imports`,
 /// keyed by the input's content) moves as accounts finish, in input order: a run of the same
 /// input killed part-way goes on after the last line finished, without asking Apple about the
 /// accounts it had imported. Memory stays flat: neither lines nor accounts are held (a dry run,
@@ -65,7 +67,7 @@ package struct CustomerImport: Sendable {
         var lastLine = result.linesResumedPast
         do {
             let repairs = try await repair.repair(
-                dryRun: dryRun, runId: runId, handled: Handled(remembers: dryRun),
+                dryRun: dryRun, runId: runId, handled: Handled(remembers: dryRun), claims: AccountClaims(),
                 finished: { _, entry in
                     let line = inFlight.pop()
                     try await finish(line, entry, dryRun: dryRun, input: input, result: &result)
@@ -155,6 +157,8 @@ package struct CustomerImport: Sendable {
     private func finish(
         _ line: (number: Int, excerpt: String), _ entry: RecoveryReport.Repair?, dryRun: Bool, input: ImportInput, result: inout ImportResult
     ) async throws {
+        // No entry: another line of the same account, in flight beside it, had it.
+        if entry == nil { result.repeats += 1 }
         if let entry, entry.outcome == .failed {
             result.problems.append(ImportProblem(line: line.number, value: line.excerpt, reason: entry.failure ?? "Apple could not answer for the account"))
         }

@@ -111,8 +111,11 @@ package struct CustomerRepair: Sendable {
     ///   instead, passes one that remembers nothing: its memory stays flat).
     /// - Parameter finished: told of each target as it is done, in the order of the targets, with
     ///   its report entry (nil when its account was checked earlier in the pass).
+    /// - Parameter claims: for targets the ledger cannot tell apart before Apple answers (an
+    ///   import's lines): of two targets of one account in flight together, the second stops after
+    ///   its first history page.
     package func repair(
-        dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init(), runId: UUID? = nil, handled: Handled = Handled(),
+        dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init(), runId: UUID? = nil, handled: Handled = Handled(), claims: AccountClaims? = nil,
         finished: @escaping (_ index: Int, _ entry: RecoveryReport.Repair?) async throws -> Void = { _, _ in },
         produce: (_ emit: (Target) async throws -> Void) async throws -> Void
     ) async throws -> ReportList<RecoveryReport.Repair> {
@@ -136,6 +139,7 @@ package struct CustomerRepair: Sendable {
                 }
                 done[index] = result
                 while let next = done.removeValue(forKey: reported) {
+                    claims?.finished(reported)
                     try await finished(reported, next.entry)
                     reported += 1
                     guard let entry = next.entry else { continue }
@@ -154,7 +158,8 @@ package struct CustomerRepair: Sendable {
                     let index = started
                     started += 1
                     inFlight += 1
-                    group.addTask { (index, try await repairOne(target, dryRun: dryRun, overlay: overlay, runId: runId, handled: handled)) }
+                    let claim = claims.map { claims in { @Sendable (ids: [String]) in claims.claim(ids, owner: index) } }
+                    group.addTask { (index, try await repairOne(target, dryRun: dryRun, overlay: overlay, runId: runId, handled: handled, claim: claim)) }
                 }
             } catch is StopProducing {}
             while inFlight > 0 { try await collectOne() }
@@ -176,7 +181,8 @@ package struct CustomerRepair: Sendable {
     /// Repairs one target: executes what the account's machine (`AccountRepairMachine`) asks for,
     /// and hands it each answer.
     func repairOne(
-        _ target: Target, dryRun: Bool, overlay: RecoveryReport.LedgerOverlay, runId: UUID?, handled: Handled
+        _ target: Target, dryRun: Bool, overlay: RecoveryReport.LedgerOverlay, runId: UUID?, handled: Handled,
+        claim: (@Sendable ([String]) -> Bool)? = nil
     ) async throws -> RepairResult {
         var machine = AccountRepairMachine(target: target, pair: pair, dryRun: dryRun, overlay: overlay)
         var action = machine.start()
@@ -191,7 +197,8 @@ package struct CustomerRepair: Sendable {
             case .fetchHistory(let revision):
                 action = try await asking(&machine, &exhausted) { machine in
                     do {
-                        return machine.historyAnswered(try await history(target.transactionId, from: revision))
+                        guard let pages = try await history(target.transactionId, from: revision, claim: claim) else { return .skip }
+                        return machine.historyAnswered(pages)
                     } catch let error as AppStoreAPIError where error.code == .invalidRequestRevision {
                         return machine.revisionRefused()
                     }
@@ -244,10 +251,21 @@ package struct CustomerRepair: Sendable {
     static let accountFailures: Set<AppStoreAPIError.Code> = [.accountNotFound, .invalidTransactionId, .transactionIdNotFound]
 
     /// Every page of the account's transaction history from `revision`, each transaction verified.
-    private func history(_ transactionId: String, from revision: String?) async throws -> [AccountRepairMachine.HistoryPage] {
+    /// nil when `claim` refuses the account's first page: another target of the pass has it.
+    private func history(
+        _ transactionId: String, from revision: String?, claim: (@Sendable ([String]) -> Bool)? = nil
+    ) async throws -> [AccountRepairMachine.HistoryPage]? {
         var pages: [AccountRepairMachine.HistoryPage] = []
         for try await page in client.transactionHistory(transactionId: transactionId, startingAt: revision) {
-            pages.append(.init(transactions: await verifyAll(page.signedTransactions), finalRevision: page.finalRevision))
+            let transactions = await verifyAll(page.signedTransactions)
+            if pages.isEmpty, let claim {
+                let ids = transactions.compactMap { item -> String? in
+                    guard case .verified(let payload) = item.outcome else { return nil }
+                    return payload.transactionId
+                }
+                if !claim(ids + [transactionId]) { return nil }
+            }
+            pages.append(.init(transactions: transactions, finalRevision: page.finalRevision))
         }
         return pages
     }

@@ -1,0 +1,20 @@
+import AppStoreServerAPI
+import Decisions
+import Ledger
+import Logging
+import Reconciliation
+import SignedData
+
+extension Deployment {
+    /// `customer`: the case of each account `subject` names in the one selected pair, its parts
+    /// (verifier, API client, the ledger's store) made here as for every run.
+    package func customerCases(_ subject: CustomerLookup.Subject, repairing: Bool, logger: Logger) async throws -> [CustomerCase] {
+        let pair = try onlyPair()
+        let verifier = try pair.verifier()
+        let client = try pair.apiClient(logger: logger)
+        return try await LedgerDatabase.withStore(try databaseURL(), logger: logger) { store in
+            let repair = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger)
+            return try await CustomerLookup(repair: repair).cases(subject, repairing: repairing)
+        }
+    }
+}
