@@ -63,7 +63,8 @@ package enum ImportLine: Sendable, Equatable {
 extension Substring {
     var trimmingWhitespace: Substring {
         var value = self
-        while let first = value.first, first.isWhitespace { value.removeFirst() }
+        // A byte-order mark (a file saved by a spreadsheet) counts as whitespace.
+        while let first = value.first, first.isWhitespace || first == "\u{FEFF}" { value.removeFirst() }
         while let last = value.last, last.isWhitespace { value.removeLast() }
         return value
     }

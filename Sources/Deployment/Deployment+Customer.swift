@@ -12,9 +12,10 @@ extension Deployment {
         let pair = try onlyPair()
         let verifier = try pair.verifier()
         let client = try pair.apiClient(logger: logger)
-        return try await LedgerDatabase.withStore(try databaseURL(), logger: logger) { store in
+        let url = try databaseURL()
+        return try await LedgerDatabase.withStore(url, logger: logger) { store in
             let repair = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger)
-            return try await CustomerLookup(repair: repair).cases(subject, repairing: repairing)
+            return try await CustomerLookup(repair: repair, databaseURL: url).cases(subject, repairing: repairing)
         }
     }
 }

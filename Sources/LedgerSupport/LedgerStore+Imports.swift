@@ -57,9 +57,9 @@ extension LedgerStore {
     }
 
     /// Records that the account of `customer` (an originalTransactionId the last repair saw) was
-    /// imported from `line`, and that every line up to `line` is done. Returns false when this
-    /// import had imported that account already (two lines of it asked about at once).
-    package func recordImported(customer: String?, line: Int, pair: AppStorePair, inputSHA256: String) async throws -> Bool {
+    /// imported from `line`, and that every line up to `doneThrough` is done. Returns false when
+    /// this import had imported that account already.
+    package func recordImported(customer: String?, line: Int, doneThrough: Int, pair: AppStorePair, inputSHA256: String) async throws -> Bool {
         let rows = try await client.query(
             """
             WITH account AS (
@@ -70,7 +70,7 @@ extension LedgerStore {
                 SELECT \(pair.bundleId), \(pair.environment.rawValue), \(inputSHA256), account_id, \(Int64(line)) FROM account
                 ON CONFLICT DO NOTHING RETURNING 1
             ), advanced AS (
-                UPDATE app_store.imports SET lines_done = greatest(lines_done, \(Int64(line))), updated_at = now()
+                UPDATE app_store.imports SET lines_done = greatest(lines_done, \(Int64(doneThrough))), updated_at = now()
                 WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND input_sha256 = \(inputSHA256)
                 RETURNING 1
             )

@@ -80,17 +80,7 @@ struct CustomerCommand: AsyncParsableCommand {
                 throw ExitCode(ExitStatus.doneWithRejections)
             }
             if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                encoder.dateEncodingStrategy = .iso8601
-                struct Output: Encodable {
-                    var bundleId: String
-                    var environment: String
-                    var agrees: Bool
-                    var cases: [CustomerCase]
-                }
-                let output = Output(bundleId: pair.pair.bundleId, environment: pair.pair.environment.rawValue, agrees: cases.allSatisfy(\.agrees), cases: cases)
-                print(String(decoding: try encoder.encode(output), as: UTF8.self))
+                print(try CustomerCase.json(bundleId: pair.pair.bundleId, environment: pair.pair.environment.rawValue, cases: cases))
             } else {
                 print(cases.map { $0.text(pair: pair.pair.description) }.joined(separator: "\n\n"))
             }

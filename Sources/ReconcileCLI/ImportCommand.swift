@@ -20,7 +20,8 @@ struct ImportCommand: AsyncParsableCommand {
             subscriptions, accounts and their revisions, the change feed); no notification is invented. A line Apple does \
             not know, a garbled line or receipt, an order Apple calls invalid: reported with its line number, the rest go \
             on (exit 3). Resumable: the checkpoint (app_store.imports) is keyed by the input's content, so the same input \
-            started again goes on after the last line finished, without asking Apple again about the accounts imported. \
+            started again goes on after the last line finished (from its first line not imported, reported again), \
+            without asking Apple again about the accounts imported. \
             SIGTERM stops after the accounts in hand (130). Within Apple's rate limits (Retry-After honoured); memory \
             stays flat whatever the input's size. --dry-run writes nothing and reports what it would write.
 

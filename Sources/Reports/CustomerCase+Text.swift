@@ -2,6 +2,23 @@ import Decisions
 import Foundation
 import LedgerModel
 
+/// `customer --json`: `{bundleId, environment, agrees, cases[]}` (a contract).
+extension CustomerCase {
+    package static func json(bundleId: String, environment: String, cases: [CustomerCase]) throws -> String {
+        struct Output: Encodable {
+            var bundleId: String
+            var environment: String
+            var agrees: Bool
+            var cases: [CustomerCase]
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        let output = Output(bundleId: bundleId, environment: environment, agrees: cases.allSatisfy(\.agrees), cases: cases)
+        return String(decoding: try encoder.encode(output), as: UTF8.self)
+    }
+}
+
 /// `customer`'s page for a person: each account's fields, the ledger's beside Apple's, the
 /// differences marked, the notifications recorded in time order, the entitlements now.
 extension CustomerCase {

@@ -22,6 +22,20 @@ package struct ImportResult: Sendable {
     package let problems: ReportList<ImportProblem>
     /// Stopped on request: the next run of the same input goes on from the checkpoint.
     package var stopped = false
+    /// The first line of this run not imported: the checkpoint never passes it, so that a run of
+    /// the same input reads it again (and reports it again, or imports it once Apple answers).
+    package private(set) var firstProblemLine: Int?
+
+    /// Records a line not imported.
+    package mutating func add(_ problem: ImportProblem) {
+        problems.append(problem)
+        firstProblemLine = min(firstProblemLine ?? problem.line, problem.line)
+    }
+
+    /// How far the checkpoint may go once every line up to `line` is done: not past a line not imported.
+    package func doneThrough(_ line: Int) -> Int {
+        firstProblemLine.map { min(line, $0 - 1) } ?? line
+    }
 
     package init(kind: ImportKind, inputSHA256: String, linesTotal: Int) throws {
         self.kind = kind

@@ -50,6 +50,8 @@ struct CustomerCommandTests {
             let repaired = try await BuiltBinary.run(["customer", subscription, "--repair"], environment: environment)
             #expect(repaired.exitCode == 0, "\(repaired.combined)")
             #expect(repaired.standardOutput.contains("Repaired"))
+            // As `repair --transaction-id`: recorded as a repair run (after the import's own).
+            #expect(try await ImportCommandTests.count(client, "SELECT count(*) FROM app_store.runs WHERE kind = 'repair' AND outcome = 'succeeded'") == 2)
             #expect(try await harness.mismatches(LedgerStore(client: client, logger: harness.logger)).isEmpty)
 
             let order = harness.api.orderId(ofTransaction: ImportCommandTests.laterTransaction(subscriber))

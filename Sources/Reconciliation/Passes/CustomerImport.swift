@@ -14,8 +14,9 @@ import SignedData
 /// import imported is a repeat, and is not sent to Apple; of two lines of one account the ledger
 /// did not know, in flight together, the second stops after its first history page
 /// (`AccountClaims`). The checkpoint (`app_store.imports`,
-/// keyed by the input's content) moves as accounts finish, in input order: a run of the same
-/// input killed part-way goes on after the last line finished, without asking Apple about the
+/// keyed by the input's content) moves as accounts finish, in input order, and never past a line
+/// not imported: a run of the same input killed part-way goes on after the last line finished
+/// (or from its first line not imported, reported again), without asking Apple about the
 /// accounts it had imported. Memory stays flat: neither lines nor accounts are held (a dry run,
 /// which writes nothing to ask the ledger about, remembers the accounts it checked, a few bytes
 /// each).
@@ -75,6 +76,8 @@ package struct CustomerImport: Sendable {
                 },
                 produce: { emit in
                     while let (number, text) = try lines.next() {
+                        // Stopped: no more lines; the accounts in hand finish.
+                        if repair.stop.isRequested { return }
                         guard number > result.linesResumedPast else { continue }
                         lastLine = number
                         result.linesRead += 1
@@ -92,7 +95,7 @@ package struct CustomerImport: Sendable {
                     }
                 }
             )
-            if !dryRun { try await store.advanceImport(to: lastLine, finished: true, pair: pair, inputSHA256: input.sha256) }
+            if !dryRun { try await store.advanceImport(to: result.doneThrough(lastLine), finished: true, pair: pair, inputSHA256: input.sha256) }
             return Outcome(result: result, repairs: repairs)
         } catch is RunStopped {
             result.stopped = true
@@ -103,14 +106,14 @@ package struct CustomerImport: Sendable {
     /// The IDs a line gives to ask Apple with, or nil (a blank line, or a problem recorded).
     private func ids(_ number: Int, _ text: Substring?, kind: ImportKind, result: inout ImportResult) async throws -> [String]? {
         guard let text else {
-            result.problems.append(ImportProblem(line: number, value: "", reason: "a line longer than \(ImportLine.maximumLength) bytes"))
+            result.add(ImportProblem(line: number, value: "", reason: "a line longer than \(ImportLine.maximumLength) bytes"))
             return nil
         }
         switch ImportLine.parse(text, kind: kind) {
         case .skip:
             return nil
         case .garbled(let reason):
-            result.problems.append(ImportProblem(line: number, value: ImportLine.excerpt(text), reason: reason))
+            result.add(ImportProblem(line: number, value: ImportLine.excerpt(text), reason: reason))
             return nil
         case .transactionIds(let ids):
             return ids
@@ -118,13 +121,13 @@ package struct CustomerImport: Sendable {
             result.orderLookups += 1
             do {
                 let ids = try await orderTransactions(orderId)
-                if ids.isEmpty { result.problems.append(ImportProblem(line: number, value: orderId, reason: "Apple answers the order ID is invalid for this app (status 1)")) }
+                if ids.isEmpty { result.add(ImportProblem(line: number, value: orderId, reason: "Apple answers the order ID is invalid for this app (status 1)")) }
                 return ids.isEmpty ? nil : ids
             } catch let error as AppStoreAPIError where error.httpStatus == 400 || error.httpStatus == 404 {
-                result.problems.append(ImportProblem(line: number, value: orderId, reason: "Apple refused the order ID: \(error.code.map { "\($0.rawValue)" } ?? "\(error.httpStatus)")"))
+                result.add(ImportProblem(line: number, value: orderId, reason: "Apple refused the order ID: \(error.code.map { "\($0.rawValue)" } ?? "\(error.httpStatus)")"))
                 return nil
             } catch let rejection as OrderNotVerified {
-                result.problems.append(ImportProblem(line: number, value: orderId, reason: rejection.description))
+                result.add(ImportProblem(line: number, value: orderId, reason: rejection.description))
                 return nil
             }
         }
@@ -160,15 +163,16 @@ package struct CustomerImport: Sendable {
         // No entry: another line of the same account, in flight beside it, had it.
         if entry == nil { result.repeats += 1 }
         if let entry, entry.outcome == .failed {
-            result.problems.append(ImportProblem(line: line.number, value: line.excerpt, reason: entry.failure ?? "Apple could not answer for the account"))
+            result.add(ImportProblem(line: line.number, value: line.excerpt, reason: entry.failure ?? "Apple could not answer for the account"))
         }
         guard !dryRun else { return }
         let imported = entry.flatMap { $0.outcome == .failed ? nil : ($0.members.first ?? $0.originalTransactionId) }
+        let doneThrough = result.doneThrough(line.number)
         if let imported {
-            let new = try await store.recordImported(customer: imported, line: line.number, pair: pair, inputSHA256: input.sha256)
+            let new = try await store.recordImported(customer: imported, line: line.number, doneThrough: doneThrough, pair: pair, inputSHA256: input.sha256)
             if !new { result.repeats += 1 }
         } else {
-            try await store.advanceImport(to: line.number, finished: false, pair: pair, inputSHA256: input.sha256)
+            try await store.advanceImport(to: doneThrough, finished: false, pair: pair, inputSHA256: input.sha256)
         }
     }
 

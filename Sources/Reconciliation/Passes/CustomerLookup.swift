@@ -22,9 +22,12 @@ package struct CustomerLookup: Sendable {
     }
 
     package let repair: CustomerRepair
+    /// The ledger's database: a repair holds `run`'s lock and is recorded as a `repair` run.
+    package let databaseURL: DatabaseURL
 
-    package init(repair: CustomerRepair) {
+    package init(repair: CustomerRepair, databaseURL: DatabaseURL) {
         self.repair = repair
+        self.databaseURL = databaseURL
     }
 
     var store: LedgerStore { repair.store }
@@ -75,13 +78,39 @@ package struct CustomerLookup: Sendable {
         let ledger = Array(try await store.subscriptions(members, pair: pair).values)
         var repaired = false
         if repairing, report.outcome == .repaired {
-            let written = try await repair.repair([target], dryRun: false).first(where: { _ in true })
-            repaired = written?.outcome == .repaired
+            // As `repair --transaction-id`: under the lock, recorded in app_store.runs. A ledger
+            // another run mended meanwhile (nothing left to write) agrees all the same.
+            let written = try await repairRecorded(target)
+            repaired = written == .repaired || written == .unchanged
         }
         return CustomerCase(
             ledger: ledger, report: report, notifications: try await store.recordedNotifications(of: members, pair: pair),
             entitlements: try await store.entitlements(of: members, pair: pair), repaired: repaired
         )
+    }
+}
+
+extension CustomerLookup {
+    /// A real repair of the account, under `run`'s lock, recorded as a `repair` run.
+    func repairRecorded(_ target: CustomerRepair.Target) async throws -> AccountRepairReport.Outcome? {
+        let store = self.store
+        let pair = self.pair
+        let repair = self.repair
+        return try await RunLock.withLock(databaseURL, store: store, logger: repair.logger, pair: pair, kind: .repair) {
+            let runId = try await store.startRun(kind: .repair, pair: pair, windowStart: nil, windowEnd: nil)
+            do {
+                let outcome = try await repair.repair([target], dryRun: false, runId: runId).first(where: { _ in true })?.outcome
+                var counts = RecoveryReport.Counts()
+                counts.customersChecked = 1
+                counts.customersRepaired = outcome == .repaired ? 1 : 0
+                counts.customersFailed = outcome == .failed ? 1 : 0
+                try await store.finishRun(runId, outcome: outcome == .failed ? .succeededWithRejections : .succeeded, countsJSON: RecoveryReport.countsJSON(counts))
+                return outcome
+            } catch {
+                try? await store.finishRun(runId, outcome: RunOutcome(endingWith: error), countsJSON: "{}")
+                throw error
+            }
+        }
     }
 }
 

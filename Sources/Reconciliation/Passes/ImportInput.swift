@@ -18,6 +18,12 @@ package struct ImportInput: Sendable {
     package enum Source: Sendable, Equatable {
         case file(String)
         case standardInput
+
+        /// A regular file, which can be read again from its start.
+        var isRegularFile: Bool {
+            guard case .file(let path) = self, let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return false }
+            return attributes[.type] as? FileAttributeType == .typeRegular
+        }
     }
 
     static let blockSize = 1 << 16
@@ -36,10 +42,13 @@ package struct ImportInput: Sendable {
             input = handle
         case .standardInput:
             input = FileHandle.standardInput
+        }
+        // What cannot be read twice (standard input, a pipe, `<(…)`, a device) is copied aside.
+        if !source.isRegularFile {
             let path = (temporaryDirectory as NSString).appendingPathComponent("appstore-reconcile-import-\(UUID().uuidString)")
             guard FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600]),
                 let handle = FileHandle(forWritingAtPath: path)
-            else { throw ImportInputError(description: "cannot copy standard input to \(temporaryDirectory)") }
+            else { throw ImportInputError(description: "cannot copy the input to \(temporaryDirectory)") }
             copy = (handle, path)
         }
         defer {
@@ -59,10 +68,9 @@ package struct ImportInput: Sendable {
         }
         if last != 10 { lines += 1 }
         let digest = hasher.finalize().map { String(format: "%02x", $0) }.joined()
-        switch source {
-        case .file(let path): return ImportInput(kind: kind, path: path, sha256: digest, lines: lines, isCopy: false)
-        case .standardInput: return ImportInput(kind: kind, path: copy!.path, sha256: digest, lines: lines, isCopy: true)
-        }
+        if let copy { return ImportInput(kind: kind, path: copy.path, sha256: digest, lines: lines, isCopy: true) }
+        guard case .file(let path) = source else { throw ImportInputError(description: "the input was not copied") }
+        return ImportInput(kind: kind, path: path, sha256: digest, lines: lines, isCopy: false)
     }
 
     /// Removes the copy of standard input, if one was made.
