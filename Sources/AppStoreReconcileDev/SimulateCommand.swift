@@ -12,8 +12,8 @@ struct SimulateCommand: AsyncParsableCommand {
         commandName: "simulate",
         abstract: "Run the App Store simulator: a fake App Store Server API with a generated scenario, until Ctrl-C.",
         discussion: """
-            Serves Get Notification History, Get Transaction History v2, Get All Subscription Statuses and the \
-            test-notification endpoints on a loopback port, following Apple's documented behaviour (paging, \
+            Serves Get Notification History, Get Transaction History v2, Get All Subscription Statuses, Send \
+            Consumption Information v2, Look Up Order ID (Production only) and the test-notification endpoints on a loopback port, following Apple's documented behaviour (paging, \
             subtype filters, token expiry, JWT checks, rate limits). The scenario is generated from a seed: \
             customers whose subscriptions renew, lapse, fail billing and get refunded, and an outage during \
             which deliveries to the app's server failed. Everything is signed by a test PKI minted at start.

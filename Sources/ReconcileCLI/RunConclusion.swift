@@ -127,6 +127,7 @@ private func tellEnd(of run: RunResult, pair: AppStorePair, line: String, layout
     }
     if run.passTwo != nil || problems.customersFailed > 0 { parts.append("\(problems.customersFailed) account(s) Apple could not answer for") }
     if problems.undelivered > 0 { parts.append("\(problems.undelivered) notification(s) not delivered to your handler (pending)") }
+    if problems.linesNotImported > 0 { parts.append("\(problems.linesNotImported) input line(s) not imported (garbled, unknown to Apple, an invalid order)") }
     if problems.answersNotSent > 0 { parts.append("\(problems.answersNotSent) refund request(s) not answered (invalid facts, Apple's refusal or no reply)") }
     let see = if case .onePair = layout { "see the report" } else { "see \(directory)/report.html" }
     printError(prefix + "finished with problems: \(parts.joined(separator: ", ")): \(see)", level: .warning)
