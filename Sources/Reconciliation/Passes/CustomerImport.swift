@@ -120,40 +120,17 @@ package struct CustomerImport: Sendable {
         case .orderId(let orderId):
             result.orderLookups += 1
             do {
-                let ids = try await orderTransactions(orderId)
+                let ids = try await repair.orderTransactionIds(orderId)
                 if ids.isEmpty { result.add(ImportProblem(line: number, value: orderId, reason: "Apple answers the order ID is invalid for this app (status 1)")) }
                 return ids.isEmpty ? nil : ids
             } catch let error as AppStoreAPIError where error.httpStatus == 400 || error.httpStatus == 404 {
                 result.add(ImportProblem(line: number, value: orderId, reason: "Apple refused the order ID: \(error.code.map { "\($0.rawValue)" } ?? "\(error.httpStatus)")"))
                 return nil
             } catch let rejection as OrderNotVerified {
-                result.add(ImportProblem(line: number, value: orderId, reason: rejection.description))
+                result.add(ImportProblem(line: number, value: orderId, reason: rejection.description + ": not imported"))
                 return nil
             }
         }
-    }
-
-    /// The transaction IDs of the order's purchases, each verified (originalTransactionId first).
-    private func orderTransactions(_ orderId: String) async throws -> [String] {
-        let answer = try await repair.client.lookUpOrderId(orderId)
-        guard answer.isValid else { return [] }
-        var ids: [String] = []
-        for signed in answer.signedTransactions ?? [] {
-            switch await repair.verifier.verifyTransaction(signed) {
-            case .verified(let transaction):
-                ids += [transaction.originalTransactionId, transaction.transactionId].compactMap { $0 }
-            case .rejected(let rejection):
-                throw OrderNotVerified(description: "the order's purchase failed verification (\(rejection.reason.rawValue)): not imported")
-            case .retryLater(let reason):
-                throw OrderNotVerified(description: "the order's purchase could not be verified now (\(reason)): not imported")
-            }
-        }
-        guard !ids.isEmpty else { throw OrderNotVerified(description: "Apple's answer names no purchase of the order") }
-        return ids
-    }
-
-    private struct OrderNotVerified: Error, CustomStringConvertible {
-        var description: String
     }
 
     /// An account done, in input order: its problem, or its checkpoint.

@@ -49,15 +49,15 @@ package struct CustomerLookup: Sendable {
             guard CustomerRepair.isWellFormedTransactionId(id) else { throw NotATransactionId(text: id) }
             return [id]
         case .orderId(let orderId):
-            let answer = try await repair.client.lookUpOrderId(orderId)
-            guard answer.isValid else { throw CustomerNotFound(description: "Apple answers the order ID \(orderId) is invalid for this app (status 1)") }
-            for signed in answer.signedTransactions ?? [] {
-                guard case .verified(let transaction) = await repair.verifier.verifyTransaction(signed) else {
-                    throw CustomerNotFound(description: "the purchase Apple answered for order \(orderId) failed verification: nothing is shown of it")
+            do {
+                let ids = try await repair.orderTransactionIds(orderId)
+                guard let first = ids.first else {
+                    throw CustomerNotFound(description: "Apple answers the order ID \(orderId) is invalid for this app (status 1)")
                 }
-                if let id = transaction.originalTransactionId ?? transaction.transactionId { return [id] }
+                return [first]
+            } catch let rejection as OrderNotVerified {
+                throw CustomerNotFound(description: "order \(orderId): \(rejection.description): nothing is shown of it")
             }
-            throw CustomerNotFound(description: "Apple's answer for order \(orderId) names no purchase")
         case .appAccountToken(let token):
             let customers = try await store.customers(withAppAccountToken: token, pair: pair)
             guard !customers.isEmpty else {
