@@ -157,6 +157,36 @@ public final class AppStoreServerAPIClient: Sendable {
         ).status
     }
 
+    /// Extend a Subscription Renewal Date for one subscription. Sent again within the call
+    /// whatever became of an attempt (`RepeatRule.sameRequestIdentifier`): the body's
+    /// requestIdentifier makes Apple extend once.
+    public func extendRenewalDate(originalTransactionId: String, _ request: ExtendRenewalDateRequest) async throws -> ExtendRenewalDateResponse {
+        try await send(
+            .extendRenewalDate, method: .PUT, path: "/inApps/v1/subscriptions/extend/\(try Self.pathComponent(originalTransactionId))",
+            query: [], body: Array(try JSONEncoder().encode(request)), decoding: ExtendRenewalDateResponse.self
+        )
+    }
+
+    /// Extend Subscription Renewal Dates for All Active Subscribers of one product: Apple takes
+    /// it and works through the subscribers over hours or days (follow it with
+    /// `massExtensionStatus`).
+    public func massExtendRenewalDate(_ request: MassExtendRenewalDateRequest) async throws -> MassExtendRenewalDateResponse {
+        try await send(
+            .massExtendRenewalDate, method: .POST, path: "/inApps/v1/subscriptions/extend/mass", query: [],
+            body: Array(try JSONEncoder().encode(request)), decoding: MassExtendRenewalDateResponse.self
+        )
+    }
+
+    /// Get Status of Subscription Renewal Date Extensions: whether a mass extension is complete,
+    /// and then its counts.
+    public func massExtensionStatus(productId: String, requestIdentifier: String) async throws -> MassExtendRenewalDateStatusResponse {
+        try await send(
+            .massExtensionStatus, method: .GET,
+            path: "/inApps/v1/subscriptions/extend/mass/\(try Self.pathComponent(productId))/\(try Self.pathComponent(requestIdentifier))",
+            query: [], body: nil, decoding: MassExtendRenewalDateStatusResponse.self
+        )
+    }
+
     // MARK: - Requests
 
     /// Sends one request under the endpoint's rate limit, retrying what may be retried.

@@ -8,6 +8,9 @@ public enum Endpoint: String, Hashable, Sendable, CaseIterable, Codable {
     case testNotificationStatus
     case sendConsumptionInformation
     case lookUpOrderId
+    case extendRenewalDate
+    case massExtendRenewalDate
+    case massExtensionStatus
 
     public var name: String {
         switch self {
@@ -18,6 +21,9 @@ public enum Endpoint: String, Hashable, Sendable, CaseIterable, Codable {
         case .testNotificationStatus: "Get Test Notification Status"
         case .sendConsumptionInformation: "Send Consumption Information"
         case .lookUpOrderId: "Look Up Order ID"
+        case .extendRenewalDate: "Extend a Subscription Renewal Date"
+        case .massExtendRenewalDate: "Extend Subscription Renewal Dates for All Active Subscribers"
+        case .massExtensionStatus: "Get Status of Subscription Renewal Date Extensions"
         }
     }
 
@@ -25,15 +31,20 @@ public enum Endpoint: String, Hashable, Sendable, CaseIterable, Codable {
     public var productionRequestsPerSecond: Double {
         switch self {
         case .notificationHistory, .transactionHistory, .subscriptionStatuses, .sendConsumptionInformation: 50
+        case .extendRenewalDate: 20
         case .lookUpOrderId: 10
-        case .requestTestNotification, .testNotificationStatus: 1
+        // Apple lists no limit for the mass extension's status (endpoints-that-change §8.4): the
+        // mass extension's own 1/s is taken.
+        case .requestTestNotification, .testNotificationStatus, .massExtendRenewalDate, .massExtensionStatus: 1
         }
     }
 
     /// What sending a request twice does at Apple, and so when the client may send it again.
     public var repeatRule: RepeatRule {
         switch self {
-        case .notificationHistory, .transactionHistory, .subscriptionStatuses, .testNotificationStatus, .lookUpOrderId: .reads
+        case .notificationHistory, .transactionHistory, .subscriptionStatuses, .testNotificationStatus, .lookUpOrderId, .massExtensionStatus: .reads
+        // The body's requestIdentifier: Apple extends once per identifier.
+        case .extendRenewalDate, .massExtendRenewalDate: .sameRequestIdentifier
         // Each request makes Apple send one more test notification.
         case .requestTestNotification: .onlyIfNotApplied
         // Apple documents no identifier that makes a second answer harmless, nor what it does

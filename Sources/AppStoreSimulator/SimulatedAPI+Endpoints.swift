@@ -235,6 +235,7 @@ extension SimulatedAPI {
         for version in customer.transactionVersions where version.modified <= nowMs {
             latest[version.transaction.transactionId!] = version
         }
+        Self.applyExtensions(state.withLock { $0.extensions }, customer: customer, to: &latest)
         var items = latest.values.sorted { ($0.modified, $0.transaction.transactionId!) < ($1.modified, $1.transaction.transactionId!) }
         if let revoked { items = items.filter { ($0.transaction.revocationDate != nil) == (revoked == "true") } }
         if !productIds.isEmpty { items = items.filter { productIds.contains($0.transaction.productId ?? "") } }
@@ -323,11 +324,17 @@ extension SimulatedAPI {
         // signed now: an unchanged subscription comes back with a new signedDate every time.
         var groups: [String: [StatusResponseBody.Group.Last]] = [:]
         var groupOrder: [String] = []
+        let extensions = state.withLock { $0.extensions }
         for subscription in customer.subscriptions {
             var transaction = subscription.latestTransaction
             transaction.signedDate = nowMs
             var renewal = subscription.renewalInfo
             renewal?.signedDate = nowMs
+            let shift = Self.shift(subscription.originalTransactionId, extensions)
+            if shift > 0 {
+                transaction.expiresDate = transaction.expiresDate.map { $0 + shift }
+                if renewal?.renewalDate != nil { renewal?.renewalDate! += shift }
+            }
             let group = transaction.subscriptionGroupIdentifier ?? ""
             if groups[group] == nil { groupOrder.append(group) }
             groups[group, default: []].append(

@@ -82,6 +82,9 @@ package final class SimulatedAPI: Sendable {
         /// Notifications Apple signed after the scenario was made, in reply to what the tool
         /// sent (a REFUND_DECLINED after an answer): indexed after the scenario's own.
         var signedLater: [Scenario.Notification] = []
+        /// Renewal-date extensions made, in order, and the mass extensions by requestIdentifier.
+        var extensions: [RenewalExtensionTaken] = []
+        var massExtensions: [String: MassExtension] = [:]
     }
 
     package init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions(), credentials: SimulatorCredentials = SimulatorCredentials(), pki: TestPKI? = nil) throws {
@@ -216,6 +219,9 @@ package final class SimulatedAPI: Sendable {
         case .testNotificationStatus(let token): answer = testNotificationStatus(token: token, now: now)
         case .sendConsumptionInformation(let id): answer = sendConsumptionInformation(transactionId: id, body: body, now: now)
         case .lookUpOrderId(let orderId): answer = lookUpOrder(orderId, now: now)
+        case .extendRenewalDate(let id): answer = extendRenewalDate(originalTransactionId: id, body: body, now: now)
+        case .massExtendRenewalDate: answer = massExtend(body: body, now: now)
+        case .massExtensionStatus(let product, let identifier): answer = massExtensionStatus(productId: product, requestIdentifier: identifier, now: now)
         }
         if dropAfterHandling {
             // A body is promised so that it can be cut short (a 202 has none of its own).
@@ -243,6 +249,9 @@ package final class SimulatedAPI: Sendable {
         case testNotificationStatus(String)
         case sendConsumptionInformation(String)
         case lookUpOrderId(String)
+        case extendRenewalDate(String)
+        case massExtendRenewalDate
+        case massExtensionStatus(String, String)
 
         init?(method: String, path: String) {
             let parts = path.split(separator: "/").map(String.init)
@@ -255,6 +264,11 @@ package final class SimulatedAPI: Sendable {
             case ("PUT", 5) where Array(parts.prefix(4)) == ["inApps", "v2", "transactions", "consumption"]:
                 self = .sendConsumptionInformation(parts[4].removingPercentEncoding ?? parts[4])
             case ("GET", 4) where Array(parts.prefix(3)) == ["inApps", "v1", "lookup"]: self = .lookUpOrderId(parts[3].removingPercentEncoding ?? parts[3])
+            case ("POST", 5) where parts == ["inApps", "v1", "subscriptions", "extend", "mass"]: self = .massExtendRenewalDate
+            case ("PUT", 5) where Array(parts.prefix(4)) == ["inApps", "v1", "subscriptions", "extend"]:
+                self = .extendRenewalDate(parts[4].removingPercentEncoding ?? parts[4])
+            case ("GET", 7) where Array(parts.prefix(5)) == ["inApps", "v1", "subscriptions", "extend", "mass"]:
+                self = .massExtensionStatus(parts[5].removingPercentEncoding ?? parts[5], parts[6].removingPercentEncoding ?? parts[6])
             default: return nil
             }
         }
@@ -268,6 +282,9 @@ package final class SimulatedAPI: Sendable {
             case .testNotificationStatus: "testNotificationStatus"
             case .sendConsumptionInformation: "sendConsumptionInformation"
             case .lookUpOrderId: "lookUpOrderId"
+            case .extendRenewalDate: "extendRenewalDate"
+            case .massExtendRenewalDate: "massExtendRenewalDate"
+            case .massExtensionStatus: "massExtensionStatus"
             }
         }
     }
@@ -321,8 +338,16 @@ package final class SimulatedAPI: Sendable {
     }
 
     /// An endpoint's limit as a share of `requestsPerSecond` (Apple's Production figures: 50/s for
-    /// most, 10/s for Look Up Order ID).
-    static func rateShare(_ endpoint: String) -> Double { endpoint == "lookUpOrderId" ? 0.2 : 1 }
+    /// most, 20/s for Extend a Subscription Renewal Date, 10/s for Look Up Order ID, 1/s for the mass
+    /// extension and its status).
+    static func rateShare(_ endpoint: String) -> Double {
+        switch endpoint {
+        case "lookUpOrderId": 0.2
+        case "extendRenewalDate": 0.4
+        case "massExtendRenewalDate", "massExtensionStatus": 0.02
+        default: 1
+        }
+    }
 
     private func noteRetryAfter(_ endpoint: String, answeredAt: Date, until milliseconds: Int64) {
         state.withLock { $0.retryAfter[endpoint, default: []].append((answeredAt, Date(timeIntervalSince1970: Double(milliseconds) / 1000))) }

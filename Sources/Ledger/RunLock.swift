@@ -22,12 +22,12 @@ package enum RunLock {
     /// The lock of a run of `kind`: `run` and `nightly` share one (per shard); the hourly
     /// refund-request check has its own, so that it never waits for a long nightly run.
     package static func key(kind: RunKind, shardIndex: Int?) -> Int64 {
-        kind == .consumptionRequests ? key - 1 : key(shardIndex: shardIndex)
+        kind == .consumptionRequests ? key - 1 : kind == .compensate ? key - 2 : key(shardIndex: shardIndex)
     }
 
     /// The kinds of run that take the same lock as `kind`.
     package static func kinds(sharing kind: RunKind) -> [RunKind] {
-        kind == .consumptionRequests ? [.consumptionRequests] : [.run, .nightly, .repair]
+        kind == .consumptionRequests || kind == .compensate ? [kind] : [.run, .nightly, .repair]
     }
 
     /// Shards up to this many have locks of their own.
@@ -235,7 +235,7 @@ extension LedgerStore {
             """
             SELECT run_id FROM app_store.runs WHERE outcome IN ('succeeded', 'succeeded_with_rejections')
               AND (\(pair == nil) OR (bundle_id = \(pair?.bundleId) AND environment = \(pair?.environment.rawValue)))
-              AND (CASE WHEN \(kind?.rawValue)::text IS NULL THEN kind NOT IN (\(RunKind.consumptionRequests.rawValue), \(RunKind.repair.rawValue)) ELSE kind = \(kind?.rawValue) END)
+              AND (CASE WHEN \(kind?.rawValue)::text IS NULL THEN kind NOT IN (\(RunKind.consumptionRequests.rawValue), \(RunKind.repair.rawValue), \(RunKind.compensate.rawValue)) ELSE kind = \(kind?.rawValue) END)
             ORDER BY finished_at DESC LIMIT 1
             """,
             logger: logger

@@ -11,6 +11,9 @@ package enum RunKind: String, Sendable, CaseIterable, Codable {
     /// `repair`: accounts repaired from Apple's present state, without a window (no window in
     /// its row); it shares `run`'s lock.
     case repair
+    /// `compensate`: renewal-date extensions for the subscribers an outage hurt (no window in
+    /// its row); it holds a lock of its own.
+    case compensate
 }
 
 /// How a run ended, as `app_store.runs.outcome` records it; the raw values are the column's

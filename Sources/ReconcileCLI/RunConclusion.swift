@@ -129,6 +129,7 @@ private func tellEnd(of run: RunResult, pair: AppStorePair, line: String, layout
     if problems.undelivered > 0 { parts.append("\(problems.undelivered) notification(s) not delivered to your handler (pending)") }
     if problems.linesNotImported > 0 { parts.append("\(problems.linesNotImported) input line(s) not imported (garbled, unknown to Apple, an invalid order)") }
     if problems.answersNotSent > 0 { parts.append("\(problems.answersNotSent) refund request(s) not answered (invalid facts, Apple's refusal or no reply)") }
+    if problems.extensionsNotMade > 0 { parts.append("\(problems.extensionsNotMade) extension(s) refused by Apple or not answered (pending)") }
     let see = if case .onePair = layout { "see the report" } else { "see \(directory)/report.html" }
     printError(prefix + "finished with problems: \(parts.joined(separator: ", ")): \(see)", level: .warning)
 }

@@ -42,6 +42,7 @@ extension RecoveryReport {
         if let redelivery { write(redeliverySection(redelivery)) }
         write(answersSection(limits: limits))
         write(importSection(limits: limits))
+        write(compensationSection(limits: limits))
         write(planSection())
         write(
             "<p class=\"muted\">Beside this file: report.md (the same run as text) and report.json (every entry of every list, for scripts). "
@@ -85,6 +86,9 @@ extension RecoveryReport {
         }
         if problems.linesNotImported > 0 {
             needs.append("<a href=\"#import\">\(HTMLPage.count(problems.linesNotImported, "input line"))</a> not imported (garbled, or unknown to Apple)")
+        }
+        if problems.extensionsNotMade > 0 {
+            needs.append("<a href=\"#compensation\">\(HTMLPage.count(problems.extensionsNotMade, "extension"))</a> refused by Apple or not answered")
         }
         if undelivered > 0 { needs.append("\(HTMLPage.count(undelivered, "notification")) not yet delivered to your handler") }
         let first = parts.joined(separator: "; ")

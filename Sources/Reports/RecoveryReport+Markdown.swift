@@ -54,6 +54,7 @@ extension RecoveryReport {
         writeRefundRequests(line)
         writeAnswers(line)
         writeImport(line)
+        writeCompensation(line)
         writeCustomers(line)
         writeRepairs(line)
         writeDeliveryFailures(line)

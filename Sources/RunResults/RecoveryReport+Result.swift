@@ -29,6 +29,7 @@ extension RecoveryReport {
         )
         answers = result.answers?.answers
         imported = result.imported
+        compensation = result.compensated
         outcome = result.outcome
         problems = result.problems
     }

@@ -199,6 +199,8 @@ package struct RecoveryReport: Sendable, Codable {
     package var answers: [RefundAnswerReport]?
     /// An `import`'s lines; absent for every other run.
     package var imported: ImportResult?
+    /// What `compensate` did; absent for every other run.
+    package var compensation: CompensationResult?
     /// How the run ended (`app_store.runs.outcome`), and what in it needs a person: the run's
     /// result decides both (`RunResult.outcome`, `RunResult.problems`). Not part of the JSON.
     package var outcome = RunOutcome.succeeded
@@ -224,7 +226,7 @@ package struct RecoveryReport: Sendable, Codable {
     package typealias LedgerOverlay = Decisions.LedgerOverlay
 
     enum CodingKeys: String, CodingKey {
-        case run, counts, missed, rejected, customers, deliveryFailures, repairs, redelivery, timeline, answers
+        case run, counts, missed, rejected, customers, deliveryFailures, repairs, redelivery, timeline, answers, compensation
     }
 
     package var isDryRun: Bool { run.mode == .dryRun }

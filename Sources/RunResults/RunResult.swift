@@ -118,6 +118,8 @@ package struct RunResult: Sendable {
     package var answers: RefundAnswersResult?
     /// What an `import` did with its input's lines; nil for every other run.
     package var imported: ImportResult?
+    /// What `compensate` did; nil for every other run.
+    package var compensated: CompensationResult?
     /// What the API client did during the run (its 429s are the run's).
     package var api = APIRequestCounts()
     package var ending: Ending
@@ -182,14 +184,17 @@ package struct RunResult: Sendable {
         package var answersNotSent = 0
         /// An import's lines not imported (garbled, unknown to Apple, an invalid order).
         package var linesNotImported = 0
-        package var any: Bool { rejected + retryLater + customersFailed + undelivered + answersNotSent + linesNotImported > 0 }
+        /// Extensions Apple refused, or whose outcome is not known yet (`compensate`).
+        package var extensionsNotMade = 0
+        package var any: Bool { rejected + retryLater + customersFailed + undelivered + answersNotSent + linesNotImported + extensionsNotMade > 0 }
     }
 
     package var problems: Problems {
         let counts = counts
         return Problems(
             rejected: counts.rejected, retryLater: counts.retryLater, customersFailed: counts.customersFailed, undelivered: undelivered,
-            answersNotSent: answers?.needingAPerson ?? 0, linesNotImported: imported?.problems.count ?? 0
+            answersNotSent: answers?.needingAPerson ?? 0, linesNotImported: imported?.problems.count ?? 0,
+            extensionsNotMade: compensated?.needingAPerson ?? 0
         )
     }
 

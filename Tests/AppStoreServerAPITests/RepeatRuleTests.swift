@@ -25,7 +25,9 @@ import Testing
             switch endpoint {
             case .requestTestNotification: #expect(endpoint.repeatRule == .onlyIfNotApplied, "each request sends one more test notification")
             case .sendConsumptionInformation: #expect(endpoint.repeatRule == .onlyIfNotApplied, "Apple documents no identifier for a repeated answer")
-            case .notificationHistory, .transactionHistory, .subscriptionStatuses, .testNotificationStatus, .lookUpOrderId: #expect(endpoint.repeatRule == .reads)
+            case .notificationHistory, .transactionHistory, .subscriptionStatuses, .testNotificationStatus, .lookUpOrderId, .massExtensionStatus:
+                #expect(endpoint.repeatRule == .reads)
+            case .extendRenewalDate, .massExtendRenewalDate: #expect(endpoint.repeatRule == .sameRequestIdentifier, "Apple extends once per requestIdentifier")
             }
         }
     }

@@ -18,6 +18,8 @@ package final class RunService: Service, Sendable {
         case repair(ReconciliationRun.AccountChoice, mode: RunMode, concurrency: Int)
         /// Import the accounts an input names (`import`).
         case importAccounts(ImportInput, mode: RunMode, concurrency: Int)
+        /// Extend the renewal dates of the subscribers an outage hurt (`compensate`).
+        case compensate(Compensation.Scope, mode: RunMode)
     }
 
     package let reconciliation: ReconciliationRun
@@ -45,6 +47,7 @@ package final class RunService: Service, Sendable {
                     case .recovery(let request): try await reconciliation.execute(request)
                     case .repair(let choice, let mode, let concurrency): try await reconciliation.repairAccounts(choice, mode: mode, concurrency: concurrency)
                     case .importAccounts(let input, let mode, let concurrency): try await reconciliation.importAccounts(input, mode: mode, concurrency: concurrency)
+                    case .compensate(let scope, let mode): try await reconciliation.compensate(scope, mode: mode)
                     }
                 } onGracefulShutdown: {
                     stopRequested()

@@ -1,0 +1,89 @@
+import AppStoreServerModel
+import Crypto
+import Foundation
+import LedgerModel
+import SignedData
+
+/// Who an outage hurt and what each gets (`compensate`), as pure rules: a subscription is hurt
+/// when a notification that grants access (`NotificationTypePolicy`'s `.grants`, by type and
+/// subtype) was signed in the window and recovered by a run (the live server missed it), the
+/// ledger denied access for at least the minimum hours (from its signing to the earlier of its
+/// recording and a later grant the live server received), and the ledger holds the subscription
+/// active now. Each gets ceil(hours denied / 24) days, or the days given, within Apple's 1…90.
+package enum CompensationRules {
+    /// The notification types that may grant access (some only with a subtype: the ledger
+    /// selects by these, `grants(type:subtype:)` decides).
+    package static var typesThatMayGrant: [String] {
+        NotificationType.documented.filter { type in
+            let policy = type.policy
+            return policy.access == .grants || type.documentedSubtypes.contains { policy.access(type: type, subtype: $0) == .grants }
+        }.map(\.rawValue)
+    }
+
+    /// The types whose default is to grant: a later one the live server received gave access back.
+    package static var typesThatGrant: [String] { NotificationTypePolicy.names { $0.access == .grants } }
+
+    /// Whether this notification grants access.
+    package static func grants(type: String, subtype: String?) -> Bool {
+        let type = NotificationType(rawValue: type)
+        return type.policy.access(type: type, subtype: subtype.map(NotificationSubtype.init(rawValue:))) == .grants
+    }
+
+    /// The days for `hoursDenied`: `fixed` when given, else ceil(hours / 24); within 1…90.
+    package static func days(hoursDenied: Double, fixed: Int?) -> Int {
+        let days = fixed ?? Int((hoursDenied / 24).rounded(.up))
+        return min(Int(ExtendRenewalDateRequest.days.upperBound), max(Int(ExtendRenewalDateRequest.days.lowerBound), days))
+    }
+
+    /// The requestIdentifier of one subscription's extension for one window: a name-based UUID
+    /// (version 8, from SHA-256) of the app, environment, originalTransactionId and the window's
+    /// bounds in milliseconds, so that compensating the same window again sends the same one.
+    package static func requestIdentifier(bundleId: String, environment: AppStoreEnvironment, originalTransactionId: String, start: Date, end: Date) -> UUID {
+        nameBased("renewal-extension\n\(bundleId)\n\(environment.rawValue)\n\(originalTransactionId)\n\(milliseconds(start))\n\(milliseconds(end))")
+    }
+
+    /// The requestIdentifier of a mass extension: of the app, environment, product, days and the
+    /// intent's key (the window's bounds, or the UTC day it was asked on).
+    package static func massRequestIdentifier(bundleId: String, environment: AppStoreEnvironment, productId: String, days: Int, intent: String) -> UUID {
+        nameBased("mass-extension\n\(bundleId)\n\(environment.rawValue)\n\(productId)\n\(days)\n\(intent)")
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
+
+    static func nameBased(_ name: String) -> UUID {
+        var bytes = Array(SHA256.hash(data: Data(name.utf8)).prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x80
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    }
+
+    /// One hurt subscription.
+    package struct Hurt: Sendable, Hashable {
+        package var originalTransactionId: String
+        package var productId: String?
+        /// The missed notification that denied longest.
+        package var notificationUUID: UUID
+        package var notificationType: String
+        package var signedDate: Date
+        package var hoursDenied: Double
+        package var expiresDate: Date?
+    }
+
+    /// The hurt subscriptions among `missed`, by originalTransactionId: granting notifications
+    /// only; the longest denial of each subscription; at least `minimumHours`; active now.
+    package static func hurt(_ missed: [MissedGrant], minimumHours: Double, now: Date) -> [Hurt] {
+        var bySubscription: [String: Hurt] = [:]
+        for grant in missed where grants(type: grant.notificationType, subtype: grant.subtype) {
+            guard grant.status == 1, let expires = grant.expiresDate, expires > now else { continue }
+            let until = min(grant.recordedAt, grant.grantedLiveAt ?? grant.recordedAt)
+            let hours = max(0, until.timeIntervalSince(grant.signedDate) / 3600)
+            guard hours >= minimumHours else { continue }
+            if let known = bySubscription[grant.originalTransactionId], known.hoursDenied >= hours { continue }
+            bySubscription[grant.originalTransactionId] = Hurt(
+                originalTransactionId: grant.originalTransactionId, productId: grant.productId, notificationUUID: grant.notificationUUID,
+                notificationType: grant.notificationType, signedDate: grant.signedDate, hoursDenied: hours, expiresDate: expires
+            )
+        }
+        return bySubscription.values.sorted { $0.originalTransactionId < $1.originalTransactionId }
+    }
+}

@@ -1,0 +1,195 @@
+import AppStoreServerModel
+import Foundation
+import LedgerModel
+
+/// One hurt subscription's extension (`compensate`), as a machine: each event returns the next
+/// action and the pass executes it. What an earlier compensate of the window settled (extended,
+/// refused) is not sent again; a third extension in 365 days is skipped, not sent; otherwise a
+/// trace (outcome `pending`) is recorded before the request goes out, so that a run that dies
+/// before Apple's answer is recorded leaves a row the next compensate of the window sends again
+/// with the same requestIdentifier (Apple extends once per identifier).
+package struct RenewalExtensionMachine: Sendable {
+    package enum Action: Hashable, Sendable {
+        /// Record this row; then `recorded()`.
+        case record(RenewalExtensionRecord)
+        /// Record this row (the trace), then send the request and tell the machine how it ended.
+        case recordThenSend(RenewalExtensionRecord, ExtendRenewalDateRequest)
+        /// Nothing more (a dry run writes nothing).
+        case done
+    }
+
+    /// How sending ended.
+    package enum SendEnd: Hashable, Sendable {
+        case extended(effectiveDate: Date?, status: Int)
+        /// Apple refused it (after the retries its 429s and 5xx allow).
+        case refused(status: Int, code: Int64?, message: String?)
+        /// It may have reached Apple; no answer came.
+        case outcomeUnknown(cause: String)
+        /// It never reached Apple.
+        case notSent(reason: String)
+    }
+
+    private enum State: Hashable, Sendable { case start, sending, recording, done }
+
+    package let hurt: CompensationRules.Hurt
+    package let dryRun: Bool
+    private let request: ExtendRenewalDateRequest
+    private let history: ExtensionHistory
+    private var state = State.start
+    package private(set) var report: RenewalExtensionReport
+
+    package init(_ hurt: CompensationRules.Hurt, history: ExtensionHistory, requestIdentifier: UUID, days: Int, dryRun: Bool) {
+        self.hurt = hurt
+        self.history = history
+        self.dryRun = dryRun
+        self.request = ExtendRenewalDateRequest(
+            extendByDays: Int32(days), extendReasonCode: .serviceIssueOrOutage, requestIdentifier: requestIdentifier.uuidString.lowercased()
+        )
+        self.report = RenewalExtensionReport(
+            originalTransactionId: hurt.originalTransactionId, productId: hurt.productId, missedNotificationType: hurt.notificationType,
+            missedSignedDate: OutageWindow.format(hurt.signedDate), hoursDenied: (hurt.hoursDenied * 10).rounded() / 10, extendByDays: days,
+            requestIdentifier: request.requestIdentifier, outcome: RenewalExtensionReport.wouldExtend
+        )
+    }
+
+    package var isDone: Bool { state == .done }
+
+    package mutating func start() -> Action {
+        precondition(state == .start, "started twice")
+        if let earlier = history.earlier, earlier.isFinal {
+            report.outcome = earlier.outcome
+            report.earlier = true
+            report.extendByDays = earlier.extendByDays
+            report.effectiveDate = earlier.effectiveDate.map(OutageWindow.format)
+            report.appleStatus = earlier.appleStatus
+            report.appleError = earlier.appleError
+            report.detail = "settled by an earlier compensate of this window: nothing sent" + (earlier.detail.map { " (\($0))" } ?? "")
+            return finish()
+        }
+        if history.inLastYear >= 2 {
+            report.outcome = "skipped"
+            report.detail = "\(history.inLastYear) extensions in the last 365 days: Apple allows 2, so none was sent"
+            return dryRun ? finish() : recordAndFinish(row(outcome: "skipped", detail: report.detail))
+        }
+        if dryRun { return finish() }
+        state = .sending
+        report.outcome = "pending"
+        report.detail = Self.traceDetail
+        return .recordThenSend(row(outcome: "pending", detail: Self.traceDetail), request)
+    }
+
+    package mutating func sent(_ end: SendEnd) -> Action {
+        precondition(state == .sending, "sent out of turn")
+        state = .recording
+        switch end {
+        case .extended(let effective, let status):
+            (report.outcome, report.detail, report.appleStatus) = ("extended", nil, status)
+            report.effectiveDate = effective.map(OutageWindow.format)
+            return .record(row(outcome: "extended", effectiveDate: effective, status: status))
+        case .refused(let status, let code, let message):
+            let detail = "Apple answered HTTP \(status)" + (code.map { ", error \($0)" } ?? "") + (message.map { ": \($0.prefix(200))" } ?? "")
+            (report.outcome, report.detail, report.appleStatus, report.appleError) = ("refused", detail, status, code)
+            return .record(row(outcome: "refused", status: status, error: code, detail: detail))
+        case .outcomeUnknown(let cause):
+            let detail = "no answer came (\(cause)): the next compensate of this window sends it again with the same requestIdentifier"
+            (report.outcome, report.detail) = ("pending", detail)
+            return .record(row(outcome: "pending", detail: detail))
+        case .notSent(let reason):
+            let detail = "not sent: \(reason); the next compensate of this window sends it"
+            (report.outcome, report.detail) = ("pending", detail)
+            return .record(row(outcome: "pending", detail: detail))
+        }
+    }
+
+    package mutating func recorded() -> Action {
+        precondition(state == .recording, "recorded out of turn")
+        return finish()
+    }
+
+    package static let traceDetail = "sending: if this stays, the run ended before Apple's answer was recorded; the next compensate of this window sends it again"
+
+    private mutating func finish() -> Action {
+        state = .done
+        return .done
+    }
+
+    private mutating func recordAndFinish(_ row: RenewalExtensionRecord) -> Action {
+        state = .recording
+        return .record(row)
+    }
+
+    private func row(outcome: String, effectiveDate: Date? = nil, status: Int? = nil, error: Int64? = nil, detail: String? = nil) -> RenewalExtensionRecord {
+        RenewalExtensionRecord(
+            originalTransactionId: hurt.originalTransactionId, requestIdentifier: UUID(uuidString: request.requestIdentifier)!,
+            extendByDays: Int(request.extendByDays), reasonCode: Int(request.extendReasonCode.rawValue), outcome: outcome, effectiveDate: effectiveDate,
+            hoursDenied: hurt.hoursDenied, appleStatus: status, appleError: error, detail: detail
+        )
+    }
+}
+
+/// One hurt subscription in the report (report.json `compensation.extensions`).
+package struct RenewalExtensionReport: Sendable, Codable, Hashable {
+    package var originalTransactionId: String
+    package var productId: String?
+    /// The missed notification that denied access longest, and when Apple signed it.
+    package var missedNotificationType: String
+    package var missedSignedDate: String
+    package var hoursDenied: Double
+    package var extendByDays: Int
+    package var requestIdentifier: String
+    /// extended, refused, skipped, pending; `would_extend` in a dry run.
+    package var outcome: String
+    /// Settled by an earlier compensate of the window (nothing sent now).
+    package var earlier = false
+    /// The new expiry Apple gave (ISO 8601).
+    package var effectiveDate: String?
+    package var appleStatus: Int?
+    package var appleError: Int64?
+    package var detail: String?
+
+    package init(
+        originalTransactionId: String, productId: String?, missedNotificationType: String, missedSignedDate: String, hoursDenied: Double, extendByDays: Int,
+        requestIdentifier: String, outcome: String
+    ) {
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.missedNotificationType = missedNotificationType
+        self.missedSignedDate = missedSignedDate
+        self.hoursDenied = hoursDenied
+        self.extendByDays = extendByDays
+        self.requestIdentifier = requestIdentifier
+        self.outcome = outcome
+    }
+
+    package static let wouldExtend = "would_extend"
+
+    /// Refused or left pending by this run: exit code 3.
+    package var needsAPerson: Bool { !earlier && (outcome == "refused" || outcome == "pending") }
+}
+
+/// A mass extension in the report (report.json `compensation.massExtensions`).
+package struct MassExtensionReport: Sendable, Codable, Hashable {
+    package var productId: String
+    package var requestIdentifier: String
+    package var extendByDays: Int
+    /// requested (Apple took it, not complete when the run ended), complete, refused,
+    /// `would_request` in a dry run.
+    package var outcome: String
+    /// Followed from an earlier run's request (nothing sent now).
+    package var resumed = false
+    package var completeDate: String?
+    package var succeededCount: Int64?
+    package var failedCount: Int64?
+    package var appleStatus: Int?
+    package var appleError: Int64?
+    package var detail: String?
+
+    package init(productId: String, requestIdentifier: String, extendByDays: Int, outcome: String) {
+        self.productId = productId
+        self.requestIdentifier = requestIdentifier
+        self.extendByDays = extendByDays
+        self.outcome = outcome
+    }
+
+    package var needsAPerson: Bool { outcome == "refused" || outcome == "requested" }
+}

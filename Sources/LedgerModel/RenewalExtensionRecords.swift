@@ -1,0 +1,115 @@
+import Foundation
+
+/// A notification a run recovered (source `history`, so the live server missed it) in a window,
+/// of a type that may grant access, with the subscription it is about as the ledger holds it now:
+/// what `compensate` decides from (`CompensationRules` in Decisions).
+package struct MissedGrant: Sendable, Hashable {
+    package var originalTransactionId: String
+    package var notificationUUID: UUID
+    package var notificationType: String
+    package var subtype: String?
+    package var signedDate: Date
+    /// When the ledger recorded it.
+    package var recordedAt: Date
+    /// When the ledger first gave access again, if before `recordedAt`: the recording of a later
+    /// notification the live server received that grants access (nil: none).
+    package var grantedLiveAt: Date?
+    /// The subscription now: its product, Apple's status (1 active…) and expiry.
+    package var productId: String?
+    package var status: Int?
+    package var expiresDate: Date?
+
+    package init(
+        originalTransactionId: String, notificationUUID: UUID, notificationType: String, subtype: String?, signedDate: Date, recordedAt: Date,
+        grantedLiveAt: Date?, productId: String?, status: Int?, expiresDate: Date?
+    ) {
+        self.originalTransactionId = originalTransactionId
+        self.notificationUUID = notificationUUID
+        self.notificationType = notificationType
+        self.subtype = subtype
+        self.signedDate = signedDate
+        self.recordedAt = recordedAt
+        self.grantedLiveAt = grantedLiveAt
+        self.productId = productId
+        self.status = status
+        self.expiresDate = expiresDate
+    }
+}
+
+/// What the ledger knows of a subscription's extensions: how many in the last 365 days (the
+/// tool's own, extended or possibly extended, besides this request, and the RENEWAL_EXTENDED
+/// notifications recorded: the larger of the two), and the row of this very request, if any.
+package struct ExtensionHistory: Sendable, Hashable {
+    package var inLastYear: Int
+    package var earlier: RenewalExtensionRecord?
+
+    package init(inLastYear: Int, earlier: RenewalExtensionRecord?) {
+        self.inLastYear = inLastYear
+        self.earlier = earlier
+    }
+}
+
+/// One row of `app_store.renewal_extensions` (migration 0026): one subscription's extension for
+/// one window, whatever came of it.
+package struct RenewalExtensionRecord: Sendable, Hashable, Codable {
+    package var originalTransactionId: String
+    package var requestIdentifier: UUID
+    package var extendByDays: Int
+    package var reasonCode: Int
+    /// extended, refused, skipped (a third in 365 days: not sent), pending (sent with no answer,
+    /// or not sent yet: the next compensate of the window sends it again, same identifier).
+    package var outcome: String
+    package var effectiveDate: Date?
+    package var hoursDenied: Double
+    package var appleStatus: Int?
+    package var appleError: Int64?
+    package var detail: String?
+
+    package init(
+        originalTransactionId: String, requestIdentifier: UUID, extendByDays: Int, reasonCode: Int, outcome: String, effectiveDate: Date? = nil,
+        hoursDenied: Double, appleStatus: Int? = nil, appleError: Int64? = nil, detail: String? = nil
+    ) {
+        self.originalTransactionId = originalTransactionId
+        self.requestIdentifier = requestIdentifier
+        self.extendByDays = extendByDays
+        self.reasonCode = reasonCode
+        self.outcome = outcome
+        self.effectiveDate = effectiveDate
+        self.hoursDenied = hoursDenied
+        self.appleStatus = appleStatus
+        self.appleError = appleError
+        self.detail = detail
+    }
+
+    package static let outcomes = ["extended", "refused", "skipped", "pending"]
+    /// Outcomes no later compensate of the window changes.
+    package var isFinal: Bool { outcome == "extended" || outcome == "refused" }
+}
+
+/// One row of `app_store.mass_extensions`: a mass extension of one product, followed to its end.
+package struct MassExtensionRecord: Sendable, Hashable, Codable {
+    package var productId: String
+    package var requestIdentifier: UUID
+    package var extendByDays: Int
+    package var reasonCode: Int
+    package var requestedAt: Date
+    package var complete: Bool
+    package var completeDate: Date?
+    package var succeededCount: Int64?
+    package var failedCount: Int64?
+
+    package init(
+        productId: String, requestIdentifier: UUID, extendByDays: Int, reasonCode: Int, requestedAt: Date, complete: Bool = false, completeDate: Date? = nil,
+        succeededCount: Int64? = nil, failedCount: Int64? = nil
+    ) {
+        self.productId = productId
+        self.requestIdentifier = requestIdentifier
+        self.extendByDays = extendByDays
+        self.reasonCode = reasonCode
+        self.requestedAt = requestedAt
+        self.complete = complete
+        self.completeDate = completeDate
+        self.succeededCount = succeededCount
+        self.failedCount = failedCount
+    }
+}

@@ -1,0 +1,175 @@
+import Foundation
+import Ledger
+import LedgerModel
+import Logging
+import PostgresNIO
+import SignedData
+
+/// What `compensate` reads and keeps (migration 0026): the notifications a run recovered in a
+/// window that may have granted access, what the ledger knows of a subscription's extensions,
+/// and each extension and mass extension asked of Apple.
+extension LedgerStore {
+    /// Notifications of `types` signed in [start, end) that a run recovered (source `history`),
+    /// each with the subscription it is about as the ledger holds it now, and the earliest
+    /// recording of a later notification of `grantTypes` the live server received.
+    package func missedGrants(pair: AppStorePair, start: Date, end: Date, types: [String], grantTypes: [String]) async throws -> [MissedGrant] {
+        let rows = try await client.query(
+            """
+            SELECT n.original_transaction_id, n.notification_uuid, n.notification_type, n.subtype, n.signed_date, n.recorded_at,
+                (SELECT min(w.recorded_at) FROM app_store.notification_rows w
+                 WHERE w.bundle_id = n.bundle_id AND w.environment = n.environment AND w.original_transaction_id = n.original_transaction_id
+                    AND w.source = 'webhook' AND w.signed_date > n.signed_date AND w.notification_type = ANY(\(grantTypes)::text[])),
+                s.product_id, s.status::integer, s.expires_date
+            FROM app_store.notification_rows n
+            JOIN app_store.subscriptions s
+                ON s.bundle_id = n.bundle_id AND s.environment = n.environment AND s.original_transaction_id = n.original_transaction_id
+            WHERE n.bundle_id = \(pair.bundleId) AND n.environment = \(pair.environment.rawValue) AND n.source = 'history'
+                AND n.signed_date >= \(start) AND n.signed_date < \(end) AND n.notification_type = ANY(\(types)::text[])
+            ORDER BY n.original_transaction_id, n.signed_date
+            """,
+            logger: logger
+        )
+        var found: [MissedGrant] = []
+        for try await (original, uuid, type, subtype, signed, recorded, live, product, status, expires) in rows.decode(
+            (String, UUID, String, String?, Date, Date, Date?, String?, Int32?, Date?).self
+        ) {
+            found.append(
+                MissedGrant(
+                    originalTransactionId: original, notificationUUID: uuid, notificationType: type, subtype: subtype, signedDate: signed, recordedAt: recorded,
+                    grantedLiveAt: live, productId: product, status: status.map(Int.init), expiresDate: expires
+                )
+            )
+        }
+        return found
+    }
+
+    /// What the ledger knows of a subscription's extensions at `now`: in the last 365 days, the
+    /// larger of the tool's own (extended or pending, other requests than `requestIdentifier`) and
+    /// the RENEWAL_EXTENDED notifications recorded; and the row of `requestIdentifier`.
+    package func extensionHistory(pair: AppStorePair, originalTransactionId: String, requestIdentifier: UUID, now: Date) async throws -> ExtensionHistory {
+        let yearAgo = now.addingTimeInterval(-365 * 86_400)
+        let rows = try await client.query(
+            """
+            SELECT
+                (SELECT count(*)::integer FROM app_store.renewal_extensions e
+                 WHERE e.bundle_id = \(pair.bundleId) AND e.environment = \(pair.environment.rawValue) AND e.original_transaction_id = \(originalTransactionId)
+                    AND e.request_identifier <> \(requestIdentifier) AND e.outcome IN ('extended', 'pending') AND e.requested_at > \(yearAgo)),
+                (SELECT count(*)::integer FROM app_store.notification_rows n
+                 WHERE n.bundle_id = \(pair.bundleId) AND n.environment = \(pair.environment.rawValue) AND n.original_transaction_id = \(originalTransactionId)
+                    AND n.notification_type = 'RENEWAL_EXTENDED' AND n.signed_date > \(yearAgo))
+            """,
+            logger: logger
+        )
+        var inLastYear = 0
+        for try await (own, notified) in rows.decode((Int32, Int32).self) { inLastYear = Int(max(own, notified)) }
+        let earlier = try await client.query(
+            """
+            SELECT extend_by_days, reason_code, outcome, effective_date, hours_denied, apple_status, apple_error, detail
+            FROM app_store.renewal_extensions
+            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id = \(originalTransactionId)
+                AND request_identifier = \(requestIdentifier)
+            """,
+            logger: logger
+        )
+        var record: RenewalExtensionRecord?
+        for try await (days, reason, outcome, effective, hours, status, error, detail) in earlier.decode(
+            (Int32, Int32, String, Date?, Double?, Int32?, Int64?, String?).self
+        ) {
+            record = RenewalExtensionRecord(
+                originalTransactionId: originalTransactionId, requestIdentifier: requestIdentifier, extendByDays: Int(days), reasonCode: Int(reason),
+                outcome: outcome, effectiveDate: effective, hoursDenied: hours ?? 0, appleStatus: status.map(Int.init), appleError: error, detail: detail
+            )
+        }
+        return ExtensionHistory(inLastYear: inLastYear, earlier: record)
+    }
+
+    /// Writes one extension's row (its key: the subscription and request identifier), over the
+    /// trace written before sending.
+    package func recordRenewalExtension(_ record: RenewalExtensionRecord, pair: AppStorePair, start: Date, end: Date, runId: UUID?) async throws {
+        struct Fields: Encodable {
+            var original_transaction_id: String
+            var request_identifier: String
+            var extend_by_days: Int
+            var reason_code: Int
+            var outcome: String
+            var hours_denied: Double
+            var apple_status: Int?
+            var apple_error: Int64?
+            var detail: String?
+        }
+        let fields = Fields(
+            original_transaction_id: record.originalTransactionId, request_identifier: record.requestIdentifier.uuidString.lowercased(),
+            extend_by_days: record.extendByDays, reason_code: record.reasonCode, outcome: record.outcome, hours_denied: record.hoursDenied,
+            apple_status: record.appleStatus, apple_error: record.appleError, detail: record.detail
+        )
+        let json = String(decoding: try JSONEncoder().encode(fields), as: UTF8.self)
+        try await client.query(
+            """
+            INSERT INTO app_store.renewal_extensions AS e (bundle_id, environment, original_transaction_id, request_identifier, extend_by_days, reason_code,
+                outcome, hours_denied, apple_status, apple_error, detail, effective_date, window_start, window_end, run_id)
+            SELECT \(pair.bundleId), \(pair.environment.rawValue), r.original_transaction_id, r.request_identifier, r.extend_by_days, r.reason_code,
+                r.outcome, r.hours_denied, r.apple_status, r.apple_error, r.detail, \(record.effectiveDate), \(start), \(end), \(runId)
+            FROM jsonb_to_record(\(json)::jsonb) AS r(original_transaction_id text, request_identifier uuid, extend_by_days integer, reason_code integer,
+                outcome text, hours_denied double precision, apple_status integer, apple_error bigint, detail text)
+            ON CONFLICT (bundle_id, environment, original_transaction_id, request_identifier) DO UPDATE SET
+                outcome = excluded.outcome, effective_date = excluded.effective_date, apple_status = excluded.apple_status,
+                apple_error = excluded.apple_error, detail = excluded.detail, hours_denied = excluded.hours_denied, run_id = excluded.run_id, updated_at = now()
+            """,
+            logger: logger
+        )
+    }
+
+    /// The auto-renewable products the ledger holds subscriptions of.
+    package func subscriptionProducts(pair: AppStorePair) async throws -> [String] {
+        let rows = try await client.query(
+            """
+            SELECT DISTINCT product_id FROM app_store.subscriptions
+            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND product_id IS NOT NULL
+            ORDER BY product_id
+            """,
+            logger: logger
+        )
+        var found: [String] = []
+        for try await product in rows.decode(String.self) { found.append(product) }
+        return found
+    }
+
+    /// The mass extension of `requestIdentifier` for a product, if asked before.
+    package func massExtension(pair: AppStorePair, productId: String, requestIdentifier: UUID) async throws -> (record: MassExtensionRecord, accepted: Bool)? {
+        let rows = try await client.query(
+            """
+            SELECT extend_by_days, reason_code, requested_at, accepted, complete, complete_date, succeeded_count, failed_count
+            FROM app_store.mass_extensions
+            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND product_id = \(productId) AND request_identifier = \(requestIdentifier)
+            """,
+            logger: logger
+        )
+        for try await (days, reason, requested, accepted, complete, completeDate, succeeded, failed) in rows.decode(
+            (Int32, Int32, Date, Bool, Bool, Date?, Int64?, Int64?).self
+        ) {
+            let record = MassExtensionRecord(
+                productId: productId, requestIdentifier: requestIdentifier, extendByDays: Int(days), reasonCode: Int(reason), requestedAt: requested,
+                complete: complete, completeDate: completeDate, succeededCount: succeeded, failedCount: failed
+            )
+            return (record, accepted)
+        }
+        return nil
+    }
+
+    /// Writes a mass extension's row: before sending (`accepted` false), once Apple took it, and
+    /// as its status moves.
+    package func recordMassExtension(_ record: MassExtensionRecord, accepted: Bool, pair: AppStorePair, runId: UUID?) async throws {
+        try await client.query(
+            """
+            INSERT INTO app_store.mass_extensions AS m (bundle_id, environment, product_id, request_identifier, extend_by_days, reason_code,
+                accepted, complete, complete_date, succeeded_count, failed_count, run_id)
+            VALUES (\(pair.bundleId), \(pair.environment.rawValue), \(record.productId), \(record.requestIdentifier), \(Int32(record.extendByDays)),
+                \(Int32(record.reasonCode)), \(accepted), \(record.complete), \(record.completeDate), \(record.succeededCount), \(record.failedCount), \(runId))
+            ON CONFLICT (bundle_id, environment, product_id, request_identifier) DO UPDATE SET
+                accepted = m.accepted OR excluded.accepted, complete = excluded.complete, complete_date = excluded.complete_date,
+                succeeded_count = excluded.succeeded_count, failed_count = excluded.failed_count
+            """,
+            logger: logger
+        )
+    }
+}

@@ -1,0 +1,104 @@
+import ArgumentParser
+import Decisions
+import Deployment
+import Foundation
+import Reconciliation
+import Reports
+
+struct CompensateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "compensate",
+        abstract: "Extend the renewal date of the subscribers an outage locked out (Apple's reason code 3, service issue or outage).",
+        discussion: """
+            After the window was recovered (run), for every configured app and environment (--app, --environment \
+            narrow): the auto-renewable subscriptions with a notification signed in [--start, --end) that the live \
+            server missed (recovered by a run) and that kept or gave access (the types whose policy grants access: \
+            DID_RENEW, SUBSCRIBED, OFFER_REDEEMED, DID_CHANGE_RENEWAL_PREF/UPGRADE, REFUND_REVERSED, RENEWAL_EXTENDED), \
+            whose access the ledger denied for at least --min-hours (from the notification's signedDate to its \
+            recording, or to an earlier grant the live server received), and that the ledger holds active now. Each \
+            gets Extend a Subscription Renewal Date: --days, else ceil(hours denied / 24), 1 to 90 days. The \
+            requestIdentifier is derived from the app, environment, originalTransactionId and the window, so the same \
+            window compensated again sends nothing new (a request whose answer was lost is sent again, the same \
+            identifier). Apple allows two extensions of a subscription in 365 days: a third is skipped and reported. \
+            app_store.renewal_extensions keeps each one; the ledger's expiry moves when Apple's RENEWAL_EXTENDED \
+            notification is recorded (serve, or the next run). --dry-run sends and writes nothing and lists who, how \
+            long denied and the days each would get. Exit 3 when Apple refused any.
+
+            --all-active --days N [--product ID]: Extend Subscription Renewal Dates for All Active Subscribers of each \
+            product (every product the ledger holds subscriptions of, or --product), once per intent (the window when \
+            --start/--end are given, else the UTC day), then Get Status of Subscription Renewal Date Extensions every \
+            --poll-seconds until Apple completes it (hours or days); stopped (SIGTERM, 130) or killed, the same command \
+            follows the same request. The report gives Apple's counts.
+
+            \(ExitStatus.summary)
+            """
+    )
+
+    @Option(help: "Start of the outage: ISO 8601 with an offset or UNIX milliseconds.", transform: OutageWindow.argument)
+    var start: Date?
+
+    @Option(help: "End of the outage (exclusive), same forms.", transform: OutageWindow.argument)
+    var end: Date?
+
+    @Option(help: "Hours of denied access that count as hurt.")
+    var minHours = 1.0
+
+    @Option(help: "Days to extend each by (1 to 90); without it, ceil(hours denied / 24). Required with --all-active.")
+    var days: Int?
+
+    @Flag(help: "Every active subscriber of each product (Apple's mass extension), for outages of the whole service.")
+    var allActive = false
+
+    @Option(help: "With --all-active: only this product.")
+    var product: String?
+
+    @Option(help: "With --all-active: seconds between Apple's status checks.")
+    var pollSeconds = 300.0
+
+    @Flag(help: "Send and write nothing; list who would be extended, for how long denied, and by how many days.")
+    var dryRun = false
+
+    @Option(help: "Where to write report.html, report.md and report.json (default: ./appstore-reconcile-compensate-TIMESTAMP).")
+    var reportDir: String?
+
+    @Flag(help: "No live progress line.")
+    var noProgress = false
+
+    @OptionGroup var options: ConfigurationOptions
+
+    func validate() throws {
+        if let days, !(1...90).contains(days) { throw ValidationError("--days must be 1 to 90 (Apple's limit)") }
+        guard (start == nil) == (end == nil) else { throw ValidationError("give both --start and --end") }
+        if let start, let end, start >= end { throw ValidationError("--start must be before --end") }
+        if allActive {
+            guard days != nil else { throw ValidationError("--all-active needs --days") }
+            guard pollSeconds > 0 else { throw ValidationError("--poll-seconds must be positive") }
+        } else {
+            guard start != nil else { throw ValidationError("give --start and --end (the outage), or --all-active --days N") }
+            guard product == nil else { throw ValidationError("--product goes with --all-active") }
+            guard minHours >= 0 else { throw ValidationError("--min-hours must not be negative") }
+        }
+    }
+
+    var scope: Compensation.Scope {
+        if allActive, let days {
+            let intent = start.map { "\($0.timeIntervalSince1970)-\(end!.timeIntervalSince1970)" } ?? Date().formatted(.iso8601.year().month().day())
+            return .allActive(days: days, productId: product, intent: intent, pollInterval: .milliseconds(Int64(pollSeconds * 1000)))
+        }
+        return .window(start: start!, end: end!, minimumHours: minHours, days: days)
+    }
+
+    func run() async throws {
+        try await withExitStatus {
+            let deployment = try options.deployment()
+            let mode: RunMode = dryRun ? .dryRun : .apply
+            let directory = reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-compensate", dryRun: dryRun)
+            let layout = RunLayout(deployment)
+            let job = RunService.Job.compensate(scope, mode: mode)
+            let results = try await deployment.runReconciliations(
+                label: "compensate", layout: layout, progress: !noProgress, concurrency: RecoveryRunOptions.defaultConcurrentPairs
+            ) { _ in job }
+            try conclude(results, layout: layout, reportDirectory: directory, dryRun: dryRun, title: "appstore-reconcile compensate", summary: \.compensationSummaryLine)
+        }
+    }
+}

@@ -1,0 +1,134 @@
+import AppStoreServerAPI
+import AppStoreServerModel
+import Decisions
+import Foundation
+import Ledger
+import LedgerModel
+import LedgerSupport
+import Logging
+import SignedData
+
+/// `compensate` for one pair: the I/O of `CompensationRules` and `RenewalExtensionMachine`.
+/// For a window, the hurt subscriptions from the ledger, one extension each (one at a time:
+/// Apple allows 20 a second, and they are few); for the mass remedy, one mass extension per
+/// product, followed to its end. A dry run reads the ledger, and sends and writes nothing.
+package struct Compensation: Sendable {
+    /// What to compensate.
+    package enum Scope: Sendable, Hashable {
+        /// The subscribers the window's missed notifications hurt.
+        case window(start: Date, end: Date, minimumHours: Double, days: Int?)
+        /// Every active subscriber of the products (nil: every product the ledger holds
+        /// subscriptions of), `days` each; `intent` keys the request (the window, or the day).
+        case allActive(days: Int, productId: String?, intent: String, pollInterval: Duration)
+    }
+
+    let client: AppStoreServerAPIClient
+    let store: LedgerStore
+    let pair: AppStorePair
+    let logger: Logger
+    let stop: StopRequest
+    let now: @Sendable () -> Date
+
+    func run(_ scope: Scope, dryRun: Bool, runId: UUID?) async throws -> CompensationResult {
+        let endpoints: [Endpoint] = [.extendRenewalDate, .massExtendRenewalDate, .massExtensionStatus]
+        let before = endpoints.reduce(0) { $0 + (client.counts.requests[$1] ?? 0) }
+        var result: CompensationResult
+        switch scope {
+        case .window(let start, let end, let minimumHours, let days):
+            result = try await window(start: start, end: end, minimumHours: minimumHours, days: days, dryRun: dryRun, runId: runId)
+        case .allActive(let days, let productId, let intent, let pollInterval):
+            result = CompensationResult(days: days)
+            let products: [String]
+            if let productId { products = [productId] } else { products = try await store.subscriptionProducts(pair: pair) }
+            for product in products {
+                if stop.isRequested {
+                    result.stopped = true
+                    break
+                }
+                let mass = MassExtending(client: client, store: store, pair: pair, logger: logger, stop: stop, now: now)
+                result.massExtensions.append(
+                    try await mass.extend(product, days: days, intent: intent, dryRun: dryRun, runId: runId, pollInterval: pollInterval)
+                )
+            }
+        }
+        result.requestsToApple = endpoints.reduce(0) { $0 + (client.counts.requests[$1] ?? 0) } - before
+        return result
+    }
+
+    func window(start: Date, end: Date, minimumHours: Double, days: Int?, dryRun: Bool, runId: UUID?) async throws -> CompensationResult {
+        var result = CompensationResult(
+            windowStart: start.formatted(.iso8601), windowEnd: end.formatted(.iso8601), minimumHours: minimumHours, days: days
+        )
+        let missed = try await store.missedGrants(
+            pair: pair, start: start, end: end, types: CompensationRules.typesThatMayGrant, grantTypes: CompensationRules.typesThatGrant
+        )
+        result.missedGrants = missed.count
+        for hurt in CompensationRules.hurt(missed, minimumHours: minimumHours, now: now()) {
+            if stop.isRequested {
+                result.stopped = true
+                break
+            }
+            let identifier = CompensationRules.requestIdentifier(
+                bundleId: pair.bundleId, environment: pair.environment, originalTransactionId: hurt.originalTransactionId, start: start, end: end
+            )
+            let history = try await store.extensionHistory(pair: pair, originalTransactionId: hurt.originalTransactionId, requestIdentifier: identifier, now: now())
+            var machine = RenewalExtensionMachine(
+                hurt, history: history, requestIdentifier: identifier, days: CompensationRules.days(hoursDenied: hurt.hoursDenied, fixed: days), dryRun: dryRun
+            )
+            var action = machine.start()
+            steps: while true {
+                switch action {
+                case .record(let row):
+                    try await store.recordRenewalExtension(row, pair: pair, start: start, end: end, runId: runId)
+                    action = machine.recorded()
+                case .recordThenSend(let row, let request):
+                    try await store.recordRenewalExtension(row, pair: pair, start: start, end: end, runId: runId)
+                    do {
+                        action = machine.sent(try await send(request, originalTransactionId: hurt.originalTransactionId))
+                    } catch let error as AppStoreAPIError {
+                        // Apple refused the credentials: every request would be refused. This
+                        // one's refusal is recorded, and the run ends with the error (exit 78).
+                        if case .record(let refused) = machine.sent(.refused(status: error.httpStatus, code: error.code?.rawValue, message: error.message)) {
+                            try await store.recordRenewalExtension(refused, pair: pair, start: start, end: end, runId: runId)
+                        }
+                        throw error
+                    }
+                case .done:
+                    break steps
+                }
+            }
+            result.extensions.append(machine.report)
+        }
+        return result
+    }
+
+    /// Sends one extension; how it ended. Apple refusing the credentials (401) is thrown.
+    func send(_ request: ExtendRenewalDateRequest, originalTransactionId: String) async throws -> RenewalExtensionMachine.SendEnd {
+        do {
+            let answer = try await client.extendRenewalDate(originalTransactionId: originalTransactionId, request)
+            guard answer.success != false else {
+                return .refused(status: 200, code: nil, message: "Apple answered success false")
+            }
+            return .extended(effectiveDate: answer.effectiveDate.map { Date(timeIntervalSince1970: Double($0) / 1000) }, status: 200)
+        } catch {
+            return try Self.ending(error)
+        }
+    }
+
+    /// How a request that did not succeed ended (thrown: Apple refusing the credentials, and
+    /// what is not Apple's answer at all).
+    static func ending(_ error: any Error) throws -> RenewalExtensionMachine.SendEnd {
+        switch error {
+        case let error as AppStoreAPIError where !error.isCredentialsProblem:
+            return .refused(status: error.httpStatus, code: error.code?.rawValue, message: error.message)
+        case let error as OutcomeUnknown: return .outcomeUnknown(cause: error.cause)
+        case let error as RateLimitedUntil: return .notSent(reason: error.description)
+        case let error as RetriesExhausted:
+            if let last = error.lastError as? AppStoreAPIError { return .refused(status: last.httpStatus, code: last.code?.rawValue, message: last.message) }
+            // Apple extends once per requestIdentifier: a lost answer is sent again next time.
+            return .outcomeUnknown(cause: error.description)
+        case let error as AppStoreTransportError: return .outcomeUnknown(cause: error.description)
+        default: throw error
+        }
+    }
+}

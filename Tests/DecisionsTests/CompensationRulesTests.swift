@@ -1,0 +1,83 @@
+import AppStoreServerModel
+import Decisions
+import Foundation
+import LedgerModel
+import SignedData
+import Testing
+
+@Suite("Who an outage hurt, and the days each gets")
+struct CompensationRulesTests {
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    static func grant(_ type: String, subtype: String? = nil, id: String = "1", signedHoursAgo: Double, recordedHoursAgo: Double = 0, status: Int = 1, expiresInHours: Double = 100, liveHoursAgo: Double? = nil) -> MissedGrant {
+        MissedGrant(
+            originalTransactionId: id, notificationUUID: UUID(), notificationType: type, subtype: subtype, signedDate: now.addingTimeInterval(-signedHoursAgo * 3600),
+            recordedAt: now.addingTimeInterval(-recordedHoursAgo * 3600), grantedLiveAt: liveHoursAgo.map { now.addingTimeInterval(-$0 * 3600) }, productId: "p",
+            status: status, expiresDate: now.addingTimeInterval(expiresInHours * 3600)
+        )
+    }
+
+    @Test func onlyNotificationsThatGrantAccessHurtAndOnlyWhileActiveNow() {
+        let hurt = CompensationRules.hurt(
+            [
+                Self.grant("DID_RENEW", id: "renewed", signedHoursAgo: 30),
+                Self.grant("EXPIRED", id: "expired-missed", signedHoursAgo: 30),
+                Self.grant("DID_CHANGE_RENEWAL_PREF", subtype: "DOWNGRADE", id: "downgrade", signedHoursAgo: 30),
+                Self.grant("DID_CHANGE_RENEWAL_PREF", subtype: "UPGRADE", id: "upgrade", signedHoursAgo: 30),
+                Self.grant("DID_RENEW", id: "expired-now", signedHoursAgo: 30, status: 2, expiresInHours: -1),
+                Self.grant("DID_RENEW", id: "lapsed", signedHoursAgo: 30, expiresInHours: -1),
+                Self.grant("SUBSCRIBED", subtype: "RESUBSCRIBE", id: "short", signedHoursAgo: 0.5),
+                Self.grant("DID_RENEW", id: "live-later", signedHoursAgo: 30, liveHoursAgo: 29.5),
+            ],
+            minimumHours: 1, now: Self.now
+        )
+        #expect(hurt.map(\.originalTransactionId) == ["renewed", "upgrade"])
+        #expect(hurt.first?.hoursDenied == 30)
+    }
+
+    @Test func theLongestDenialOfASubscriptionCounts() {
+        let hurt = CompensationRules.hurt(
+            [Self.grant("DID_RENEW", signedHoursAgo: 10), Self.grant("OFFER_REDEEMED", signedHoursAgo: 50), Self.grant("REFUND_REVERSED", signedHoursAgo: 20)],
+            minimumHours: 1, now: Self.now
+        )
+        #expect(hurt.count == 1 && hurt[0].hoursDenied == 50 && hurt[0].notificationType == "OFFER_REDEEMED")
+    }
+
+    @Test func daysAreTheHoursDeniedInWholeDaysWithinApplesLimits() {
+        #expect(CompensationRules.days(hoursDenied: 1, fixed: nil) == 1)
+        #expect(CompensationRules.days(hoursDenied: 24, fixed: nil) == 1)
+        #expect(CompensationRules.days(hoursDenied: 24.1, fixed: nil) == 2)
+        #expect(CompensationRules.days(hoursDenied: 10_000, fixed: nil) == 90)
+        #expect(CompensationRules.days(hoursDenied: 30, fixed: 7) == 7)
+        #expect(CompensationRules.days(hoursDenied: 0, fixed: nil) == 1)
+    }
+
+    @Test func theRequestIdentifierIsTheSameForTheSameWindowOnly() {
+        let start = Self.now.addingTimeInterval(-3600)
+        let one = CompensationRules.requestIdentifier(bundleId: "a", environment: .production, originalTransactionId: "1", start: start, end: Self.now)
+        #expect(one == CompensationRules.requestIdentifier(bundleId: "a", environment: .production, originalTransactionId: "1", start: start, end: Self.now))
+        #expect(one != CompensationRules.requestIdentifier(bundleId: "a", environment: .sandbox, originalTransactionId: "1", start: start, end: Self.now))
+        #expect(one != CompensationRules.requestIdentifier(bundleId: "a", environment: .production, originalTransactionId: "2", start: start, end: Self.now))
+        #expect(one != CompensationRules.requestIdentifier(bundleId: "a", environment: .production, originalTransactionId: "1", start: start.addingTimeInterval(-1), end: Self.now))
+        #expect(one.uuidString.count == 36)
+    }
+
+    @Test func anExtensionSettledEarlierIsNotSentAndAThirdInAYearIsSkipped() {
+        let hurt = CompensationRules.hurt([Self.grant("DID_RENEW", signedHoursAgo: 30)], minimumHours: 1, now: Self.now)[0]
+        let id = UUID()
+        var settled = RenewalExtensionMachine(
+            hurt, history: ExtensionHistory(inLastYear: 0, earlier: RenewalExtensionRecord(originalTransactionId: "1", requestIdentifier: id, extendByDays: 2, reasonCode: 3, outcome: "extended", hoursDenied: 30)),
+            requestIdentifier: id, days: 2, dryRun: false
+        )
+        #expect(settled.start() == .done && settled.report.earlier && settled.report.outcome == "extended")
+        var third = RenewalExtensionMachine(hurt, history: ExtensionHistory(inLastYear: 2, earlier: nil), requestIdentifier: id, days: 2, dryRun: false)
+        guard case .record(let row) = third.start() else { Issue.record("a skipped row is recorded"); return }
+        #expect(row.outcome == "skipped")
+        var pending = RenewalExtensionMachine(
+            hurt, history: ExtensionHistory(inLastYear: 1, earlier: RenewalExtensionRecord(originalTransactionId: "1", requestIdentifier: id, extendByDays: 2, reasonCode: 3, outcome: "pending", hoursDenied: 30)),
+            requestIdentifier: id, days: 2, dryRun: false
+        )
+        guard case .recordThenSend(_, let request) = pending.start() else { Issue.record("a pending one is sent again"); return }
+        #expect(request.requestIdentifier == id.uuidString.lowercased() && request.extendReasonCode == .serviceIssueOrOutage && request.extendByDays == 2)
+    }
+}

@@ -1,0 +1,221 @@
+import AppStoreServerAPI
+import AppStoreServerModel
+import AppStoreSimulator
+import Decisions
+import Foundation
+import Ledger
+import LedgerModel
+import PostgresNIO
+import Reconciliation
+import RunResults
+import SignedData
+import TestSupport
+import Testing
+
+/// `compensate` (issue 52): after an outage was recovered, the subscribers it locked out get
+/// Extend a Subscription Renewal Date, once per window, against the simulated App Store (Apple's
+/// validation, two extensions in 365 days, RENEWAL_EXTENDED) and a real PostgreSQL.
+@Suite("Compensating an outage: compensate")
+struct CompensationTests {
+    struct Setup: Sendable {
+        let harness: RecoveryHarness
+        let client: PostgresClient
+        let store: LedgerStore
+        let url: DatabaseURL
+        let apiClient: AppStoreServerAPIClient
+        var outage: Range<Date> { harness.scenario.configuration.outage! }
+
+        func run() throws -> ReconciliationRun {
+            ReconciliationRun(client: apiClient, verifier: try harness.verifier(), store: store, databaseURL: url, logger: harness.logger)
+        }
+
+        /// The outage recovered as `run` does: pass 1 over the window, then pass 2.
+        func recover() async throws {
+            let result = try await run().execute(.init(kind: .run, window: .fixed(start: outage.lowerBound, end: Date()), mode: .apply))
+            #expect(result.ending == .finished)
+        }
+
+        func compensate(start: Date? = nil, days: Int? = nil, dryRun: Bool = false) async throws -> CompensationResult {
+            let scope = Compensation.Scope.window(start: start ?? outage.lowerBound, end: outage.upperBound, minimumHours: 1, days: days)
+            let result = try await run().compensate(scope, mode: dryRun ? .dryRun : .apply)
+            return try #require(result.compensated)
+        }
+
+        func count(_ sql: String) async throws -> Int { try await BackendLedgerTests.count(client, sql) }
+
+        /// Apple's truth, read from the world and not from the tool: the subscriptions with a
+        /// notification that grants access (the type policy's word) signed in the outage and not
+        /// delivered, split by whether they are active now.
+        func hurtByTruth() -> (active: Set<String>, notActive: Set<String>) {
+            let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+            let start = Int64(outage.lowerBound.timeIntervalSince1970 * 1000)
+            let end = Int64(outage.upperBound.timeIntervalSince1970 * 1000)
+            var active: Set<String> = []
+            var notActive: Set<String> = []
+            for notification in harness.scenario.notifications where !notification.delivered && notification.signedDate >= start && notification.signedDate < end {
+                guard notification.type.policy.access(type: notification.type, subtype: notification.subtype) == .grants,
+                    let customer = harness.scenario.customer(forTransactionId: notification.originalTransactionId),
+                    let purchase = customer.subscriptions.first(where: { $0.originalTransactionId == notification.originalTransactionId })
+                else { continue }
+                if purchase.subscriptionStatus == .active, (purchase.latestTransaction.expiresDate ?? 0) > nowMs {
+                    active.insert(purchase.originalTransactionId)
+                } else {
+                    notActive.insert(purchase.originalTransactionId)
+                }
+            }
+            return (active, notActive.subtracting(active))
+        }
+    }
+
+    static func withSetup(seed: UInt64, customers: Int = 60, _ body: @Sendable (Setup) async throws -> Void) async throws {
+        let harness = try RecoveryHarness(customers: customers, seed: seed, outageHours: 60)
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                try await body(Setup(harness: harness, client: client, store: store, url: url, apiClient: try harness.client(baseURL)))
+            }
+        }
+    }
+
+    @Test func exactlyTheHurtAndStillActiveAreExtendedOnceAndTheirExpiryMovesWithRenewalExtended() async throws {
+        try await Self.withSetup(seed: 521) { setup in
+            try await setup.recover()
+            let truth = setup.hurtByTruth()
+            try #require(!truth.active.isEmpty && !truth.notActive.isEmpty, "the world has hurt subscribers active now and others expired since: \(truth)")
+            let first = try await setup.compensate()
+            let asked = Set(first.extensions.map(\.originalTransactionId))
+            #expect(asked == truth.active, "asked: \(asked.sorted()), truth: \(truth.active.sorted())")
+            #expect(asked.isDisjoint(with: truth.notActive), "no extension for one expired now")
+            let taken = setup.harness.api.renewalExtensions
+            #expect(Set(taken.map(\.originalTransactionId)) == Set(first.extensions.filter { $0.outcome == "extended" }.map(\.originalTransactionId)))
+            #expect(taken.count == Set(taken.map(\.originalTransactionId)).count, "each once")
+            #expect(taken.allSatisfy { $0.reasonCode == 3 })
+            for entry in first.extensions {
+                // Ineligible by Apple's rules: a family member's share, a free trial.
+                if entry.outcome == "refused" { #expect(entry.appleError == 4_030_007 || entry.appleError == 4_030_004, "\(entry)") } else { #expect(entry.outcome == "extended", "\(entry)") }
+            }
+            // Days by the rule, from the ledger's times, and the identifier derived from the window.
+            for entry in first.extensions {
+                let hours = try await setup.count(
+                    """
+                    SELECT floor(max(extract(epoch FROM recorded_at - signed_date)) / 3600 * 1000)::bigint FROM app_store.notifications n
+                    WHERE n.original_transaction_id = '\(entry.originalTransactionId)' AND n.source = 'history'
+                        AND n.signed_date >= '\(setup.outage.lowerBound.formatted(.iso8601))' AND n.signed_date < '\(setup.outage.upperBound.formatted(.iso8601))'
+                        AND n.notification_type = '\(entry.missedNotificationType)'
+                    """
+                )
+                let expected = min(90, max(1, Int((Double(hours) / 1000 / 24).rounded(.up))))
+                #expect(abs(entry.extendByDays - expected) <= 1 && (1...90).contains(entry.extendByDays), "\(entry.extendByDays) days for \(Double(hours) / 1000) hours")
+                let identifier = CompensationRules.requestIdentifier(
+                    bundleId: setup.harness.pair.bundleId, environment: setup.harness.pair.environment, originalTransactionId: entry.originalTransactionId,
+                    start: setup.outage.lowerBound, end: setup.outage.upperBound
+                )
+                #expect(entry.requestIdentifier == identifier.uuidString.lowercased())
+            }
+            #expect(try await setup.count("SELECT count(*) FROM app_store.renewal_extensions") == first.extensions.count)
+            #expect(try await setup.count("SELECT count(*) FROM app_store.renewal_extensions WHERE outcome = 'extended' AND effective_date IS NOT NULL") == taken.count)
+
+            // The same window again: nothing new sent.
+            let requestsBefore = setup.harness.api.requestCounts["extendRenewalDate"] ?? 0
+            let second = try await setup.compensate()
+            #expect(setup.harness.api.requestCounts["extendRenewalDate"] ?? 0 == requestsBefore, "a second compensate of the window sends nothing")
+            #expect(second.extensions.allSatisfy(\.earlier) && second.extensions.count == first.extensions.count)
+            #expect(second.requestsToApple == 0)
+
+            // Apple's RENEWAL_EXTENDED, received as the live server would: the expiry moves by it.
+            let extended = setup.harness.api.notificationsSignedLater.filter { $0.type == .renewalExtended }
+            #expect(extended.count == taken.count)
+            let ingest = NotificationIngest(verifier: try setup.harness.verifier(), store: setup.store)
+            _ = try await ingest.ingest(signedPayloads: try extended.map { try setup.harness.api.signNotification($0) })
+            let rows = try await setup.store.subscriptions(taken.map(\.originalTransactionId), pair: setup.harness.pair)
+            for made in taken {
+                let stored = try #require(rows[made.originalTransactionId])
+                #expect(stored.expiresDate.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } == made.effectiveDate, "the ledger's expiry is Apple's effectiveDate")
+            }
+        }
+    }
+
+    @Test func daysGivenAreSentAndTheThirdExtensionInAYearIsSkippedNotSent() async throws {
+        try await Self.withSetup(seed: 522, customers: 40) { setup in
+            try await setup.recover()
+            let start = setup.outage.lowerBound
+            let first = try await setup.compensate(start: start, days: 3)
+            let extended = first.extensions.filter { $0.outcome == "extended" }
+            try #require(!extended.isEmpty)
+            #expect(first.extensions.allSatisfy { $0.extendByDays == 3 })
+            #expect(setup.harness.api.renewalExtensions.allSatisfy { $0.extendByDays == 3 })
+            // Another window (another intent): a second extension each.
+            let second = try await setup.compensate(start: start.addingTimeInterval(-1), days: 3)
+            #expect(second.extensions.filter { $0.outcome == "extended" }.count == extended.count)
+            let sentBefore = setup.harness.api.requestCounts["extendRenewalDate"] ?? 0
+            // A third: skipped, not sent.
+            let third = try await setup.compensate(start: start.addingTimeInterval(-2), days: 3)
+            var skipped: Set<String> = []
+            var refused: Set<String> = []
+            for entry in third.extensions {
+                switch entry.outcome {
+                case "skipped": skipped.insert(entry.originalTransactionId)
+                case "refused": refused.insert(entry.originalTransactionId)
+                default: Issue.record("neither skipped nor refused: \(entry)")
+                }
+            }
+            #expect(skipped == Set(extended.map(\.originalTransactionId)), "outcomes: \(third.byOutcome)")
+            #expect(refused.isDisjoint(with: skipped))
+            #expect(setup.harness.api.requestCounts["extendRenewalDate"] ?? 0 == sentBefore + refused.count, "only the ones Apple refused before (another intent) were sent again")
+            #expect(try await setup.count("SELECT count(*) FROM app_store.renewal_extensions WHERE outcome = 'skipped'") == skipped.count)
+            // Apple itself refuses a third in 365 days (4030005).
+            let id = try #require(extended.first?.originalTransactionId)
+            await #expect(throws: AppStoreAPIError.self) {
+                _ = try await setup.apiClient.extendRenewalDate(
+                    originalTransactionId: id, ExtendRenewalDateRequest(extendByDays: 1, extendReasonCode: .serviceIssueOrOutage, requestIdentifier: UUID().uuidString)
+                )
+            }
+        }
+    }
+
+    @Test func aDryRunSendsAndWritesNothingAndListsWhoHowLongAndHowManyDays() async throws {
+        try await Self.withSetup(seed: 523, customers: 40) { setup in
+            try await setup.recover()
+            let runs = try await setup.count("SELECT count(*) FROM app_store.runs")
+            let dry = try await setup.compensate(dryRun: true)
+            #expect(Set(dry.extensions.map(\.originalTransactionId)) == setup.hurtByTruth().active)
+            #expect(!dry.extensions.isEmpty && dry.extensions.allSatisfy { $0.outcome == RenewalExtensionReport.wouldExtend && $0.hoursDenied >= 1 && $0.extendByDays >= 1 })
+            #expect(setup.harness.api.requestCounts["extendRenewalDate"] == nil)
+            #expect(try await setup.count("SELECT count(*) FROM app_store.renewal_extensions") == 0)
+            #expect(try await setup.count("SELECT count(*) FROM app_store.runs") == runs)
+        }
+    }
+
+    @Test func anAnswerLostAfterTheExtensionIsSentAgainWithTheSameIdentifierAndExtendsOnce() async throws {
+        try await Self.withSetup(seed: 524, customers: 30) { setup in
+            try await setup.recover()
+            setup.harness.api.inject([.dropAfterHandling], endpoint: "extendRenewalDate")
+            let result = try await setup.compensate()
+            let extended = result.extensions.filter { $0.outcome == "extended" }
+            try #require(!extended.isEmpty)
+            let taken = setup.harness.api.renewalExtensions
+            #expect(taken.count == extended.count, "Apple extended once per requestIdentifier: \(taken.count) for \(extended.count)")
+            #expect(setup.harness.api.requestCounts["extendRenewalDate"] == result.extensions.count + 1, "the lost answer's request sent again")
+        }
+    }
+
+    @Test func theMassExtensionIsSentOnceFollowedToItsEndAndAResumedRunSendsNothing() async throws {
+        try await Self.withSetup(seed: 525, customers: 30) { setup in
+            try await setup.recover()
+            let product = try #require(setup.harness.scenario.customers.first?.latestTransaction.productId)
+            let scope = Compensation.Scope.allActive(days: 2, productId: product, intent: "test-day", pollInterval: .milliseconds(10))
+            let first = try #require(try await setup.run().compensate(scope, mode: .apply).compensated?.massExtensions.first)
+            #expect(first.outcome == "complete", "\(first)")
+            let made = setup.harness.api.renewalExtensions.filter { $0.mass != nil }
+            #expect(first.succeededCount == Int64(made.count) && made.count > 0)
+            #expect(setup.harness.api.requestCounts["massExtendRenewalDate"] == 1)
+            #expect(setup.harness.api.requestCounts["massExtensionStatus"] == 2, "not complete, then complete")
+            #expect(try await setup.count("SELECT count(*) FROM app_store.mass_extensions WHERE complete AND succeeded_count = \(made.count)") == 1)
+            let again = try #require(try await setup.run().compensate(scope, mode: .apply).compensated?.massExtensions.first)
+            #expect(again.resumed && again.outcome == "complete")
+            #expect(setup.harness.api.requestCounts["massExtendRenewalDate"] == 1 && setup.harness.api.requestCounts["massExtensionStatus"] == 2)
+            #expect(setup.harness.api.notificationsSignedLater.filter { $0.type == .renewalExtended }.count == made.count)
+        }
+    }
+}
