@@ -13,6 +13,8 @@
 --                   run ended: the next compensate of the window sends it again, the same
 --                   request_identifier, which Apple extends once)
 --   requested_at    when the row was first written; updated_at when it last changed
+--   notification_uuid  the missed notification that denied access longest: one missed
+--                   notification is made good once, whichever window's compensate names it
 --
 -- The ledger's expiry is not moved here: Apple's RENEWAL_EXTENDED notification is recorded as any
 -- other (serve, or the next run) and moves it.
@@ -29,6 +31,7 @@ CREATE TABLE IF NOT EXISTS app_store.renewal_extensions (
     outcome                 text NOT NULL CHECK (outcome IN ('extended', 'refused', 'skipped', 'pending')),
     window_start            timestamptz,
     window_end              timestamptz,
+    notification_uuid       uuid,
     hours_denied            double precision,
     apple_status            integer,
     apple_error             bigint,
@@ -40,10 +43,13 @@ CREATE TABLE IF NOT EXISTS app_store.renewal_extensions (
 
 CREATE INDEX IF NOT EXISTS renewal_extensions_recent
     ON app_store.renewal_extensions (bundle_id, environment, original_transaction_id, requested_at);
+CREATE INDEX IF NOT EXISTS renewal_extensions_notification
+    ON app_store.renewal_extensions (bundle_id, environment, notification_uuid);
 
 -- `compensate --all-active --days N`: Extend Subscription Renewal Dates for All Active Subscribers,
--- one row per product and request, followed with Get Status of Subscription Renewal Date
--- Extensions until `complete` (a later compensate of the same intent goes on following it).
+-- one row per product and request (its identifier derived from the pair, product, days and the
+-- outage's window), followed with Get Status of Subscription Renewal Date Extensions until
+-- `complete` (the same command run again goes on following it instead of sending it again).
 CREATE TABLE IF NOT EXISTS app_store.mass_extensions (
     bundle_id               text NOT NULL,
     environment             text NOT NULL,

@@ -22,7 +22,8 @@ struct DemoCommand: AsyncParsableCommand {
             runs appstore-reconcile run --config on it three times: a dry run (writes nothing, writes reports), \
             the real run, and a second run that must apply nothing; then answers the refund requests the outage \
             hid (consumption-requests --answer, from a table of usage the demo makes up) and checks again, which \
-            must send nothing. Prints where the reports are. DATABASE_URL is ignored so that the demo never touches a real ledger; pass \
+            must send nothing; then lists, in a dry run of compensate, the subscribers the outage locked out and the \
+            renewal-date extension each would get. Prints where the reports are. DATABASE_URL is ignored so that the demo never touches a real ledger; pass \
             --database-url to use a server of your own.
             """
     )
@@ -94,6 +95,7 @@ struct DemoCommand: AsyncParsableCommand {
                         guard status == 0 || status == 3 else { throw DemoFailure("appstore-reconcile run exited \(status)") }
                     }
                     try await DemoRefundAnswers.answer(planted, world: world, config: config, reportDir: reportDir, databaseURL: urlText, database: database, logger: logger)
+                    try await DemoCompensation.dryRun(world: world, config: config, reportDir: reportDir, databaseURL: urlText)
                 }
                 let summary = try await LedgerSummary.read(database, logger: logger)
                 print("""
@@ -106,7 +108,7 @@ struct DemoCommand: AsyncParsableCommand {
 
             try await VerificationDemo.show()
             print(
-                "\nReports: \(reportDir)/dry-run, \(reportDir)/run, \(reportDir)/second-run, \(reportDir)/answers: report.html in each links every App Store's own "
+                "\nReports: \(reportDir)/dry-run, \(reportDir)/run, \(reportDir)/second-run, \(reportDir)/answers, \(reportDir)/compensate: report.html in each links every App Store's own "
                     + "(<bundleId>/<environment>/report.html to open in a browser, report.md as text, report.json for scripts).")
         }
     }

@@ -78,6 +78,9 @@ package struct Scenario: Sendable {
         /// A CONSUMPTION_REQUEST Apple sends again for an unanswered refund request: the first
         /// request's UUID. Apple does not send it once an answer or a decision came before it.
         package var repeatOf: String? = nil
+        /// RENEWAL_EXTENSION/SUMMARY: the mass extension's counts, signed in place of `data`
+        /// (`transaction` is then empty and `customer` -1).
+        package var summary: RenewalExtensionSummary? = nil
 
         /// Whether a live server received it (some attempt succeeded).
         package var delivered: Bool { sendAttempts.contains { $0.result == "SUCCESS" } }

@@ -205,6 +205,14 @@ extension SimulatedAPI {
     package func signNotification(_ notification: Scenario.Notification) throws -> String {
         if let kept = presigned.withLock({ $0[notification.uuid] }) { return kept }
         let configuration = scenario.configuration
+        if let summary = notification.summary {
+            return try signer.sign(
+                NotificationPayload(
+                    notificationType: notification.type, subtype: notification.subtype, notificationUUID: notification.uuid,
+                    signedDate: notification.signedDate, summary: summary
+                )
+            )
+        }
         let payload = NotificationPayload(
             notificationType: notification.type, subtype: notification.subtype, notificationUUID: notification.uuid,
             signedDate: notification.signedDate,

@@ -107,6 +107,12 @@ extension SimulatedAPI {
         let nowMs = Int64(now.timeIntervalSince1970 * 1000)
         return state.withLock { state -> Answer in
             if let earlier = state.extensions.first(where: { $0.originalTransactionId == originalTransactionId && $0.requestIdentifier == identifier }) {
+                // The very request again: answered as the first was. Another request under the
+                // same identifier is refused (an assumption: Apple's answer to a reused
+                // identifier is not documented, endpoints-that-change §8.3).
+                guard earlier.extendByDays == request.extendByDays, earlier.reasonCode == request.extendReasonCode else {
+                    return .error(400, 4_000_011, "Invalid request. The request identifier was used for another request.")
+                }
                 return .json(Self.response(earlier))
             }
             if let refusal = refusal(purchase, extensions: state.extensions, nowMs: nowMs) { return refusal }
@@ -234,6 +240,22 @@ extension SimulatedAPI {
 
     struct MassResponseBody: Encodable { var requestIdentifier: String }
 
+    /// RENEWAL_EXTENSION/SUMMARY, signed when Apple completes a mass extension.
+    func summaryNotification(_ mass: MassExtension, nowMs: Int64) -> Scenario.Notification {
+        let configuration = scenario.configuration
+        let digest = Array(SHA256.hash(data: Data("summary \(configuration.bundleId) \(configuration.environment.rawValue) \(mass.requestIdentifier)".utf8)))
+        var generator = SeededGenerator(seed: digest.prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
+        return Scenario.Notification(
+            uuid: CustomerLife.Builder.uuid(&generator), type: .renewalExtension, subtype: .summary, signedDate: nowMs, customer: -1, originalTransactionId: "",
+            transaction: TransactionPayload(), renewalInfo: nil, status: nil, sendAttempts: [],
+            summary: RenewalExtensionSummary(
+                environment: configuration.environment, appAppleId: configuration.environment == .production ? configuration.appAppleId : nil,
+                bundleId: configuration.bundleId, productId: mass.productId, requestIdentifier: mass.requestIdentifier, succeededCount: mass.succeeded,
+                failedCount: mass.failed
+            )
+        )
+    }
+
     struct MassStatusBody: Encodable {
         var requestIdentifier: String
         var complete: Bool
@@ -252,7 +274,10 @@ extension SimulatedAPI {
                 return .error(404, 4_040_009, "The server didn't find a subscription-renewal-date extension request for this requestIdentifier and productId combination.")
             }
             mass.statusRequests += 1
-            if mass.completeDate == nil, mass.statusRequests >= 2 { mass.completeDate = nowMs }
+            if mass.completeDate == nil, mass.statusRequests >= 2 {
+                mass.completeDate = nowMs
+                state.signedLater.append(summaryNotification(mass, nowMs: nowMs))
+            }
             state.massExtensions[requestIdentifier] = mass
             guard let completeDate = mass.completeDate else { return .json(MassStatusBody(requestIdentifier: requestIdentifier, complete: false)) }
             return .json(

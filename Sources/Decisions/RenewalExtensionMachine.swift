@@ -4,10 +4,13 @@ import LedgerModel
 
 /// One hurt subscription's extension (`compensate`), as a machine: each event returns the next
 /// action and the pass executes it. What an earlier compensate of the window settled (extended,
-/// refused) is not sent again; a third extension in 365 days is skipped, not sent; otherwise a
-/// trace (outcome `pending`) is recorded before the request goes out, so that a run that dies
-/// before Apple's answer is recorded leaves a row the next compensate of the window sends again
-/// with the same requestIdentifier (Apple extends once per identifier).
+/// refused) is not sent again; one left pending (no answer came, the run ended, Apple said to try
+/// later) is sent again as it was, the same identifier and days, before any other rule (Apple
+/// extends once per identifier); a missed notification another window's compensate already
+/// extended for is not compensated twice; a third extension in 365 days is skipped, not sent;
+/// otherwise a trace (outcome `pending`) is recorded before the request goes out, so that a run
+/// that dies before Apple's answer is recorded leaves a row the next compensate of the window
+/// sends again.
 package struct RenewalExtensionMachine: Sendable {
     package enum Action: Hashable, Sendable {
         /// Record this row; then `recorded()`.
@@ -33,7 +36,7 @@ package struct RenewalExtensionMachine: Sendable {
 
     package let hurt: CompensationRules.Hurt
     package let dryRun: Bool
-    private let request: ExtendRenewalDateRequest
+    private var request: ExtendRenewalDateRequest
     private let history: ExtensionHistory
     private var state = State.start
     package private(set) var report: RenewalExtensionReport
@@ -47,7 +50,7 @@ package struct RenewalExtensionMachine: Sendable {
         )
         self.report = RenewalExtensionReport(
             originalTransactionId: hurt.originalTransactionId, productId: hurt.productId, missedNotificationType: hurt.notificationType,
-            missedSignedDate: OutageWindow.format(hurt.signedDate), hoursDenied: (hurt.hoursDenied * 10).rounded() / 10, extendByDays: days,
+            missedNotificationUUID: hurt.notificationUUID.uuidString.lowercased(), missedSignedDate: OutageWindow.format(hurt.signedDate), hoursDenied: (hurt.hoursDenied * 10).rounded() / 10, extendByDays: days,
             requestIdentifier: request.requestIdentifier, outcome: RenewalExtensionReport.wouldExtend
         )
     }
@@ -66,7 +69,16 @@ package struct RenewalExtensionMachine: Sendable {
             report.detail = "settled by an earlier compensate of this window: nothing sent" + (earlier.detail.map { " (\($0))" } ?? "")
             return finish()
         }
-        if history.inLastYear >= 2 {
+        if let earlier = history.earlier, earlier.outcome == "pending" {
+            // The very request again: its days as first sent, whatever the rules say now.
+            request.extendByDays = Int32(earlier.extendByDays)
+            report.extendByDays = earlier.extendByDays
+            report.detail = "sent before with no answer recorded: sent again, the same requestIdentifier"
+        } else if history.compensatedElsewhere {
+            report.outcome = "skipped"
+            report.detail = "already extended for this missed notification by the compensate of another window: not compensated twice"
+            return finish()
+        } else if history.inLastYear >= 2 {
             report.outcome = "skipped"
             report.detail = "\(history.inLastYear) extensions in the last 365 days: Apple allows 2, so none was sent"
             return dryRun ? finish() : recordAndFinish(row(outcome: "skipped", detail: report.detail))
@@ -74,7 +86,7 @@ package struct RenewalExtensionMachine: Sendable {
         if dryRun { return finish() }
         state = .sending
         report.outcome = "pending"
-        report.detail = Self.traceDetail
+        report.detail = report.detail ?? Self.traceDetail
         return .recordThenSend(row(outcome: "pending", detail: Self.traceDetail), request)
     }
 
@@ -121,7 +133,7 @@ package struct RenewalExtensionMachine: Sendable {
     private func row(outcome: String, effectiveDate: Date? = nil, status: Int? = nil, error: Int64? = nil, detail: String? = nil) -> RenewalExtensionRecord {
         RenewalExtensionRecord(
             originalTransactionId: hurt.originalTransactionId, requestIdentifier: UUID(uuidString: request.requestIdentifier)!,
-            extendByDays: Int(request.extendByDays), reasonCode: Int(request.extendReasonCode.rawValue), outcome: outcome, effectiveDate: effectiveDate,
+            notificationUUID: hurt.notificationUUID, extendByDays: Int(request.extendByDays), reasonCode: Int(request.extendReasonCode.rawValue), outcome: outcome, effectiveDate: effectiveDate,
             hoursDenied: hurt.hoursDenied, appleStatus: status, appleError: error, detail: detail
         )
     }
@@ -133,6 +145,7 @@ package struct RenewalExtensionReport: Sendable, Codable, Hashable {
     package var productId: String?
     /// The missed notification that denied access longest, and when Apple signed it.
     package var missedNotificationType: String
+    package var missedNotificationUUID: String
     package var missedSignedDate: String
     package var hoursDenied: Double
     package var extendByDays: Int
@@ -148,9 +161,10 @@ package struct RenewalExtensionReport: Sendable, Codable, Hashable {
     package var detail: String?
 
     package init(
-        originalTransactionId: String, productId: String?, missedNotificationType: String, missedSignedDate: String, hoursDenied: Double, extendByDays: Int,
-        requestIdentifier: String, outcome: String
+        originalTransactionId: String, productId: String?, missedNotificationType: String, missedNotificationUUID: String, missedSignedDate: String,
+        hoursDenied: Double, extendByDays: Int, requestIdentifier: String, outcome: String
     ) {
+        self.missedNotificationUUID = missedNotificationUUID
         self.originalTransactionId = originalTransactionId
         self.productId = productId
         self.missedNotificationType = missedNotificationType
@@ -163,8 +177,8 @@ package struct RenewalExtensionReport: Sendable, Codable, Hashable {
 
     package static let wouldExtend = "would_extend"
 
-    /// Refused or left pending by this run: exit code 3.
-    package var needsAPerson: Bool { !earlier && (outcome == "refused" || outcome == "pending") }
+    /// Refused by Apple (now or by an earlier compensate of the window), or left pending: exit code 3.
+    package var needsAPerson: Bool { outcome == "refused" || outcome == "pending" }
 }
 
 /// A mass extension in the report (report.json `compensation.massExtensions`).
@@ -192,4 +206,23 @@ package struct MassExtensionReport: Sendable, Codable, Hashable {
     }
 
     package var needsAPerson: Bool { outcome == "refused" || outcome == "requested" }
+}
+
+/// The first step of one product's mass extension (`compensate --all-active`), from what
+/// `app_store.mass_extensions` holds of the same intent (nil: nothing).
+package enum MassExtensionStep: Hashable, Sendable {
+    /// Apple completed it earlier: report its counts, send nothing.
+    case reportComplete
+    /// A dry run: list it (`requestedBefore`: Apple took it earlier and it is not complete).
+    case list(requestedBefore: Bool)
+    /// Apple took it earlier: follow its status, send nothing.
+    case follow
+    /// Record it, send it (the same identifier, if a request whose answer never came is being sent again), then follow it.
+    case send
+
+    package static func first(accepted: Bool?, complete: Bool?, dryRun: Bool) -> MassExtensionStep {
+        if complete == true { return .reportComplete }
+        if dryRun { return .list(requestedBefore: accepted == true) }
+        return accepted == true ? .follow : .send
+    }
 }

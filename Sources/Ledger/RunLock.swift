@@ -22,12 +22,12 @@ package enum RunLock {
     /// The lock of a run of `kind`: `run` and `nightly` share one (per shard); the hourly
     /// refund-request check has its own, so that it never waits for a long nightly run.
     package static func key(kind: RunKind, shardIndex: Int?) -> Int64 {
-        kind == .consumptionRequests ? key - 1 : kind == .compensate ? key - 2 : key(shardIndex: shardIndex)
+        kind == .consumptionRequests ? key - 1 : key(shardIndex: shardIndex)
     }
 
     /// The kinds of run that take the same lock as `kind`.
     package static func kinds(sharing kind: RunKind) -> [RunKind] {
-        kind == .consumptionRequests || kind == .compensate ? [kind] : [.run, .nightly, .repair]
+        kind == .consumptionRequests ? [.consumptionRequests] : [.run, .nightly, .repair, .compensate]
     }
 
     /// Shards up to this many have locks of their own.

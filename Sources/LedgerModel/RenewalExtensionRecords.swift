@@ -42,10 +42,14 @@ package struct MissedGrant: Sendable, Hashable {
 package struct ExtensionHistory: Sendable, Hashable {
     package var inLastYear: Int
     package var earlier: RenewalExtensionRecord?
+    /// Another request (another window's compensate) extended, or may have extended, the
+    /// subscription for the same missed notification.
+    package var compensatedElsewhere: Bool
 
-    package init(inLastYear: Int, earlier: RenewalExtensionRecord?) {
+    package init(inLastYear: Int, earlier: RenewalExtensionRecord?, compensatedElsewhere: Bool = false) {
         self.inLastYear = inLastYear
         self.earlier = earlier
+        self.compensatedElsewhere = compensatedElsewhere
     }
 }
 
@@ -54,6 +58,8 @@ package struct ExtensionHistory: Sendable, Hashable {
 package struct RenewalExtensionRecord: Sendable, Hashable, Codable {
     package var originalTransactionId: String
     package var requestIdentifier: UUID
+    /// The missed notification the extension makes good for.
+    package var notificationUUID: UUID?
     package var extendByDays: Int
     package var reasonCode: Int
     /// extended, refused, skipped (a third in 365 days: not sent), pending (sent with no answer,
@@ -66,10 +72,11 @@ package struct RenewalExtensionRecord: Sendable, Hashable, Codable {
     package var detail: String?
 
     package init(
-        originalTransactionId: String, requestIdentifier: UUID, extendByDays: Int, reasonCode: Int, outcome: String, effectiveDate: Date? = nil,
-        hoursDenied: Double, appleStatus: Int? = nil, appleError: Int64? = nil, detail: String? = nil
+        originalTransactionId: String, requestIdentifier: UUID, notificationUUID: UUID? = nil, extendByDays: Int, reasonCode: Int, outcome: String,
+        effectiveDate: Date? = nil, hoursDenied: Double, appleStatus: Int? = nil, appleError: Int64? = nil, detail: String? = nil
     ) {
         self.originalTransactionId = originalTransactionId
+        self.notificationUUID = notificationUUID
         self.requestIdentifier = requestIdentifier
         self.extendByDays = extendByDays
         self.reasonCode = reasonCode

@@ -12,7 +12,7 @@ package enum RunKind: String, Sendable, CaseIterable, Codable {
     /// its row); it shares `run`'s lock.
     case repair
     /// `compensate`: renewal-date extensions for the subscribers an outage hurt (no window in
-    /// its row); it holds a lock of its own.
+    /// its row); it shares `run`'s lock, so that it never reads a window being recovered.
     case compensate
 }
 

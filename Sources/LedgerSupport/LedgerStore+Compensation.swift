@@ -45,23 +45,36 @@ extension LedgerStore {
 
     /// What the ledger knows of a subscription's extensions at `now`: in the last 365 days, the
     /// larger of the tool's own (extended or pending, other requests than `requestIdentifier`) and
-    /// the RENEWAL_EXTENDED notifications recorded; and the row of `requestIdentifier`.
-    package func extensionHistory(pair: AppStorePair, originalTransactionId: String, requestIdentifier: UUID, now: Date) async throws -> ExtensionHistory {
-        let yearAgo = now.addingTimeInterval(-365 * 86_400)
+    /// the RENEWAL_EXTENDED notifications recorded; whether another request was made for the same
+    /// missed notification; and the row of `requestIdentifier`.
+    package func extensionHistory(
+        pair: AppStorePair, originalTransactionId: String, notificationUUID: UUID, requestIdentifier: UUID, now: Date
+    ) async throws -> ExtensionHistory {
         let rows = try await client.query(
             """
+            WITH p AS (
+                SELECT \(pair.bundleId)::text AS bundle_id, \(pair.environment.rawValue)::text AS environment, \(originalTransactionId)::text AS otid,
+                    \(requestIdentifier)::uuid AS request, \(now.addingTimeInterval(-365 * 86_400))::timestamptz AS year_ago, \(notificationUUID)::uuid AS missed
+            )
             SELECT
-                (SELECT count(*)::integer FROM app_store.renewal_extensions e
-                 WHERE e.bundle_id = \(pair.bundleId) AND e.environment = \(pair.environment.rawValue) AND e.original_transaction_id = \(originalTransactionId)
-                    AND e.request_identifier <> \(requestIdentifier) AND e.outcome IN ('extended', 'pending') AND e.requested_at > \(yearAgo)),
-                (SELECT count(*)::integer FROM app_store.notification_rows n
-                 WHERE n.bundle_id = \(pair.bundleId) AND n.environment = \(pair.environment.rawValue) AND n.original_transaction_id = \(originalTransactionId)
-                    AND n.notification_type = 'RENEWAL_EXTENDED' AND n.signed_date > \(yearAgo))
+                (SELECT count(*)::integer FROM app_store.renewal_extensions e, p
+                 WHERE e.bundle_id = p.bundle_id AND e.environment = p.environment AND e.original_transaction_id = p.otid
+                    AND e.request_identifier <> p.request AND e.outcome IN ('extended', 'pending') AND e.requested_at > p.year_ago),
+                (SELECT count(*)::integer FROM app_store.notification_rows n, p
+                 WHERE n.bundle_id = p.bundle_id AND n.environment = p.environment AND n.original_transaction_id = p.otid
+                    AND n.notification_type = 'RENEWAL_EXTENDED' AND n.signed_date > p.year_ago),
+                EXISTS (SELECT 1 FROM app_store.renewal_extensions e, p
+                 WHERE e.bundle_id = p.bundle_id AND e.environment = p.environment AND e.notification_uuid = p.missed
+                    AND e.request_identifier <> p.request AND e.outcome IN ('extended', 'pending'))
             """,
             logger: logger
         )
         var inLastYear = 0
-        for try await (own, notified) in rows.decode((Int32, Int32).self) { inLastYear = Int(max(own, notified)) }
+        var elsewhere = false
+        for try await (own, notified, other) in rows.decode((Int32, Int32, Bool).self) {
+            inLastYear = Int(max(own, notified))
+            elsewhere = other
+        }
         let earlier = try await client.query(
             """
             SELECT extend_by_days, reason_code, outcome, effective_date, hours_denied, apple_status, apple_error, detail
@@ -80,7 +93,7 @@ extension LedgerStore {
                 outcome: outcome, effectiveDate: effective, hoursDenied: hours ?? 0, appleStatus: status.map(Int.init), appleError: error, detail: detail
             )
         }
-        return ExtensionHistory(inLastYear: inLastYear, earlier: record)
+        return ExtensionHistory(inLastYear: inLastYear, earlier: record, compensatedElsewhere: elsewhere)
     }
 
     /// Writes one extension's row (its key: the subscription and request identifier), over the
@@ -89,6 +102,7 @@ extension LedgerStore {
         struct Fields: Encodable {
             var original_transaction_id: String
             var request_identifier: String
+            var notification_uuid: String?
             var extend_by_days: Int
             var reason_code: Int
             var outcome: String
@@ -99,17 +113,17 @@ extension LedgerStore {
         }
         let fields = Fields(
             original_transaction_id: record.originalTransactionId, request_identifier: record.requestIdentifier.uuidString.lowercased(),
-            extend_by_days: record.extendByDays, reason_code: record.reasonCode, outcome: record.outcome, hours_denied: record.hoursDenied,
+            notification_uuid: record.notificationUUID?.uuidString.lowercased(), extend_by_days: record.extendByDays, reason_code: record.reasonCode, outcome: record.outcome, hours_denied: record.hoursDenied,
             apple_status: record.appleStatus, apple_error: record.appleError, detail: record.detail
         )
         let json = String(decoding: try JSONEncoder().encode(fields), as: UTF8.self)
         try await client.query(
             """
-            INSERT INTO app_store.renewal_extensions AS e (bundle_id, environment, original_transaction_id, request_identifier, extend_by_days, reason_code,
-                outcome, hours_denied, apple_status, apple_error, detail, effective_date, window_start, window_end, run_id)
-            SELECT \(pair.bundleId), \(pair.environment.rawValue), r.original_transaction_id, r.request_identifier, r.extend_by_days, r.reason_code,
-                r.outcome, r.hours_denied, r.apple_status, r.apple_error, r.detail, \(record.effectiveDate), \(start), \(end), \(runId)
-            FROM jsonb_to_record(\(json)::jsonb) AS r(original_transaction_id text, request_identifier uuid, extend_by_days integer, reason_code integer,
+            INSERT INTO app_store.renewal_extensions AS e (bundle_id, environment, original_transaction_id, request_identifier, notification_uuid, extend_by_days,
+                reason_code, outcome, hours_denied, apple_status, apple_error, detail, effective_date, window_start, window_end, run_id)
+            SELECT \(pair.bundleId), \(pair.environment.rawValue), r.original_transaction_id, r.request_identifier, r.notification_uuid, r.extend_by_days,
+                r.reason_code, r.outcome, r.hours_denied, r.apple_status, r.apple_error, r.detail, \(record.effectiveDate), \(start), \(end), \(runId)
+            FROM jsonb_to_record(\(json)::jsonb) AS r(original_transaction_id text, request_identifier uuid, notification_uuid uuid, extend_by_days integer, reason_code integer,
                 outcome text, hours_denied double precision, apple_status integer, apple_error bigint, detail text)
             ON CONFLICT (bundle_id, environment, original_transaction_id, request_identifier) DO UPDATE SET
                 outcome = excluded.outcome, effective_date = excluded.effective_date, apple_status = excluded.apple_status,

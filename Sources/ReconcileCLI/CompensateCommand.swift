@@ -24,21 +24,22 @@ struct CompensateCommand: AsyncParsableCommand {
             notification is recorded (serve, or the next run). --dry-run sends and writes nothing and lists who, how \
             long denied and the days each would get. Exit 3 when Apple refused any.
 
-            --all-active --days N [--product ID]: Extend Subscription Renewal Dates for All Active Subscribers of each \
-            product (every product the ledger holds subscriptions of, or --product), once per intent (the window when \
-            --start/--end are given, else the UTC day), then Get Status of Subscription Renewal Date Extensions every \
-            --poll-seconds until Apple completes it (hours or days); stopped (SIGTERM, 130) or killed, the same command \
-            follows the same request. The report gives Apple's counts.
+            --all-active --days N [--product ID] (with the outage's --start and --end): Extend Subscription Renewal Dates \
+            for All Active Subscribers of each product (every product the ledger holds subscriptions of, or --product), \
+            once per outage (the requestIdentifier is derived from the pair, product, days and window), every product \
+            first, then Get Status of Subscription Renewal Date Extensions every --poll-seconds until Apple completes \
+            each (hours or days); stopped (SIGTERM, 130) or killed, the same command follows the same requests. The \
+            report gives Apple's counts.
 
             \(ExitStatus.summary)
             """
     )
 
     @Option(help: "Start of the outage: ISO 8601 with an offset or UNIX milliseconds.", transform: OutageWindow.argument)
-    var start: Date?
+    var start: Date
 
     @Option(help: "End of the outage (exclusive), same forms.", transform: OutageWindow.argument)
-    var end: Date?
+    var end: Date
 
     @Option(help: "Hours of denied access that count as hurt.")
     var minHours = 1.0
@@ -68,13 +69,11 @@ struct CompensateCommand: AsyncParsableCommand {
 
     func validate() throws {
         if let days, !(1...90).contains(days) { throw ValidationError("--days must be 1 to 90 (Apple's limit)") }
-        guard (start == nil) == (end == nil) else { throw ValidationError("give both --start and --end") }
-        if let start, let end, start >= end { throw ValidationError("--start must be before --end") }
+        guard start < end else { throw ValidationError("--start must be before --end") }
         if allActive {
             guard days != nil else { throw ValidationError("--all-active needs --days") }
             guard pollSeconds > 0 else { throw ValidationError("--poll-seconds must be positive") }
         } else {
-            guard start != nil else { throw ValidationError("give --start and --end (the outage), or --all-active --days N") }
             guard product == nil else { throw ValidationError("--product goes with --all-active") }
             guard minHours >= 0 else { throw ValidationError("--min-hours must not be negative") }
         }
@@ -82,10 +81,10 @@ struct CompensateCommand: AsyncParsableCommand {
 
     var scope: Compensation.Scope {
         if allActive, let days {
-            let intent = start.map { "\($0.timeIntervalSince1970)-\(end!.timeIntervalSince1970)" } ?? Date().formatted(.iso8601.year().month().day())
+            let intent = "\(Int64((start.timeIntervalSince1970 * 1000).rounded()))-\(Int64((end.timeIntervalSince1970 * 1000).rounded()))"
             return .allActive(days: days, productId: product, intent: intent, pollInterval: .milliseconds(Int64(pollSeconds * 1000)))
         }
-        return .window(start: start!, end: end!, minimumHours: minHours, days: days)
+        return .window(start: start, end: end, minimumHours: minHours, days: days)
     }
 
     func run() async throws {

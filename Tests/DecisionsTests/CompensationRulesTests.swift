@@ -80,4 +80,45 @@ struct CompensationRulesTests {
         guard case .recordThenSend(_, let request) = pending.start() else { Issue.record("a pending one is sent again"); return }
         #expect(request.requestIdentifier == id.uuidString.lowercased() && request.extendReasonCode == .serviceIssueOrOutage && request.extendByDays == 2)
     }
+
+    @Test func aPendingRequestIsSentAgainAsItWasBeforeAnyOtherRule() {
+        let hurt = CompensationRules.hurt([Self.grant("DID_RENEW", signedHoursAgo: 30)], minimumHours: 1, now: Self.now)[0]
+        let id = UUID()
+        let pending = RenewalExtensionRecord(originalTransactionId: "1", requestIdentifier: id, extendByDays: 5, reasonCode: 3, outcome: "pending", hoursDenied: 30)
+        // Even with two extensions counted (its own RENEWAL_EXTENDED may be among them) and days
+        // that the rules would set otherwise: the same request, the same days.
+        var machine = RenewalExtensionMachine(hurt, history: ExtensionHistory(inLastYear: 2, earlier: pending, compensatedElsewhere: true), requestIdentifier: id, days: 2, dryRun: false)
+        guard case .recordThenSend(let row, let request) = machine.start() else { Issue.record("sent again"); return }
+        #expect(request.extendByDays == 5 && row.extendByDays == 5 && row.outcome == "pending")
+        #expect(machine.sent(.notSent(reason: "Apple answered HTTP 503")) == .record(RenewalExtensionRecord(
+            originalTransactionId: "1", requestIdentifier: id, notificationUUID: hurt.notificationUUID, extendByDays: 5, reasonCode: 3, outcome: "pending", hoursDenied: 30,
+            detail: "not sent: Apple answered HTTP 503; the next compensate of this window sends it"
+        )))
+        #expect(machine.report.needsAPerson)
+    }
+
+    @Test func aMissedNotificationAnotherWindowAlreadyMadeGoodIsNotCompensatedTwice() {
+        let hurt = CompensationRules.hurt([Self.grant("DID_RENEW", signedHoursAgo: 30)], minimumHours: 1, now: Self.now)[0]
+        var machine = RenewalExtensionMachine(hurt, history: ExtensionHistory(inLastYear: 1, earlier: nil, compensatedElsewhere: true), requestIdentifier: UUID(), days: 2, dryRun: false)
+        #expect(machine.start() == .done)
+        #expect(machine.report.outcome == "skipped" && !machine.report.needsAPerson)
+    }
+
+    @Test func aRefusalStaysAProblemOnEveryRunOfTheWindow() {
+        let hurt = CompensationRules.hurt([Self.grant("DID_RENEW", signedHoursAgo: 30)], minimumHours: 1, now: Self.now)[0]
+        let id = UUID()
+        let refused = RenewalExtensionRecord(originalTransactionId: "1", requestIdentifier: id, extendByDays: 2, reasonCode: 3, outcome: "refused", hoursDenied: 30, appleStatus: 403, appleError: 4_030_007)
+        var machine = RenewalExtensionMachine(hurt, history: ExtensionHistory(inLastYear: 0, earlier: refused), requestIdentifier: id, days: 2, dryRun: false)
+        #expect(machine.start() == .done)
+        #expect(machine.report.earlier && machine.report.needsAPerson && machine.report.appleError == 4_030_007)
+    }
+
+    @Test func theMassExtensionsFirstStepFollowsWhatAppleTookAndSendsOnlyWhatItDidNot() {
+        #expect(MassExtensionStep.first(accepted: nil, complete: nil, dryRun: false) == .send)
+        #expect(MassExtensionStep.first(accepted: false, complete: false, dryRun: false) == .send, "recorded, never taken: sent again, the same identifier")
+        #expect(MassExtensionStep.first(accepted: true, complete: false, dryRun: false) == .follow)
+        #expect(MassExtensionStep.first(accepted: true, complete: true, dryRun: false) == .reportComplete)
+        #expect(MassExtensionStep.first(accepted: true, complete: false, dryRun: true) == .list(requestedBefore: true))
+        #expect(MassExtensionStep.first(accepted: nil, complete: nil, dryRun: true) == .list(requestedBefore: false))
+    }
 }

@@ -18,7 +18,7 @@ package struct Compensation: Sendable {
         /// The subscribers the window's missed notifications hurt.
         case window(start: Date, end: Date, minimumHours: Double, days: Int?)
         /// Every active subscriber of the products (nil: every product the ledger holds
-        /// subscriptions of), `days` each; `intent` keys the request (the window, or the day).
+        /// subscriptions of), `days` each; `intent` keys the request (the outage's window).
         case allActive(days: Int, productId: String?, intent: String, pollInterval: Duration)
     }
 
@@ -40,16 +40,8 @@ package struct Compensation: Sendable {
             result = CompensationResult(days: days)
             let products: [String]
             if let productId { products = [productId] } else { products = try await store.subscriptionProducts(pair: pair) }
-            for product in products {
-                if stop.isRequested {
-                    result.stopped = true
-                    break
-                }
-                let mass = MassExtending(client: client, store: store, pair: pair, logger: logger, stop: stop, now: now)
-                result.massExtensions.append(
-                    try await mass.extend(product, days: days, intent: intent, dryRun: dryRun, runId: runId, pollInterval: pollInterval)
-                )
-            }
+            let mass = MassExtending(client: client, store: store, pair: pair, logger: logger, stop: stop, now: now)
+            (result.massExtensions, result.stopped) = try await mass.run(products, days: days, intent: intent, dryRun: dryRun, runId: runId, pollInterval: pollInterval)
         }
         result.requestsToApple = endpoints.reduce(0) { $0 + (client.counts.requests[$1] ?? 0) } - before
         return result
@@ -71,7 +63,9 @@ package struct Compensation: Sendable {
             let identifier = CompensationRules.requestIdentifier(
                 bundleId: pair.bundleId, environment: pair.environment, originalTransactionId: hurt.originalTransactionId, start: start, end: end
             )
-            let history = try await store.extensionHistory(pair: pair, originalTransactionId: hurt.originalTransactionId, requestIdentifier: identifier, now: now())
+            let history = try await store.extensionHistory(
+                pair: pair, originalTransactionId: hurt.originalTransactionId, notificationUUID: hurt.notificationUUID, requestIdentifier: identifier, now: now()
+            )
             var machine = RenewalExtensionMachine(
                 hurt, history: history, requestIdentifier: identifier, days: CompensationRules.days(hoursDenied: hurt.hoursDenied, fixed: days), dryRun: dryRun
             )
@@ -86,10 +80,11 @@ package struct Compensation: Sendable {
                     do {
                         action = machine.sent(try await send(request, originalTransactionId: hurt.originalTransactionId))
                     } catch let error as AppStoreAPIError {
-                        // Apple refused the credentials: every request would be refused. This
-                        // one's refusal is recorded, and the run ends with the error (exit 78).
-                        if case .record(let refused) = machine.sent(.refused(status: error.httpStatus, code: error.code?.rawValue, message: error.message)) {
-                            try await store.recordRenewalExtension(refused, pair: pair, start: start, end: end, runId: runId)
+                        // Apple refused the credentials: every request would be refused. Nothing
+                        // was extended: this one stays pending (the next compensate sends it), and
+                        // the run ends with the error (exit 78).
+                        if case .record(let pending) = machine.sent(.notSent(reason: "Apple answered HTTP \(error.httpStatus): the credentials were refused")) {
+                            try await store.recordRenewalExtension(pending, pair: pair, start: start, end: end, runId: runId)
                         }
                         throw error
                     }
@@ -116,19 +111,26 @@ package struct Compensation: Sendable {
     }
 
     /// How a request that did not succeed ended (thrown: Apple refusing the credentials, and
-    /// what is not Apple's answer at all).
+    /// what is not Apple's answer at all). Apple's 429 and 5xx said to send again later: nothing
+    /// was extended, and the request stays pending for the next compensate.
     static func ending(_ error: any Error) throws -> RenewalExtensionMachine.SendEnd {
         switch error {
-        case let error as AppStoreAPIError where !error.isCredentialsProblem:
-            return .refused(status: error.httpStatus, code: error.code?.rawValue, message: error.message)
+        case let error as AppStoreAPIError where !error.isCredentialsProblem: return answered(error)
         case let error as OutcomeUnknown: return .outcomeUnknown(cause: error.cause)
         case let error as RateLimitedUntil: return .notSent(reason: error.description)
         case let error as RetriesExhausted:
-            if let last = error.lastError as? AppStoreAPIError { return .refused(status: last.httpStatus, code: last.code?.rawValue, message: last.message) }
+            if let last = error.lastError as? AppStoreAPIError { return answered(last) }
             // Apple extends once per requestIdentifier: a lost answer is sent again next time.
             return .outcomeUnknown(cause: error.description)
         case let error as AppStoreTransportError: return .outcomeUnknown(cause: error.description)
         default: throw error
         }
+    }
+
+    static func answered(_ error: AppStoreAPIError) -> RenewalExtensionMachine.SendEnd {
+        if error.httpStatus == 429 || error.httpStatus >= 500 {
+            return .notSent(reason: "Apple answered HTTP \(error.httpStatus)" + (error.code.map { ", error \($0.rawValue)" } ?? "") + " and asked to try again later")
+        }
+        return .refused(status: error.httpStatus, code: error.code?.rawValue, message: error.message)
     }
 }

@@ -8,13 +8,13 @@ import LedgerSupport
 import Logging
 import SignedData
 
-/// The mass remedy for one product (`compensate --all-active`): Extend Subscription Renewal
+/// The mass remedy (`compensate --all-active`): for each product, Extend Subscription Renewal
 /// Dates for All Active Subscribers once per intent (its requestIdentifier derived from the app,
-/// environment, product, days and the intent's key; Apple takes the same identifier again without
-/// extending twice), then Get Status of Subscription Renewal Date Extensions until Apple says it
-/// is complete. Each step is written to `app_store.mass_extensions` first, so that a run stopped
-/// or killed part-way is resumed by the same command: it follows the request instead of sending
-/// a new one.
+/// environment, product, days and the outage's window; Apple takes the same identifier again
+/// without extending twice), every product sent first (Apple allows one a second), then Get Status
+/// of Subscription Renewal Date Extensions for each until Apple says it is complete. Each step is
+/// written to `app_store.mass_extensions` first, so that a run stopped or killed part-way is resumed
+/// by the same command: it follows the requests instead of sending new ones.
 struct MassExtending: Sendable {
     let client: AppStoreServerAPIClient
     let store: LedgerStore
@@ -23,66 +23,110 @@ struct MassExtending: Sendable {
     let stop: StopRequest
     let now: @Sendable () -> Date
 
-    func extend(_ productId: String, days: Int, intent: String, dryRun: Bool, runId: UUID?, pollInterval: Duration) async throws -> MassExtensionReport {
-        let identifier = CompensationRules.massRequestIdentifier(bundleId: pair.bundleId, environment: pair.environment, productId: productId, days: days, intent: intent)
-        var report = MassExtensionReport(productId: productId, requestIdentifier: identifier.uuidString.lowercased(), extendByDays: days, outcome: "would_request")
-        let earlier = try await store.massExtension(pair: pair, productId: productId, requestIdentifier: identifier)
-        var record = earlier?.record ?? MassExtensionRecord(
-            productId: productId, requestIdentifier: identifier, extendByDays: days, reasonCode: Int(ExtendReasonCode.serviceIssueOrOutage.rawValue), requestedAt: now()
-        )
-        if let earlier, earlier.record.complete {
-            report.resumed = true
-            return Self.complete(report, record)
+    /// One product's request as the run goes.
+    struct Product: Sendable {
+        var report: MassExtensionReport
+        var record: MassExtensionRecord
+        var following = false
+    }
+
+    func run(_ products: [String], days: Int, intent: String, dryRun: Bool, runId: UUID?, pollInterval: Duration) async throws -> (reports: [MassExtensionReport], stopped: Bool) {
+        var started: [Product] = []
+        for productId in products {
+            if stop.isRequested { return (started.map(\.report), true) }
+            started.append(try await start(productId, days: days, intent: intent, dryRun: dryRun, runId: runId))
         }
-        if dryRun {
-            if earlier?.accepted == true {
-                report.outcome = "requested"
-                report.resumed = true
-                report.detail = "requested by an earlier compensate, not complete when it was last asked: a real run follows it"
+        while started.contains(where: \.following), !stop.isRequested {
+            for index in started.indices where started[index].following {
+                started[index] = try await check(started[index], runId: runId)
             }
-            return report
+            if started.contains(where: \.following) { try await pause(pollInterval) }
         }
-        if earlier?.accepted == true {
-            report.resumed = true
-        } else {
-            try await store.recordMassExtension(record, accepted: false, pair: pair, runId: runId)
+        for index in started.indices where started[index].following {
+            started[index].report.detail = "stopped before Apple completed it: the same command follows it"
+        }
+        return (started.map(\.report), stop.isRequested)
+    }
+
+    /// The product's first step: reported, listed, followed, or sent and then followed.
+    func start(_ productId: String, days: Int, intent: String, dryRun: Bool, runId: UUID?) async throws -> Product {
+        let identifier = CompensationRules.massRequestIdentifier(bundleId: pair.bundleId, environment: pair.environment, productId: productId, days: days, intent: intent)
+        let earlier = try await store.massExtension(pair: pair, productId: productId, requestIdentifier: identifier)
+        var product = Product(
+            report: MassExtensionReport(productId: productId, requestIdentifier: identifier.uuidString.lowercased(), extendByDays: days, outcome: "would_request"),
+            record: earlier?.record ?? MassExtensionRecord(
+                productId: productId, requestIdentifier: identifier, extendByDays: days, reasonCode: Int(ExtendReasonCode.serviceIssueOrOutage.rawValue),
+                requestedAt: now()
+            )
+        )
+        switch MassExtensionStep.first(accepted: earlier?.accepted, complete: earlier?.record.complete, dryRun: dryRun) {
+        case .reportComplete:
+            product.report.resumed = true
+            product.report = Self.complete(product.report, product.record)
+        case .list(let requestedBefore):
+            if requestedBefore {
+                product.report.outcome = "requested"
+                product.report.resumed = true
+                product.report.detail = "requested by an earlier compensate, not complete when it was last asked: a real run follows it"
+            }
+        case .follow:
+            product.report.resumed = true
+            product.report.outcome = "requested"
+            product.following = true
+        case .send:
+            try await store.recordMassExtension(product.record, accepted: false, pair: pair, runId: runId)
+            product.report.outcome = "requested"
             let request = MassExtendRenewalDateRequest(
-                requestIdentifier: report.requestIdentifier, extendByDays: Int32(days), extendReasonCode: .serviceIssueOrOutage, productId: productId
+                requestIdentifier: product.report.requestIdentifier, extendByDays: Int32(days), extendReasonCode: .serviceIssueOrOutage, productId: productId
             )
             do {
                 _ = try await client.massExtendRenewalDate(request)
+                try await store.recordMassExtension(product.record, accepted: true, pair: pair, runId: runId)
+                product.following = true
+            } catch let error as AppStoreAPIError where error.isCredentialsProblem {
+                throw error
             } catch {
                 switch try Compensation.ending(error) {
                 case .refused(let status, let code, let message):
-                    report.outcome = "refused"
-                    (report.appleStatus, report.appleError) = (status, code)
-                    report.detail = "Apple answered HTTP \(status)" + (code.map { ", error \($0)" } ?? "") + (message.map { ": \($0.prefix(200))" } ?? "")
+                    product.report.outcome = "refused"
+                    (product.report.appleStatus, product.report.appleError) = (status, code)
+                    product.report.detail = "Apple answered HTTP \(status)" + (code.map { ", error \($0)" } ?? "") + (message.map { ": \($0.prefix(200))" } ?? "")
                 case .outcomeUnknown(let cause), .notSent(let cause):
-                    report.outcome = "requested"
-                    report.detail = "no answer came (\(cause)): the same command sends it again, the same requestIdentifier"
+                    product.report.detail = "not taken (\(cause)): the same command sends it again, the same requestIdentifier"
                 case .extended:
                     break
                 }
-                return report
             }
-            try await store.recordMassExtension(record, accepted: true, pair: pair, runId: runId)
         }
-        report.outcome = "requested"
-        while !stop.isRequested {
-            let status = try await client.massExtensionStatus(productId: productId, requestIdentifier: report.requestIdentifier)
-            if status.complete == true {
-                record.complete = true
-                record.completeDate = status.completeDate.map { Date(timeIntervalSince1970: Double($0) / 1000) }
-                record.succeededCount = status.succeededCount
-                record.failedCount = status.failedCount
-                try await store.recordMassExtension(record, accepted: true, pair: pair, runId: runId)
-                return Self.complete(report, record)
-            }
-            logger.info("mass extension not complete yet", metadata: ["productId": "\(productId)", "requestIdentifier": "\(report.requestIdentifier)"])
-            try await pause(pollInterval)
+        return product
+    }
+
+    /// One status check: complete (its counts recorded), not yet, or a failure (that product's
+    /// alone: the others are followed on).
+    func check(_ product: Product, runId: UUID?) async throws -> Product {
+        var product = product
+        let status: MassExtendRenewalDateStatusResponse
+        do {
+            status = try await client.massExtensionStatus(productId: product.record.productId, requestIdentifier: product.report.requestIdentifier)
+        } catch let error as AppStoreAPIError where error.isCredentialsProblem {
+            throw error
+        } catch {
+            product.following = false
+            product.report.detail = "its status could not be read (\(error)): the same command follows it"
+            return product
         }
-        report.detail = "stopped before Apple completed it: the same command follows it"
-        return report
+        guard status.complete == true else {
+            logger.info("mass extension not complete yet", metadata: ["productId": "\(product.record.productId)", "requestIdentifier": "\(product.report.requestIdentifier)"])
+            return product
+        }
+        product.record.complete = true
+        product.record.completeDate = status.completeDate.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        product.record.succeededCount = status.succeededCount
+        product.record.failedCount = status.failedCount
+        try await store.recordMassExtension(product.record, accepted: true, pair: pair, runId: runId)
+        product.following = false
+        product.report = Self.complete(product.report, product.record)
+        return product
     }
 
     /// Waits `interval`, or less when a stop is asked for.
