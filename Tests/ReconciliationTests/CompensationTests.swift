@@ -43,27 +43,63 @@ struct CompensationTests {
 
         func count(_ sql: String) async throws -> Int { try await BackendLedgerTests.count(client, sql) }
 
+        /// A subscription whose only missed notification in the outage was an EXPIRED comes back:
+        /// the customer resubscribed ten minutes ago and the live server received Apple's
+        /// SUBSCRIBED/RESUBSCRIBE. (The simulated customers never resubscribe on their own.) It
+        /// is active now, and missing its EXPIRED denied it nothing. Returns its originalTransactionId.
+        func resubscribeOneWhoseMissedNotificationWasAnExpired() async throws -> String {
+            let start = Int64(outage.lowerBound.timeIntervalSince1970 * 1000)
+            let end = Int64(outage.upperBound.timeIntervalSince1970 * 1000)
+            let missed = harness.scenario.notifications.filter { !$0.delivered && $0.signedDate >= start && $0.signedDate < end }
+            let granted = Set(missed.filter { $0.type.policy.access(type: $0.type, subtype: $0.subtype) == .grants }.map(\.originalTransactionId))
+            let expired = try #require(missed.first { $0.type == .expired && !granted.contains($0.originalTransactionId) }, "a missed EXPIRED in the outage")
+            let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+            var transaction = expired.transaction
+            transaction.transactionId = "7" + String(transaction.transactionId!.dropFirst())
+            transaction.purchaseDate = nowMs - 600_000
+            transaction.expiresDate = nowMs + 86_400_000
+            transaction.signedDate = nowMs - 600_000
+            var renewal = expired.renewalInfo
+            renewal?.autoRenewStatus = 1
+            renewal?.expirationIntent = nil
+            renewal?.signedDate = nowMs - 600_000
+            var back = expired
+            back.uuid = UUID().uuidString.lowercased()
+            (back.type, back.subtype, back.signedDate, back.status) = (.subscribed, .resubscribe, nowMs - 600_000, .active)
+            (back.transaction, back.renewalInfo) = (transaction, renewal)
+            let ingest = NotificationIngest(verifier: try harness.verifier(), store: store)
+            #expect(try await ingest.ingest(signedPayloads: [try harness.api.signNotification(back)]) == 1)
+            let row = try #require(try await store.subscriptions([expired.originalTransactionId], pair: harness.pair)[expired.originalTransactionId])
+            #expect(row.status == 1 && (row.expiresDate ?? .distantPast) > Date(), "active in the ledger now: \(row)")
+            return expired.originalTransactionId
+        }
+
         /// Apple's truth, read from the world and not from the tool: the subscriptions with a
         /// notification that grants access (the type policy's word) signed in the outage and not
         /// delivered, split by whether they are active now.
-        func hurtByTruth() -> (active: Set<String>, notActive: Set<String>) {
+        func hurtByTruth() -> (active: Set<String>, notActive: Set<String>, expiredMissedOnly: Set<String>) {
             let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
             let start = Int64(outage.lowerBound.timeIntervalSince1970 * 1000)
             let end = Int64(outage.upperBound.timeIntervalSince1970 * 1000)
             var active: Set<String> = []
             var notActive: Set<String> = []
+            var expiredMissed: Set<String> = []
             for notification in harness.scenario.notifications where !notification.delivered && notification.signedDate >= start && notification.signedDate < end {
-                guard notification.type.policy.access(type: notification.type, subtype: notification.subtype) == .grants,
-                    let customer = harness.scenario.customer(forTransactionId: notification.originalTransactionId),
+                guard let customer = harness.scenario.customer(forTransactionId: notification.originalTransactionId),
                     let purchase = customer.subscriptions.first(where: { $0.originalTransactionId == notification.originalTransactionId })
                 else { continue }
-                if purchase.subscriptionStatus == .active, (purchase.latestTransaction.expiresDate ?? 0) > nowMs {
+                let activeNow = purchase.subscriptionStatus == .active && (purchase.latestTransaction.expiresDate ?? 0) > nowMs
+                guard notification.type.policy.access(type: notification.type, subtype: notification.subtype) == .grants else {
+                    if notification.type == .expired, activeNow { expiredMissed.insert(purchase.originalTransactionId) }
+                    continue
+                }
+                if activeNow {
                     active.insert(purchase.originalTransactionId)
                 } else {
                     notActive.insert(purchase.originalTransactionId)
                 }
             }
-            return (active, notActive.subtracting(active))
+            return (active, notActive.subtracting(active), expiredMissed.subtracting(active))
         }
     }
 
@@ -83,10 +119,13 @@ struct CompensationTests {
             try await setup.recover()
             let truth = setup.hurtByTruth()
             try #require(!truth.active.isEmpty && !truth.notActive.isEmpty, "the world has hurt subscribers active now and others expired since: \(truth)")
+            let resubscribed = try await setup.resubscribeOneWhoseMissedNotificationWasAnExpired()
             let first = try await setup.compensate()
             let asked = Set(first.extensions.map(\.originalTransactionId))
             #expect(asked == truth.active, "asked: \(asked.sorted()), truth: \(truth.active.sorted())")
             #expect(asked.isDisjoint(with: truth.notActive), "no extension for one expired now")
+            #expect(asked.isDisjoint(with: truth.expiredMissedOnly), "no extension for a missed EXPIRED")
+            #expect(asked.contains(resubscribed) == false, "missing an EXPIRED hurt no one, though the customer came back since")
             let taken = setup.harness.api.renewalExtensions
             #expect(Set(taken.map(\.originalTransactionId)) == Set(first.extensions.filter { $0.outcome == "extended" }.map(\.originalTransactionId)))
             #expect(taken.count == Set(taken.map(\.originalTransactionId)).count, "each once")
