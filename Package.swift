@@ -309,7 +309,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppReceipt", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
-        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Deployment", "Reconciliation", "FailureKind", "Reports", "RunResults", "LiveReceiver", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
+        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Deployment", "Reconciliation", "FailureKind", "Reports", "RunResults", "LiveReceiver", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", "LedgerSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         // serve's routes in process (HummingbirdTesting), against a real ledger.
         .testTarget(
             name: "LiveReceiverTests",

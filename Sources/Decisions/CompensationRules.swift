@@ -67,6 +67,8 @@ package enum CompensationRules {
         package var signedDate: Date
         package var hoursDenied: Double
         package var expiresDate: Date?
+        /// A family member's share: Apple extends it only with the purchaser's subscription.
+        package var familyShared = false
     }
 
     /// The hurt subscriptions among `missed`, by originalTransactionId: granting notifications
@@ -81,7 +83,8 @@ package enum CompensationRules {
             if let known = bySubscription[grant.originalTransactionId], known.hoursDenied >= hours { continue }
             bySubscription[grant.originalTransactionId] = Hurt(
                 originalTransactionId: grant.originalTransactionId, productId: grant.productId, notificationUUID: grant.notificationUUID,
-                notificationType: grant.notificationType, signedDate: grant.signedDate, hoursDenied: hours, expiresDate: expires
+                notificationType: grant.notificationType, signedDate: grant.signedDate, hoursDenied: hours, expiresDate: expires,
+                familyShared: grant.ownershipType == "FAMILY_SHARED"
             )
         }
         return bySubscription.values.sorted { $0.originalTransactionId < $1.originalTransactionId }

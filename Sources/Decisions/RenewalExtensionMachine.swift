@@ -74,6 +74,11 @@ package struct RenewalExtensionMachine: Sendable {
             request.extendByDays = Int32(earlier.extendByDays)
             report.extendByDays = earlier.extendByDays
             report.detail = "sent before with no answer recorded: sent again, the same requestIdentifier"
+        } else if hurt.familyShared {
+            // Apple refuses a member's share (4030007): the purchaser's extension extends it.
+            report.outcome = "skipped"
+            report.detail = "a family member's share (Family Sharing): Apple extends it only with the purchaser's subscription, so none was sent"
+            return finish()
         } else if history.compensatedElsewhere {
             report.outcome = "skipped"
             report.detail = "already extended for this missed notification by the compensate of another window: not compensated twice"

@@ -18,11 +18,14 @@ package struct MissedGrant: Sendable, Hashable {
     package var productId: String?
     package var status: Int?
     package var expiresDate: Date?
+    /// `inAppOwnershipType`: FAMILY_SHARED for a family member's share of another's purchase.
+    package var ownershipType: String?
 
     package init(
         originalTransactionId: String, notificationUUID: UUID, notificationType: String, subtype: String?, signedDate: Date, recordedAt: Date,
-        grantedLiveAt: Date?, productId: String?, status: Int?, expiresDate: Date?
+        grantedLiveAt: Date?, productId: String?, status: Int?, expiresDate: Date?, ownershipType: String? = nil
     ) {
+        self.ownershipType = ownershipType
         self.originalTransactionId = originalTransactionId
         self.notificationUUID = notificationUUID
         self.notificationType = notificationType

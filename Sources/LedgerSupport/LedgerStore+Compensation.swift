@@ -19,7 +19,7 @@ extension LedgerStore {
                 (SELECT min(w.recorded_at) FROM app_store.notification_rows w
                  WHERE w.bundle_id = n.bundle_id AND w.environment = n.environment AND w.original_transaction_id = n.original_transaction_id
                     AND w.source = 'webhook' AND w.signed_date > n.signed_date AND w.notification_type = ANY(\(grantTypes)::text[])),
-                s.product_id, s.status::integer, s.expires_date
+                s.product_id, s.status::integer, s.expires_date, s.in_app_ownership_type
             FROM app_store.notification_rows n
             JOIN app_store.subscriptions s
                 ON s.bundle_id = n.bundle_id AND s.environment = n.environment AND s.original_transaction_id = n.original_transaction_id
@@ -30,13 +30,13 @@ extension LedgerStore {
             logger: logger
         )
         var found: [MissedGrant] = []
-        for try await (original, uuid, type, subtype, signed, recorded, live, product, status, expires) in rows.decode(
-            (String, UUID, String, String?, Date, Date, Date?, String?, Int32?, Date?).self
+        for try await (original, uuid, type, subtype, signed, recorded, live, product, status, expires, ownership) in rows.decode(
+            (String, UUID, String, String?, Date, Date, Date?, String?, Int32?, Date?, String?).self
         ) {
             found.append(
                 MissedGrant(
                     originalTransactionId: original, notificationUUID: uuid, notificationType: type, subtype: subtype, signedDate: signed, recordedAt: recorded,
-                    grantedLiveAt: live, productId: product, status: status.map(Int.init), expiresDate: expires
+                    grantedLiveAt: live, productId: product, status: status.map(Int.init), expiresDate: expires, ownershipType: ownership
                 )
             )
         }

@@ -5,6 +5,29 @@ import RunResults
 /// `compensate` in the reports: report.md's and report.html's section and the line the command
 /// prints (report.json's `compensation` is `CompensationResult` as it is).
 extension RecoveryReport {
+    /// The title of a `compensate` report.
+    var compensationTitle: String {
+        isDryRun ? "Dry run: renewal-date extensions for the subscribers the outage locked out" : "Renewal-date extensions for the subscribers the outage locked out"
+    }
+
+    /// The verdict's sentence: how many were (or would be) extended, refused, skipped.
+    var compensationSentence: String? {
+        guard let compensation else { return nil }
+        var parts: [String] = []
+        if compensation.windowStart != nil, compensation.massExtensions.isEmpty {
+            let counts = compensation.byOutcome
+            parts.append("\(compensation.extensions.count) subscriptions denied access and active now")
+            for (outcome, words) in [("would_extend", "would be extended"), ("extended", "extended"), ("refused", "refused by Apple"), ("skipped", "skipped"), ("pending", "pending")]
+            where counts[outcome, default: 0] > 0 {
+                parts.append("\(counts[outcome]!) \(words)")
+            }
+        }
+        for mass in compensation.massExtensions {
+            parts.append("\(mass.productId): mass extension \(mass.outcome)" + (mass.succeededCount.map { " (\($0) extended, \(mass.failedCount ?? 0) failed)" } ?? ""))
+        }
+        return parts.joined(separator: ", ")
+    }
+
     /// The one line printed at the end of a `compensate`.
     package var compensationSummaryLine: String {
         guard let compensation else { return repairSummaryLine }

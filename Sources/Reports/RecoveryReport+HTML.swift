@@ -27,7 +27,9 @@ extension RecoveryReport {
 
     package func writeHTML(limits: HTMLLimits = HTMLLimits(), _ write: (String) -> Void) {
         let summary = HTMLSummary(self, limits: limits)
-        let title = run.window == nil
+        let title = compensation != nil
+            ? compensationTitle
+            : run.window == nil
             ? (isDryRun ? "Dry run: repair from Apple's present state" : "Repair from Apple's present state")
             : (isDryRun ? "Dry run: what recovering this window would change" : "Recovery of missed App Store notifications")
         write(HTMLPage.head(title: "\(title) · \(run.environment)"))
@@ -74,6 +76,7 @@ extension RecoveryReport {
         if counts.retryLater > 0 { needs.append("\(HTMLPage.count(counts.retryLater, "payload")) could not be verified yet") }
         if counts.customersFailed > 0 { needs.append("\(HTMLPage.count(counts.customersFailed, "account")) Apple could not answer for") }
         if let answered = answersSentence { parts.append("refund requests: \(HTMLPage.escape(answered))") }
+        if let compensated = compensationSentence { parts.append(HTMLPage.escape(compensated)) }
         if problems.answersNotSent > 0 {
             needs.append("<a href=\"#answers\">\(HTMLPage.count(problems.answersNotSent, "refund request"))</a> not answered (invalid facts, Apple's refusal or no reply)")
         }

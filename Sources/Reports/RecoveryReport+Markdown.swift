@@ -62,7 +62,8 @@ extension RecoveryReport {
 
     /// The title, the run's facts and the summary.
     private func writeHeader(_ line: (String) -> Void) {
-        let title = isDryRun ? "Dry run: what recovering this window would change" : "Recovery of missed App Store notifications"
+        let title = compensation != nil
+            ? compensationTitle : isDryRun ? "Dry run: what recovering this window would change" : "Recovery of missed App Store notifications"
         line("# \(title)")
         line("")
         line("| | |")

@@ -121,4 +121,14 @@ struct CompensationRulesTests {
         #expect(MassExtensionStep.first(accepted: true, complete: false, dryRun: true) == .list(requestedBefore: true))
         #expect(MassExtensionStep.first(accepted: nil, complete: nil, dryRun: true) == .list(requestedBefore: false))
     }
+
+    @Test func aFamilyMembersShareIsNotSentForAppleExtendsItWithThePurchasers() {
+        var grant = Self.grant("DID_RENEW", signedHoursAgo: 30)
+        grant.ownershipType = "FAMILY_SHARED"
+        let hurt = CompensationRules.hurt([grant], minimumHours: 1, now: Self.now)
+        #expect(hurt.count == 1 && hurt[0].familyShared, "listed: it was denied access too")
+        var machine = RenewalExtensionMachine(hurt[0], history: ExtensionHistory(inLastYear: 0, earlier: nil), requestIdentifier: UUID(), days: 2, dryRun: false)
+        #expect(machine.start() == .done)
+        #expect(machine.report.outcome == "skipped" && !machine.report.needsAPerson)
+    }
 }
