@@ -11,10 +11,13 @@
 --                   (Apple's status and error code), skipped (a third extension in 365 days: not
 --                   sent), pending (written before sending; left so when no answer came or the
 --                   run ended: the next compensate of the window sends it again, the same
---                   request_identifier, which Apple extends once)
+--                   request_identifier, which Apple extends once), not_sent (certainly not
+--                   extended: Apple's 429 or 5xx, a refused key; sent again likewise, and not
+--                   counted as an extension)
 --   requested_at    when the row was first written; updated_at when it last changed
---   notification_uuid  the missed notification that denied access longest: one missed
---                   notification is made good once, whichever window's compensate names it
+--   notification_uuid  the missed notification that denied access longest; notification_uuids
+--                   every granting notification of the subscription missed in the window: one
+--                   missed notification is made good once, whichever window's compensate names it
 --
 -- The ledger's expiry is not moved here: Apple's RENEWAL_EXTENDED notification is recorded as any
 -- other (serve, or the next run) and moves it.
@@ -28,10 +31,11 @@ CREATE TABLE IF NOT EXISTS app_store.renewal_extensions (
     reason_code             integer NOT NULL,
     requested_at            timestamptz NOT NULL DEFAULT now(),
     effective_date          timestamptz,
-    outcome                 text NOT NULL CHECK (outcome IN ('extended', 'refused', 'skipped', 'pending')),
+    outcome                 text NOT NULL CHECK (outcome IN ('extended', 'refused', 'skipped', 'pending', 'not_sent')),
     window_start            timestamptz,
     window_end              timestamptz,
     notification_uuid       uuid,
+    notification_uuids      uuid[],
     hours_denied            double precision,
     apple_status            integer,
     apple_error             bigint,

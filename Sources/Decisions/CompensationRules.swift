@@ -69,6 +69,8 @@ package enum CompensationRules {
         package var expiresDate: Date?
         /// A family member's share: Apple extends it only with the purchaser's subscription.
         package var familyShared = false
+        /// Every granting notification of the subscription missed in the window.
+        package var notificationUUIDs: [UUID] = []
     }
 
     /// The hurt subscriptions among `missed`, by originalTransactionId: granting notifications
@@ -80,11 +82,15 @@ package enum CompensationRules {
             let until = min(grant.recordedAt, grant.grantedLiveAt ?? grant.recordedAt)
             let hours = max(0, until.timeIntervalSince(grant.signedDate) / 3600)
             guard hours >= minimumHours else { continue }
-            if let known = bySubscription[grant.originalTransactionId], known.hoursDenied >= hours { continue }
+            let all = (bySubscription[grant.originalTransactionId]?.notificationUUIDs ?? []) + [grant.notificationUUID]
+            if let known = bySubscription[grant.originalTransactionId], known.hoursDenied >= hours {
+                bySubscription[grant.originalTransactionId]?.notificationUUIDs = all
+                continue
+            }
             bySubscription[grant.originalTransactionId] = Hurt(
                 originalTransactionId: grant.originalTransactionId, productId: grant.productId, notificationUUID: grant.notificationUUID,
                 notificationType: grant.notificationType, signedDate: grant.signedDate, hoursDenied: hours, expiresDate: expires,
-                familyShared: grant.ownershipType == "FAMILY_SHARED"
+                familyShared: grant.ownershipType == "FAMILY_SHARED", notificationUUIDs: all
             )
         }
         return bySubscription.values.sorted { $0.originalTransactionId < $1.originalTransactionId }

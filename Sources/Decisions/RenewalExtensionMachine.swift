@@ -69,7 +69,7 @@ package struct RenewalExtensionMachine: Sendable {
             report.detail = "settled by an earlier compensate of this window: nothing sent" + (earlier.detail.map { " (\($0))" } ?? "")
             return finish()
         }
-        if let earlier = history.earlier, earlier.outcome == "pending" {
+        if let earlier = history.earlier, earlier.outcome == "pending" || earlier.outcome == "not_sent" {
             // The very request again: its days as first sent, whatever the rules say now.
             request.extendByDays = Int32(earlier.extendByDays)
             report.extendByDays = earlier.extendByDays
@@ -112,9 +112,10 @@ package struct RenewalExtensionMachine: Sendable {
             (report.outcome, report.detail) = ("pending", detail)
             return .record(row(outcome: "pending", detail: detail))
         case .notSent(let reason):
+            // Certainly not extended: not counted as an extension anywhere.
             let detail = "not sent: \(reason); the next compensate of this window sends it"
-            (report.outcome, report.detail) = ("pending", detail)
-            return .record(row(outcome: "pending", detail: detail))
+            (report.outcome, report.detail) = ("not_sent", detail)
+            return .record(row(outcome: "not_sent", detail: detail))
         }
     }
 
@@ -138,7 +139,7 @@ package struct RenewalExtensionMachine: Sendable {
     private func row(outcome: String, effectiveDate: Date? = nil, status: Int? = nil, error: Int64? = nil, detail: String? = nil) -> RenewalExtensionRecord {
         RenewalExtensionRecord(
             originalTransactionId: hurt.originalTransactionId, requestIdentifier: UUID(uuidString: request.requestIdentifier)!,
-            notificationUUID: hurt.notificationUUID, extendByDays: Int(request.extendByDays), reasonCode: Int(request.extendReasonCode.rawValue), outcome: outcome, effectiveDate: effectiveDate,
+            notificationUUID: hurt.notificationUUID, notificationUUIDs: hurt.notificationUUIDs, extendByDays: Int(request.extendByDays), reasonCode: Int(request.extendReasonCode.rawValue), outcome: outcome, effectiveDate: effectiveDate,
             hoursDenied: hurt.hoursDenied, appleStatus: status, appleError: error, detail: detail
         )
     }
@@ -155,7 +156,8 @@ package struct RenewalExtensionReport: Sendable, Codable, Hashable {
     package var hoursDenied: Double
     package var extendByDays: Int
     package var requestIdentifier: String
-    /// extended, refused, skipped, pending; `would_extend` in a dry run.
+    /// extended, refused, skipped, pending (may have reached Apple), not_sent (certainly did not:
+    /// Apple's 429/5xx, a refused key); `would_extend` in a dry run.
     package var outcome: String
     /// Settled by an earlier compensate of the window (nothing sent now).
     package var earlier = false
@@ -183,7 +185,7 @@ package struct RenewalExtensionReport: Sendable, Codable, Hashable {
     package static let wouldExtend = "would_extend"
 
     /// Refused by Apple (now or by an earlier compensate of the window), or left pending: exit code 3.
-    package var needsAPerson: Bool { outcome == "refused" || outcome == "pending" }
+    package var needsAPerson: Bool { outcome == "refused" || outcome == "pending" || outcome == "not_sent" }
 }
 
 /// A mass extension in the report (report.json `compensation.massExtensions`).
@@ -191,8 +193,8 @@ package struct MassExtensionReport: Sendable, Codable, Hashable {
     package var productId: String
     package var requestIdentifier: String
     package var extendByDays: Int
-    /// requested (Apple took it, not complete when the run ended), complete, refused,
-    /// `would_request` in a dry run.
+    /// requested (Apple took it, not complete when the run ended), complete, refused, not_sent
+    /// (no answer, or Apple's 429/5xx: the same command sends it again), `would_request` in a dry run.
     package var outcome: String
     /// Followed from an earlier run's request (nothing sent now).
     package var resumed = false
@@ -210,7 +212,7 @@ package struct MassExtensionReport: Sendable, Codable, Hashable {
         self.outcome = outcome
     }
 
-    package var needsAPerson: Bool { outcome == "refused" || outcome == "requested" }
+    package var needsAPerson: Bool { outcome == "refused" || outcome == "requested" || outcome == "not_sent" }
 }
 
 /// The first step of one product's mass extension (`compensate --all-active`), from what

@@ -46,7 +46,7 @@ package struct ExtensionHistory: Sendable, Hashable {
     package var inLastYear: Int
     package var earlier: RenewalExtensionRecord?
     /// Another request (another window's compensate) extended, or may have extended, the
-    /// subscription for the same missed notification.
+    /// subscription for one of the same missed notifications.
     package var compensatedElsewhere: Bool
 
     package init(inLastYear: Int, earlier: RenewalExtensionRecord?, compensatedElsewhere: Bool = false) {
@@ -61,8 +61,10 @@ package struct ExtensionHistory: Sendable, Hashable {
 package struct RenewalExtensionRecord: Sendable, Hashable, Codable {
     package var originalTransactionId: String
     package var requestIdentifier: UUID
-    /// The missed notification the extension makes good for.
+    /// The missed notification the extension makes good for (the longest denial), and every
+    /// missed notification of the subscription in the window.
     package var notificationUUID: UUID?
+    package var notificationUUIDs: [UUID] = []
     package var extendByDays: Int
     package var reasonCode: Int
     /// extended, refused, skipped (a third in 365 days: not sent), pending (sent with no answer,
@@ -75,11 +77,12 @@ package struct RenewalExtensionRecord: Sendable, Hashable, Codable {
     package var detail: String?
 
     package init(
-        originalTransactionId: String, requestIdentifier: UUID, notificationUUID: UUID? = nil, extendByDays: Int, reasonCode: Int, outcome: String,
+        originalTransactionId: String, requestIdentifier: UUID, notificationUUID: UUID? = nil, notificationUUIDs: [UUID] = [], extendByDays: Int, reasonCode: Int, outcome: String,
         effectiveDate: Date? = nil, hoursDenied: Double, appleStatus: Int? = nil, appleError: Int64? = nil, detail: String? = nil
     ) {
         self.originalTransactionId = originalTransactionId
         self.notificationUUID = notificationUUID
+        self.notificationUUIDs = notificationUUIDs
         self.requestIdentifier = requestIdentifier
         self.extendByDays = extendByDays
         self.reasonCode = reasonCode
@@ -91,7 +94,7 @@ package struct RenewalExtensionRecord: Sendable, Hashable, Codable {
         self.detail = detail
     }
 
-    package static let outcomes = ["extended", "refused", "skipped", "pending"]
+    package static let outcomes = ["extended", "refused", "skipped", "pending", "not_sent"]
     /// Outcomes no later compensate of the window changes.
     package var isFinal: Bool { outcome == "extended" || outcome == "refused" }
 }

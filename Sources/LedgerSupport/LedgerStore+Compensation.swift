@@ -48,13 +48,13 @@ extension LedgerStore {
     /// the RENEWAL_EXTENDED notifications recorded; whether another request was made for the same
     /// missed notification; and the row of `requestIdentifier`.
     package func extensionHistory(
-        pair: AppStorePair, originalTransactionId: String, notificationUUID: UUID, requestIdentifier: UUID, now: Date
+        pair: AppStorePair, originalTransactionId: String, notificationUUIDs: [UUID], requestIdentifier: UUID, now: Date
     ) async throws -> ExtensionHistory {
         let rows = try await client.query(
             """
             WITH p AS (
                 SELECT \(pair.bundleId)::text AS bundle_id, \(pair.environment.rawValue)::text AS environment, \(originalTransactionId)::text AS otid,
-                    \(requestIdentifier)::uuid AS request, \(now.addingTimeInterval(-365 * 86_400))::timestamptz AS year_ago, \(notificationUUID)::uuid AS missed
+                    \(requestIdentifier)::uuid AS request, \(now.addingTimeInterval(-365 * 86_400))::timestamptz AS year_ago, \(notificationUUIDs)::uuid[] AS missed
             )
             SELECT
                 (SELECT count(*)::integer FROM app_store.renewal_extensions e, p
@@ -64,8 +64,8 @@ extension LedgerStore {
                  WHERE n.bundle_id = p.bundle_id AND n.environment = p.environment AND n.original_transaction_id = p.otid
                     AND n.notification_type = 'RENEWAL_EXTENDED' AND n.signed_date > p.year_ago),
                 EXISTS (SELECT 1 FROM app_store.renewal_extensions e, p
-                 WHERE e.bundle_id = p.bundle_id AND e.environment = p.environment AND e.notification_uuid = p.missed
-                    AND e.request_identifier <> p.request AND e.outcome IN ('extended', 'pending'))
+                 WHERE e.bundle_id = p.bundle_id AND e.environment = p.environment AND e.original_transaction_id = p.otid
+                    AND e.notification_uuids && p.missed AND e.request_identifier <> p.request AND e.outcome IN ('extended', 'pending'))
             """,
             logger: logger
         )
@@ -113,15 +113,16 @@ extension LedgerStore {
         }
         let fields = Fields(
             original_transaction_id: record.originalTransactionId, request_identifier: record.requestIdentifier.uuidString.lowercased(),
-            notification_uuid: record.notificationUUID?.uuidString.lowercased(), extend_by_days: record.extendByDays, reason_code: record.reasonCode, outcome: record.outcome, hours_denied: record.hoursDenied,
+            notification_uuid: record.notificationUUID?.uuidString.lowercased(),
+            extend_by_days: record.extendByDays, reason_code: record.reasonCode, outcome: record.outcome, hours_denied: record.hoursDenied,
             apple_status: record.appleStatus, apple_error: record.appleError, detail: record.detail
         )
         let json = String(decoding: try JSONEncoder().encode(fields), as: UTF8.self)
         try await client.query(
             """
-            INSERT INTO app_store.renewal_extensions AS e (bundle_id, environment, original_transaction_id, request_identifier, notification_uuid, extend_by_days,
+            INSERT INTO app_store.renewal_extensions AS e (bundle_id, environment, original_transaction_id, request_identifier, notification_uuid, notification_uuids, extend_by_days,
                 reason_code, outcome, hours_denied, apple_status, apple_error, detail, effective_date, window_start, window_end, run_id)
-            SELECT \(pair.bundleId), \(pair.environment.rawValue), r.original_transaction_id, r.request_identifier, r.notification_uuid, r.extend_by_days,
+            SELECT \(pair.bundleId), \(pair.environment.rawValue), r.original_transaction_id, r.request_identifier, r.notification_uuid, \(record.notificationUUIDs)::uuid[], r.extend_by_days,
                 r.reason_code, r.outcome, r.hours_denied, r.apple_status, r.apple_error, r.detail, \(record.effectiveDate), \(start), \(end), \(runId)
             FROM jsonb_to_record(\(json)::jsonb) AS r(original_transaction_id text, request_identifier uuid, notification_uuid uuid, extend_by_days integer, reason_code integer,
                 outcome text, hours_denied double precision, apple_status integer, apple_error bigint, detail text)

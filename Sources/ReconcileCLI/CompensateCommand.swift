@@ -22,7 +22,8 @@ struct CompensateCommand: AsyncParsableCommand {
             identifier). Apple allows two extensions of a subscription in 365 days: a third is skipped and reported. \
             app_store.renewal_extensions keeps each one; the ledger's expiry moves when Apple's RENEWAL_EXTENDED \
             notification is recorded (serve, or the next run). --dry-run sends and writes nothing and lists who, how \
-            long denied and the days each would get. Exit 3 when Apple refused any.
+            long denied and the days each would get. Exit 3 when Apple refused any, or one is left pending or not sent \
+            (the next compensate of the window sends it).
 
             --all-active --days N [--product ID] (with the outage's --start and --end): Extend Subscription Renewal Dates \
             for All Active Subscribers of each product (every product the ledger holds subscriptions of, or --product), \

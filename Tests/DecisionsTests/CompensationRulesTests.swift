@@ -41,6 +41,7 @@ struct CompensationRulesTests {
             minimumHours: 1, now: Self.now
         )
         #expect(hurt.count == 1 && hurt[0].hoursDenied == 50 && hurt[0].notificationType == "OFFER_REDEEMED")
+        #expect(hurt[0].notificationUUIDs.count == 3, "every missed grant of the subscription kept: \(hurt[0].notificationUUIDs)")
     }
 
     @Test func daysAreTheHoursDeniedInWholeDaysWithinApplesLimits() {
@@ -91,7 +92,8 @@ struct CompensationRulesTests {
         guard case .recordThenSend(let row, let request) = machine.start() else { Issue.record("sent again"); return }
         #expect(request.extendByDays == 5 && row.extendByDays == 5 && row.outcome == "pending")
         #expect(machine.sent(.notSent(reason: "Apple answered HTTP 503")) == .record(RenewalExtensionRecord(
-            originalTransactionId: "1", requestIdentifier: id, notificationUUID: hurt.notificationUUID, extendByDays: 5, reasonCode: 3, outcome: "pending", hoursDenied: 30,
+            originalTransactionId: "1", requestIdentifier: id, notificationUUID: hurt.notificationUUID, notificationUUIDs: hurt.notificationUUIDs, extendByDays: 5, reasonCode: 3,
+            outcome: "not_sent", hoursDenied: 30,
             detail: "not sent: Apple answered HTTP 503; the next compensate of this window sends it"
         )))
         #expect(machine.report.needsAPerson)

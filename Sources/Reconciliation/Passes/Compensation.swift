@@ -64,7 +64,7 @@ package struct Compensation: Sendable {
                 bundleId: pair.bundleId, environment: pair.environment, originalTransactionId: hurt.originalTransactionId, start: start, end: end
             )
             let history = try await store.extensionHistory(
-                pair: pair, originalTransactionId: hurt.originalTransactionId, notificationUUID: hurt.notificationUUID, requestIdentifier: identifier, now: now()
+                pair: pair, originalTransactionId: hurt.originalTransactionId, notificationUUIDs: hurt.notificationUUIDs, requestIdentifier: identifier, now: now()
             )
             var machine = RenewalExtensionMachine(
                 hurt, history: history, requestIdentifier: identifier, days: CompensationRules.days(hoursDenied: hurt.hoursDenied, fixed: days), dryRun: dryRun

@@ -32,8 +32,7 @@ struct MassExtending: Sendable {
 
     func run(_ products: [String], days: Int, intent: String, dryRun: Bool, runId: UUID?, pollInterval: Duration) async throws -> (reports: [MassExtensionReport], stopped: Bool) {
         var started: [Product] = []
-        for productId in products {
-            if stop.isRequested { return (started.map(\.report), true) }
+        for productId in products where !stop.isRequested {
             started.append(try await start(productId, days: days, intent: intent, dryRun: dryRun, runId: runId))
         }
         while started.contains(where: \.following), !stop.isRequested {
@@ -75,13 +74,13 @@ struct MassExtending: Sendable {
             product.following = true
         case .send:
             try await store.recordMassExtension(product.record, accepted: false, pair: pair, runId: runId)
-            product.report.outcome = "requested"
             let request = MassExtendRenewalDateRequest(
                 requestIdentifier: product.report.requestIdentifier, extendByDays: Int32(days), extendReasonCode: .serviceIssueOrOutage, productId: productId
             )
             do {
                 _ = try await client.massExtendRenewalDate(request)
                 try await store.recordMassExtension(product.record, accepted: true, pair: pair, runId: runId)
+                product.report.outcome = "requested"
                 product.following = true
             } catch let error as AppStoreAPIError where error.isCredentialsProblem {
                 throw error
@@ -92,6 +91,7 @@ struct MassExtending: Sendable {
                     (product.report.appleStatus, product.report.appleError) = (status, code)
                     product.report.detail = "Apple answered HTTP \(status)" + (code.map { ", error \($0)" } ?? "") + (message.map { ": \($0.prefix(200))" } ?? "")
                 case .outcomeUnknown(let cause), .notSent(let cause):
+                    product.report.outcome = "not_sent"
                     product.report.detail = "not taken (\(cause)): the same command sends it again, the same requestIdentifier"
                 case .extended:
                     break

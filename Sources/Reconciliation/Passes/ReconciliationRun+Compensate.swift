@@ -5,8 +5,9 @@ import LedgerModel
 import SignedData
 
 extension ReconciliationRun {
-    /// `compensate` for this run's pair (`Compensation`): under a lock of its own and a row of
-    /// `app_store.runs` of kind `compensate`, unless dry.
+    /// `compensate` for this run's pair (`Compensation`): a row of `app_store.runs` of kind
+    /// `compensate` unless dry; for a window, under `run`'s lock, so that it does not read a
+    /// window an unsharded run is recovering.
     package func compensate(_ scope: Compensation.Scope, mode: RunMode) async throws -> RunResult {
         try await LedgerDatabase.checkReachable(databaseURL, logger: logger)
         let pair = verifier.configuration.pair
@@ -19,7 +20,10 @@ extension ReconciliationRun {
                 if outcome.stopped { result.ending = .stopped }
             }
         }
+        // A dry run writes nothing. The mass remedy follows Apple for hours or days: it holds no lock
+        // (its requests are idempotent by identifier, and it reads no window), so that nightly runs go on.
         if mode == .dryRun { return try await compensateAll() }
+        if case .allActive = scope { return try await compensateAll() }
         return try await RunLock.withLock(databaseURL, store: store, logger: logger, pair: pair, kind: .compensate) {
             let abandoned = try await store.abandonDeadRuns(pair: pair, kinds: RunLock.kinds(sharing: .compensate), shard: nil)
             if abandoned > 0 { events(.abandonedDeadRuns(abandoned)) }
