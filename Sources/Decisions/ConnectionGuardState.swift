@@ -26,12 +26,52 @@ package enum ConnectionClosure: String, CaseIterable, Sendable {
     case writeTimeout = "write_timeout"
 }
 
+/// A request `serve` refuses from its head alone (issue 67): one that asks to leave HTTP/1.1 on its
+/// connection. After such a head the HTTP/1 decoder stops parsing and keeps every byte that
+/// follows, waiting for an upgrade handler that `serve` does not have: 400 MB streamed after a
+/// `GET /livez` with `Upgrade: websocket` raised serve's memory by 410 MB, and the idle timeout
+/// alone ended it. So such a request is answered by the connection itself, its input closed at
+/// once and the connection after the answer; nothing it sends next is read. Apple's POST never
+/// carries either.
+package enum ProtocolSwitch: String, CaseIterable, Hashable, Sendable {
+    /// Any request with an `Upgrade` header field (WebSocket, h2c, …), on any route: 400.
+    case upgrade
+    /// A `CONNECT` request (a tunnel): 405, `serve` being no proxy.
+    case connect
+
+    /// The switch a request's head asks for, if any: its method, and whether it carries an
+    /// `Upgrade` field (the decoder treats `Connection: upgrade` with `Upgrade` as one; `serve`
+    /// refuses the field alone too, since it never upgrades).
+    package init?(method: String, hasUpgradeField: Bool) {
+        if method == "CONNECT" {
+            self = .connect
+        } else if hasUpgradeField {
+            self = .upgrade
+        } else {
+            return nil
+        }
+    }
+
+    /// The answer's status code.
+    package var status: Int { self == .connect ? 405 : 400 }
+
+    /// The answer's text, for a person trying it.
+    package var explanation: String {
+        switch self {
+        case .upgrade: "bad request: this server does not upgrade connections (no WebSocket, no h2c)\n"
+        case .connect: "method not allowed: this server is not a proxy\n"
+        }
+    }
+}
+
 /// The decisions of `ConnectionGuard`, without I/O: fed the requests read, the answers written
 /// and the connection's writability, it says when to start or stop a timer and when to close.
 package struct ConnectionGuardState: Hashable, Sendable {
     package enum Action: Hashable, Sendable {
         case none
         case close(ConnectionClosure)
+        /// Stop reading now, answer with the switch's refusal, then close the connection.
+        case refuse(ProtocolSwitch)
         case startRequestTimer
         case cancelRequestTimer
         case startWriteTimer
@@ -49,8 +89,13 @@ package struct ConnectionGuardState: Hashable, Sendable {
         self.bounds = bounds
     }
 
-    package mutating func requestHead() -> Action {
+    /// A request's head was read; `switching` is what it asks to leave HTTP for, if anything.
+    package mutating func requestHead(switching: ProtocolSwitch? = nil) -> Action {
         guard !closed else { return .none }
+        if let switching {
+            closed = true
+            return .refuse(switching)
+        }
         outstanding += 1
         if outstanding > bounds.maximumPipelinedRequests { return close(.pipelined) }
         readingRequest = true

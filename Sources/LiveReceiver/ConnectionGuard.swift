@@ -1,9 +1,13 @@
 import Decisions
+import HTTPTypes
 import NIOCore
 import NIOHTTPTypes
 
 /// The I/O of `ConnectionGuardState` on one connection: after Hummingbird's HTTP/1 decoding, it
-/// sees each request part read and each answer part written. `onClose` counts a closure.
+/// sees each request part read and each answer part written. `onClose` counts a closure,
+/// `onRefuse` a request refused from its head (`ProtocolSwitch`), which the guard answers itself,
+/// on the event loop, before anything more is read: the HTTP/1 decoder before it keeps every byte
+/// after such a head, so any hop to the router would let a fast client fill it meanwhile.
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -14,17 +18,23 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var requestTimer: Scheduled<Void>?
     private var writeTimer: Scheduled<Void>?
     private let onClose: @Sendable (ConnectionClosure) -> Void
+    private let onRefuse: @Sendable (ProtocolSwitch) -> Void
 
-    init(bounds: ConnectionBounds, onClose: @escaping @Sendable (ConnectionClosure) -> Void) {
+    init(
+        bounds: ConnectionBounds, onClose: @escaping @Sendable (ConnectionClosure) -> Void,
+        onRefuse: @escaping @Sendable (ProtocolSwitch) -> Void = { _ in }
+    ) {
         self.state = ConnectionGuardState(bounds: bounds)
         self.onClose = onClose
+        self.onRefuse = onRefuse
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !state.closed else { return }  // closing: nothing more is decoded into memory
         let action: ConnectionGuardState.Action =
             switch unwrapInboundIn(data) {
-            case .head: state.requestHead()
+            case .head(let head):
+                state.requestHead(switching: ProtocolSwitch(method: head.method.rawValue, hasUpgradeField: head.headerFields[.upgrade] != nil))
             case .body: .none
             case .end: state.requestEnd()
             }
@@ -56,6 +66,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             writeTimer?.cancel()
             onClose(closure)
             context.close(promise: nil)
+        case .refuse(let switching):
+            requestTimer?.cancel()
+            writeTimer?.cancel()
+            onRefuse(switching)
+            refuse(switching, context: context)
         case .startRequestTimer:
             requestTimer?.cancel()
             requestTimer = schedule(.requestTimeout, after: state.bounds.requestTimeout, context: context)
@@ -69,6 +84,25 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             writeTimer?.cancel()
             writeTimer = nil
         }
+    }
+
+    /// Closes the input (the socket is read no more: what the client sends next stays in the
+    /// kernel's bounded buffer), writes the refusal, and closes the connection once it is written;
+    /// the write timer still bounds a client that reads nothing.
+    private func refuse(_ switching: ProtocolSwitch, context: ChannelHandlerContext) {
+        context.close(mode: .input, promise: nil)
+        let body = ByteBuffer(string: switching.explanation)
+        var fields: HTTPFields = [.connection: "close", .contentType: "text/plain; charset=utf-8", .contentLength: "\(body.readableBytes)"]
+        if switching == .connect { fields[.allow] = "GET, POST" }
+        let head = HTTPResponse(status: HTTPResponse.Status(code: switching.status), headerFields: fields)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let limit = state.bounds.writeTimeout.components
+        writeTimer = context.eventLoop.scheduleTask(in: .nanoseconds(limit.seconds * 1_000_000_000 + limit.attoseconds / 1_000_000_000)) {
+            bound.value.close(promise: nil)
+        }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in bound.value.close(promise: nil) }
     }
 
     /// A timer on the connection's event loop that, when it fires, closes the connection unless

@@ -100,7 +100,9 @@ package struct ReceiverApplication: Sendable {
             router: routes.router(),
             server: .http1(
                 configuration: HTTP1Channel.Configuration(
-                    additionalChannelHandlers: [ConnectionGuard(bounds: bounds, onClose: { metrics.record(closed: $0) })],
+                    additionalChannelHandlers: [
+                        ConnectionGuard(bounds: bounds, onClose: { metrics.record(closed: $0) }, onRefuse: { metrics.record(refused: $0) })
+                    ],
                     idleTimeout: .seconds(max(1, settings.idleTimeout.components.seconds))
                 )
             ),

@@ -29,6 +29,11 @@ package final class ServeMetrics: Sendable {
         /// A body sent where none is accepted (any route but the notification POST): answered 413
         /// at once, the connection closed unread.
         case bodyRefused = "body_refused"
+        /// A request with an `Upgrade` field (any route): answered 400 by its connection, which
+        /// reads nothing more and closes (`ProtocolSwitch`).
+        case upgradeRefused = "upgrade_refused"
+        /// A `CONNECT` request: answered 405 likewise.
+        case connectRefused = "connect_refused"
         case notFound = "not_found"
         case methodNotAllowed = "method_not_allowed"
         case health, metrics
@@ -136,6 +141,11 @@ package final class ServeMetrics: Sendable {
     /// Any other request.
     package func record(other outcome: Other) {
         requests[outcome.rawValue]?.increment()
+    }
+
+    /// A request refused from its head for asking to leave HTTP/1.1 (`ProtocolSwitch`).
+    package func record(refused switching: ProtocolSwitch) {
+        record(other: switching == .connect ? .connectRefused : .upgradeRefused)
     }
 
     /// A connection closed at one of its bounds (`ConnectionBounds`).

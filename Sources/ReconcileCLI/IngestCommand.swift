@@ -40,7 +40,7 @@ struct IngestCommand: AsyncParsableCommand {
             }
             let jws: String
             do {
-                jws = try PayloadInspection.signedPayload(fromInput: String(decoding: data, as: UTF8.self))
+                jws = try PayloadInspection.signedPayload(fromInput: [UInt8](data))
             } catch let error as InspectionInputError {
                 printError("rejected (malformed): \(error.description)")
                 throw ExitCode(ExitStatus.payloadRejected)

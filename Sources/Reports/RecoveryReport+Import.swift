@@ -16,6 +16,10 @@ extension RecoveryReport {
         var repeats: Int
         var orderLookups: Int
         var linesNotImported: Int
+        /// Lines not imported per reason, every one counted.
+        var linesNotImportedByReason: [String: Int]
+        /// Whether `problems[]` lists only a sample: the first of each reason (`ImportResult`).
+        var problemsSampled: Bool
         var stopped: Bool
     }
 
@@ -24,7 +28,8 @@ extension RecoveryReport {
         return ImportFields(
             kind: imported.kind.rawValue, inputSHA256: imported.inputSHA256, linesTotal: imported.linesTotal, linesResumedPast: imported.linesResumedPast,
             linesRead: imported.linesRead, accountsAsked: imported.accountsAsked, repeats: imported.repeats, orderLookups: imported.orderLookups,
-            linesNotImported: imported.problems.count, stopped: imported.stopped
+            linesNotImported: imported.linesNotImported, linesNotImportedByReason: imported.linesNotImportedByReason,
+            problemsSampled: imported.problemsSampled, stopped: imported.stopped
         )
     }
 
@@ -36,7 +41,7 @@ extension RecoveryReport {
             + (imported.linesResumedPast > 0 ? " (\(imported.linesResumedPast) done by an earlier run of this input)" : "")
             + "; accounts asked about \(imported.accountsAsked), \(counts.customersRepaired) \(would == "imported" ? "changed" : "would change")"
             + ", \(imported.repeats) repeated lines not asked again"
-        if imported.problems.count > 0 { line += "; \(imported.problems.count) lines not imported (see the report)" }
+        if imported.linesNotImported > 0 { line += "; \(imported.linesNotImported) lines not imported (see the report)" }
         line += "; \(counts.subscriptionStatusesRequests) statuses and \(counts.transactionHistoryRequests) transaction history requests"
         if imported.orderLookups > 0 { line += ", \(imported.orderLookups) order look-ups" }
         if counts.rateLimited > 0 { line += ", \(counts.rateLimited) rate-limited (429) and retried after Retry-After" }
@@ -55,9 +60,15 @@ extension RecoveryReport {
                 + (isDryRun ? "Dry run: nothing was written, no checkpoint kept." : "Each account is in the repairs below (reason `imported`).")
         )
         line("")
-        guard imported.problems.count > 0 else { return }
-        line("### Lines not imported (\(imported.problems.count))")
+        guard imported.linesNotImported > 0 else { return }
+        line("### Lines not imported (\(imported.linesNotImported))")
         line("")
+        if imported.problemsSampled {
+            line("By reason: " + Self.reasonCounts(imported).map { "\($0.reason.replacingOccurrences(of: "|", with: "\\|")): \($0.count)" }.joined(separator: "; ") + ".")
+            line("")
+            line(Self.sampleNote(imported))
+            line("")
+        }
         line("| line | value | reason |")
         line("| --- | --- | --- |")
         for problem in imported.problems {
@@ -75,16 +86,32 @@ extension RecoveryReport {
             + "\(HTMLPage.count(fields.repeats, "repeated line")) not asked again"
             + (fields.orderLookups > 0 ? ", \(HTMLPage.count(fields.orderLookups, "order look-up"))" : "") + "."
             + (isDryRun ? " <strong>Dry run: nothing was written.</strong>" : "") + "</p>\n"
-        guard imported.problems.count > 0 else { return html }
-        html += "<h3>Lines not imported (\(HTMLPage.number(imported.problems.count)))</h3>\n"
-            + "<table><thead><tr><th>line</th><th>value</th><th>reason</th></tr></thead><tbody>"
+        guard imported.linesNotImported > 0 else { return html }
+        html += "<h3>Lines not imported (\(HTMLPage.number(imported.linesNotImported)))</h3>\n"
+        if imported.problemsSampled {
+            html += "<p>By reason: " + Self.reasonCounts(imported).map { "\(HTMLPage.escape($0.reason)): \(HTMLPage.number($0.count))" }.joined(separator: "; ")
+                + ".</p>\n<p class=\"muted\">\(HTMLPage.escape(Self.sampleNote(imported)))</p>\n"
+        }
+        html += "<table><thead><tr><th>line</th><th>value</th><th>reason</th></tr></thead><tbody>"
         for problem in imported.problems.prefix(limits.rowsPerList) {
             html += "<tr><td>\(problem.line)</td><td><code>\(HTMLPage.escape(problem.value))</code></td><td>\(HTMLPage.escape(problem.reason))</td></tr>"
         }
         html += "</tbody></table>\n"
         if imported.problems.count > limits.rowsPerList {
-            html += "<p class=\"muted\">The first \(limits.rowsPerList) of \(HTMLPage.number(imported.problems.count)); report.json and report.md list every one.</p>\n"
+            html += "<p class=\"muted\">The first \(limits.rowsPerList) of the \(HTMLPage.number(imported.problems.count)) listed; report.json and report.md list every one of them.</p>\n"
         }
         return html
+    }
+
+    /// Each reason with its lines not imported, most first.
+    static func reasonCounts(_ imported: ImportResult) -> [(reason: String, count: Int)] {
+        imported.linesNotImportedByReason.map { ($0.key, $0.value) }.sorted { ($0.count, $1.reason) > ($1.count, $0.reason) }
+    }
+
+    /// What the sample of lines not imported leaves out.
+    static func sampleNote(_ imported: ImportResult) -> String {
+        "Listed below: \(imported.problems.count) of the \(imported.linesNotImported) lines not imported, the first "
+            + "\(ImportResult.sampledPerReason) of each reason (at most \(ImportResult.sampledInAll) in all); "
+            + "the other \(imported.linesNotImported - imported.problems.count) are counted only."
     }
 }

@@ -18,8 +18,25 @@ package struct ImportResult: Sendable {
     package var accountsAsked = 0
     /// Look Up Order ID requests made.
     package var orderLookups = 0
-    /// Lines not imported, with why: garbled, unknown to Apple, an invalid order.
+    /// Lines not imported, with why (garbled, unknown to Apple, an invalid order): a sample, the
+    /// first `sampledPerReason` of each reason and `sampledInAll` in all (issue 67: a million junk
+    /// lines wrote 143 MB of reports). Every one is counted in `linesNotImported` and
+    /// `linesNotImportedByReason`.
     package let problems: ReportList<ImportProblem>
+    /// Every line not imported, listed in `problems` or not.
+    package private(set) var linesNotImported = 0
+    /// Lines not imported per reason; past `countedReasons` distinct reasons, the rest are counted
+    /// under `otherReasons`.
+    package private(set) var linesNotImportedByReason: [String: Int] = [:]
+    /// Lines listed in `problems` of each reason, at most.
+    package static let sampledPerReason = 1_000
+    /// Lines listed in `problems` in all, at most (reasons can name a code or an error).
+    package static let sampledInAll = 10_000
+    /// Distinct reasons counted by name, at most.
+    package static let countedReasons = 100
+    package static let otherReasons = "(other reasons)"
+    /// Whether some lines not imported are counted only, not listed in `problems`.
+    package var problemsSampled: Bool { problems.count < linesNotImported }
     /// Stopped on request: the next run of the same input goes on from the checkpoint.
     package var stopped = false
     /// The first line of this run not imported: the checkpoint never passes it, so that a run of
@@ -28,7 +45,12 @@ package struct ImportResult: Sendable {
 
     /// Records a line not imported.
     package mutating func add(_ problem: ImportProblem) {
-        problems.append(problem)
+        linesNotImported += 1
+        let reason = linesNotImportedByReason[problem.reason] != nil || linesNotImportedByReason.count < Self.countedReasons
+            ? problem.reason : Self.otherReasons
+        let ofReason = linesNotImportedByReason[reason, default: 0] + 1
+        linesNotImportedByReason[reason] = ofReason
+        if ofReason <= Self.sampledPerReason, problems.count < Self.sampledInAll { problems.append(problem) }
         firstProblemLine = min(firstProblemLine ?? problem.line, problem.line)
     }
 

@@ -193,7 +193,7 @@ package struct RunResult: Sendable {
         let counts = counts
         return Problems(
             rejected: counts.rejected, retryLater: counts.retryLater, customersFailed: counts.customersFailed, undelivered: undelivered,
-            answersNotSent: answers?.needingAPerson ?? 0, linesNotImported: imported?.problems.count ?? 0,
+            answersNotSent: answers?.needingAPerson ?? 0, linesNotImported: imported?.linesNotImported ?? 0,
             extensionsNotMade: compensated?.needingAPerson ?? 0
         )
     }

@@ -22,6 +22,10 @@ struct AppleCertificateChain: Sendable {
         guard let headerBytes = Base64URL.decode(headerSegment) else {
             return .failure(Rejection(.malformed, "the JWS header is not base64url"))
         }
+        // Parsed once per distinct header (ChainCache), so the scan for a repeated key costs once.
+        if let key = RepeatedJSONKey.first(in: headerBytes) {
+            return .failure(Rejection(.malformed, "the JWS header gives the key \(RepeatedJSONKey.quoted(key)) more than once"))
+        }
         guard let header = try? JSONDecoder().decode(JWSHeader.self, from: Data(headerBytes)) else {
             return .failure(Rejection(.malformed, "the JWS header is not a JSON object of the expected shape"))
         }

@@ -191,12 +191,22 @@ public final class SignedDataVerifier: Sendable {
         if let fast = (Payload.self as? any FastDecodable.Type)?.decodeFast(payloadBytes) as? Payload {
             payload = fast
         } else {
+            // The fast path declines a repeated key; refused here, whichever value a decoder would keep.
+            if let key = RepeatedJSONKey.first(in: payloadBytes) {
+                return .rejected(Rejection(.malformed, "the payload gives the key \(RepeatedJSONKey.quoted(key)) more than once"))
+            }
             do {
                 payload = try JSONDecoder().decode(Payload.self, from: Data(payloadBytes))
             } catch {
+                if let key = RepeatedJSONKey.keyOfNumberOutOfRange(in: payloadBytes) {
+                    return .rejected(Rejection(.malformed, "the payload's \(RepeatedJSONKey.quoted(key)) is a number no field of it holds"))
+                }
                 return .rejected(Rejection(.malformed, "the payload is not JSON of the expected shape (\(Self.describe(error)))"))
             }
         }
+
+        // Before the chain is judged at the payload's own time: that time must be one.
+        if let rejection = (payload as? any DatedPayload)?.dateOutOfRange { return .rejected(rejection) }
 
         if let online = configuration.onlineChecks {
             let now = online.now()

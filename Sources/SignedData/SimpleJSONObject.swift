@@ -1,7 +1,7 @@
 /// A JSON object read on a fast path that handles only the plain shape Apple's payloads have:
 /// ASCII strings without escapes, integers, booleans, null, and objects nested one level
 /// (a notification's `data`). Anything else (an escape, non-ASCII text, an array, a fraction or
-/// exponent, deeper nesting, malformed JSON) makes `parse` return nil, and the caller decodes
+/// exponent, deeper nesting, a key given twice, malformed JSON) makes `parse` return nil, and the caller decodes
 /// with `JSONDecoder`, which then decides. So the fast path never accepts what `JSONDecoder`
 /// would refuse, and never reads a value differently: it only declines.
 ///
@@ -60,6 +60,10 @@ struct SimpleJSONObject: Sendable {
             while true {
                 skipWhitespace()
                 guard let key = string() else { return nil }
+                // A key given twice: declined, and the fallback refuses it (`RepeatedJSONKey`).
+                // Plain ASCII keys: equal as strings exactly when equal as bytes.
+                let length = key.utf8.count
+                guard !object.fields.contains(where: { $0.key.utf8.count == length && $0.key == key }) else { return nil }
                 skipWhitespace()
                 guard consume(UInt8(ascii: ":")) else { return nil }
                 skipWhitespace()

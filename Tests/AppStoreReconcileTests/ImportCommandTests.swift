@@ -104,6 +104,45 @@ struct ImportCommandTests {
         }
     }
 
+    /// Issue 67, point 4: a million junk lines (about 11 MB) gave 143 MB of reports, every line
+    /// listed three times. Now the first 1,000 of each reason are listed and every line counted:
+    /// each report stays under 2 MB and says that the rest are counted only; nothing is asked of
+    /// Apple, and the command exits 3.
+    @Test func aMillionJunkLinesGiveReportsOfAFewMegabytesThatCountEveryLine() async throws {
+        let harness = try RecoveryHarness(customers: 2, seed: 93)
+        try await RunCommandTests.withSetup(harness, seed: false) { environment, client, scratch in
+            try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+            let input = scratch.appendingPathComponent("junk.txt").path
+            var text = ""
+            text.reserveCapacity(11_000_000)
+            for index in 0..<1_000_000 { text += index % 2 == 0 ? "junk-line-\(index)\n" : "12ab\(index)\n" }
+            try text.write(toFile: input, atomically: false, encoding: .utf8)
+            let directory = scratch.appendingPathComponent("junk").path
+            let result = try await BuiltBinary.run(["import", "--transaction-ids", input, "--report-dir", directory, "--no-progress"], environment: environment)
+            #expect(result.exitCode == 3, "\(result.combined.prefix(2000))")
+            #expect(result.standardOutput.contains("1000000 lines not imported"), "\(result.standardOutput.prefix(2000))")
+            #expect(harness.api.subscriptionStatusesRequests.isEmpty && harness.api.transactionHistoryRequests.isEmpty)
+            for name in ["report.json", "report.md", "report.html"] {
+                let size = (try FileManager.default.attributesOfItem(atPath: directory + "/" + name)[.size] as? Int) ?? .max
+                print("a million junk lines: \(name) is \(size) bytes")
+                #expect(size < 2_000_000, "\(name) is \(size) bytes")
+            }
+            guard case .object(let imported)? = try Self.reportJSON(directory)["import"], case .array(let problems)? = imported["problems"],
+                case .object(let byReason)? = imported["linesNotImportedByReason"]
+            else {
+                Issue.record("report.json lacks import.problems or linesNotImportedByReason")
+                return
+            }
+            #expect(imported["linesNotImported"] == .number(1_000_000))
+            #expect(imported["problemsSampled"] == .bool(true))
+            #expect(problems.count == 1_000, "one reason (not a transaction ID): its first 1,000 lines")
+            #expect(byReason.values.reduce(0) { total, value in if case .number(let count) = value { total + count } else { total } } == 1_000_000)
+            let markdown = try String(contentsOfFile: directory + "/report.md", encoding: .utf8)
+            #expect(markdown.contains("the other 999000 are counted only"), "\(markdown.prefix(3000))")
+            #expect(try await Self.count(client, "SELECT count(*) FROM app_store.notifications") == 0)
+        }
+    }
+
     @Test func linesOfOneAccountInFlightTogetherAskAboutItOnce() async throws {
         let harness = try RecoveryHarness(customers: 6, seed: 92, outageHours: 20)
         let customers = harness.scenario.customers

@@ -253,6 +253,59 @@ struct ServeLimitsTests {
         #expect(await serve.waitAsync() == 0)
     }
 
+    /// Issue 67, point 1: after a request that asks to leave HTTP/1.1 (`Connection: Upgrade` with
+    /// `Upgrade: websocket` on GET /livez, or a CONNECT), the HTTP/1 decoder keeps every byte that
+    /// follows: before, 400 MB streamed on one connection raised serve's memory from 44 MB to
+    /// 454 MB and the connection stayed open until the idle timeout (120 s here). Now each is
+    /// refused (400, 405) with `Connection: close`, nothing more is read, and the connection is
+    /// closed within 5 s; serve's peak stays under 150 MB, a genuine notification is recorded
+    /// meanwhile, and /metrics counts the refusals.
+    @Test func bytesAfterAnUpgradeOrAConnectAreNeverReadAndTheConnectionIsClosed() async throws {
+        let harness = try RecoveryHarness(customers: 5, seed: 317)
+        let (cluster, url, scratch) = try await ServeCommandTests.world(harness, "serve-upgrade")
+        defer {
+            cluster.stop()
+            try? FileManager.default.removeItem(atPath: scratch)
+        }
+        let (server, serve, _) = try await ServeCommandTests.startServe(
+            harness, url, scratch: scratch, arguments: ["--idle-timeout", "120", "--body-timeout", "120"])
+        let port = try #require(Int(server.split(separator: ":").last ?? ""))
+        let heads = [
+            ("an Upgrade on GET /livez", "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", "HTTP/1.1 400"),
+            ("an h2c Upgrade on the notification path", "GET /apple/notifications HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n", "HTTP/1.1 400"),
+            ("a CONNECT", "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n", "HTTP/1.1 405"),
+        ]
+        // A client that sends the head and reads: the refusal, then the end of the connection.
+        for (name, head, status) in heads {
+            let descriptor = try RawConnection.connect(port: port)
+            defer { close(descriptor) }
+            RawConnection.send(descriptor, head)
+            let (text, closed) = await RawConnection.received(descriptor, within: .seconds(5))
+            #expect(text.hasPrefix(status), "\(name): \(text.prefix(120))")
+            #expect(text.lowercased().contains("connection: close"), "\(name): \(text.prefix(300))")
+            #expect(closed, "\(name): the connection is still open 5 s after its answer")
+        }
+        // A client that sends the head and then streams 400 MB as fast as it can.
+        for (name, head, _) in heads {
+            let descriptor = try RawConnection.connect(port: port)
+            defer { close(descriptor) }
+            RawConnection.send(descriptor, head)
+            let (sent, closedAfter) = await RawConnection.stream(descriptor, upTo: 400 << 20, within: .seconds(20))
+            let peak = RawConnection.peakResidentBytes(serve.pid)
+            print("\(name) then 400 MB: the socket took \(sent / 1_048_576) MB, closed after \(closedAfter.map { "\($0)" } ?? "never"); serve's peak RSS \(peak / 1_048_576) MB")
+            #expect(closedAfter.map { $0 < .seconds(5) } == true, "\(name): closed after \(String(describing: closedAfter)), \(sent) bytes taken")
+            #expect(peak < 150 * 1_048_576, "\(name): serve's peak resident memory \(peak / 1_048_576) MB")
+        }
+        let notification = try harness.api.signNotification(harness.scenario.deliveredNotifications[0])
+        let (status, text) = try await ServeCommandTests.post(server + "/apple/notifications", "{\"signedPayload\":\"\(notification)\"}")
+        #expect(status == 200, "\(text)")
+        let metrics = try await ServeCommandTests.post(server + "/metrics", "", method: .GET).1
+        #expect(metrics.contains("appstore_reconcile_serve_requests_total{outcome=\"upgrade_refused\"} 4\n"), "\(metrics)")
+        #expect(metrics.contains("appstore_reconcile_serve_requests_total{outcome=\"connect_refused\"} 2\n"), "\(metrics)")
+        serve.send(SIGTERM)
+        #expect(await serve.waitAsync() == 0)
+    }
+
     /// The flood of issue 31: 10,000 POSTs of 10 KB garbage, each different, from 1,000 clients
     /// at once, while the ledger's tables are locked for 30 s. Every request is answered within
     /// its 10 s deadline (400 once recorded, 503 when the database cannot take it in time or

@@ -80,3 +80,41 @@ struct LogThrottleTests {
         #expect(throttle.note("rejected", at: start + .seconds(30)) == 1)
     }
 }
+
+/// Issue 67, point 1: a request that asks to leave HTTP/1.1 is refused from its head.
+@Suite("A protocol switch refused from its head")
+struct ProtocolSwitchTests {
+    @Test func anUpgradeFieldOnAnyMethodAndACONNECTAreSwitchesAndNothingElseIs() {
+        #expect(ProtocolSwitch(method: "GET", hasUpgradeField: true) == .upgrade)
+        #expect(ProtocolSwitch(method: "POST", hasUpgradeField: true) == .upgrade)
+        #expect(ProtocolSwitch(method: "CONNECT", hasUpgradeField: false) == .connect)
+        #expect(ProtocolSwitch(method: "CONNECT", hasUpgradeField: true) == .connect)
+        #expect(ProtocolSwitch(method: "GET", hasUpgradeField: false) == nil)
+        #expect(ProtocolSwitch(method: "POST", hasUpgradeField: false) == nil)
+        #expect(ProtocolSwitch.upgrade.status == 400)
+        #expect(ProtocolSwitch.connect.status == 405)
+    }
+
+    @Test func aSwitchRefusesAndClosesOnceAndNothingIsDecidedAfter() {
+        for switching in ProtocolSwitch.allCases {
+            var state = ConnectionGuardStateTests.state(pipelined: 3)
+            #expect(state.requestHead() == .startRequestTimer)
+            #expect(state.requestEnd() == .cancelRequestTimer)
+            #expect(state.answerEnd() == .none)
+            #expect(state.requestHead(switching: switching) == .refuse(switching))
+            #expect(state.closed)
+            // Whatever the client sends or the timers do next: nothing more.
+            #expect(state.requestHead() == .none)
+            #expect(state.requestHead(switching: switching) == .none)
+            #expect(state.requestEnd() == .none)
+            #expect(state.timerFired(.requestTimeout) == .none)
+            #expect(state.writabilityChanged(isWritable: false) == .none)
+        }
+    }
+
+    @Test func aSwitchAsTheFirstRequestIsRefusedWithoutCountingAsPipelined() {
+        var state = ConnectionGuardStateTests.state(pipelined: 1)
+        #expect(state.requestHead(switching: .connect) == .refuse(.connect))
+        #expect(state.outstanding == 0)
+    }
+}

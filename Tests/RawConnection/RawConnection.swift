@@ -89,6 +89,33 @@ public enum RawConnection {
         return (text, answer.closed)
     }
 
+    /// Streams zeros at full speed, never blocking, until `limit` bytes are sent, the server ends
+    /// the connection (a reset or a broken pipe, or its FIN seen), or `within` passes: the bytes
+    /// the socket took, and how long after the start the server was seen to end it (nil: never).
+    public static func stream(_ descriptor: Int32, upTo limit: Int, within: Duration) async -> (sent: Int, closedAfter: Duration?) {
+        let chunk = [UInt8](repeating: 0, count: 1 << 20)
+        let start = ContinuousClock.now
+        var sent = 0
+        while sent < limit, ContinuousClock.now < start + within {
+            let count = chunk.withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress, min($0.count, limit - sent), Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if count > 0 {
+                sent += count
+                continue
+            }
+            if count < 0, errno != EAGAIN, errno != EWOULDBLOCK { return (sent, ContinuousClock.now - start) }
+            if peerClosed(descriptor) { return (sent, ContinuousClock.now - start) }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        // All sent (or time is up): wait what is left of `within` for the server to end it.
+        while ContinuousClock.now < start + within {
+            if peerClosed(descriptor) { return (sent, ContinuousClock.now - start) }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return (sent, nil)
+    }
+
     /// The process's resident memory now (VmRSS), in bytes.
     public static func residentBytes(_ pid: pid_t) -> Int { statusKilobytes(pid, "VmRSS:") * 1024 }
 

@@ -18,17 +18,17 @@ package struct PayloadInspection: Sendable {
     /// The decoded payload: verified when the verdict is `verified`, for information only otherwise.
     package var payload: JSONValue?
 
-    /// Extracts the JWS from any of the accepted input forms.
+    /// Extracts the JWS from any of the accepted input forms, as `serve` does
+    /// (`NotificationBody`): a repeated key or a NUL is malformed input.
     package static func signedPayload(fromInput text: String) throws -> String {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard trimmed.hasPrefix("{") else { return trimmed }
-        guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(trimmed.utf8)) else {
-            throw InspectionInputError(description: "the input starts with '{' but is not a JSON object")
+        try signedPayload(fromInput: Array(text.utf8))
+    }
+
+    package static func signedPayload(fromInput bytes: [UInt8]) throws -> String {
+        switch NotificationBody.signedPayload(fromInput: bytes) {
+        case .success(let jws): return jws
+        case .failure(let refusal): throw InspectionInputError(description: refusal.description)
         }
-        guard case .string(let jws) = object["signedPayload"] else {
-            throw InspectionInputError(description: "the JSON input has no \"signedPayload\" string (expected Apple's webhook body or a notification history item)")
-        }
-        return jws
     }
 
     /// Verifies `jws` as `kind` (judged from its fields when nil).
