@@ -15,9 +15,10 @@ struct IngestCommand: AsyncParsableCommand {
             it, and records it with source 'webhook' through the same path as a recovery: a notification signed \
             earlier never overwrites newer state. A webhook handler in any language can pipe Apple's body into it.
 
-            Exit codes: 0 recorded; 4 already recorded (a duplicate: answer Apple 200 all the same); 65 rejected \
-            (kept in app_store.rejected_payloads, never applied); 75 temporary failure (answer Apple with an error \
-            so that it retries); 78 configuration error.
+            Exit codes: 0 recorded; 4 already recorded (a duplicate: answer Apple 200 all the same); 65 rejected: \
+            malformed input (a NUL character, a key given twice, no signedPayload string; not recorded) or a payload \
+            that fails verification (kept in app_store.rejected_payloads, never applied); 75 temporary failure \
+            (answer Apple with an error so that it retries); 78 configuration error.
             """
     )
 

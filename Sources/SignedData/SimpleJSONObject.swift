@@ -55,15 +55,19 @@ struct SimpleJSONObject: Sendable {
         mutating func object(depth: Int) -> SimpleJSONObject? {
             guard consume(UInt8(ascii: "{")) else { return nil }
             var object = SimpleJSONObject()
+            var keyFilter: UInt64 = 0
             skipWhitespace()
             if consume(UInt8(ascii: "}")) { return object }
             while true {
                 skipWhitespace()
                 guard let key = string() else { return nil }
                 // A key given twice: declined, and the fallback refuses it (`RepeatedJSONKey`).
-                // Plain ASCII keys: equal as strings exactly when equal as bytes.
-                let length = key.utf8.count
-                guard !object.fields.contains(where: { $0.key.utf8.count == length && $0.key == key }) else { return nil }
+                // A 64-bit filter of the keys' lengths and end bytes keeps the comparison with
+                // the earlier keys to the few whose filter bit is already set.
+                let utf8 = key.utf8
+                let bit: UInt64 = 1 << ((UInt64(utf8.count) &* 31 &+ UInt64(utf8.first ?? 0) &* 7 &+ UInt64(utf8.last ?? 0)) & 63)
+                if keyFilter & bit != 0, object.fields.contains(where: { $0.key == key }) { return nil }
+                keyFilter |= bit
                 skipWhitespace()
                 guard consume(UInt8(ascii: ":")) else { return nil }
                 skipWhitespace()
