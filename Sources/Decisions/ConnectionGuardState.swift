@@ -72,6 +72,10 @@ package struct ConnectionGuardState: Hashable, Sendable {
         case close(ConnectionClosure)
         /// Stop reading now, answer with the switch's refusal, then close the connection.
         case refuse(ProtocolSwitch)
+        /// A switch pipelined behind requests not yet answered: stop reading now, and write no
+        /// refusal (it would read as the answer to an earlier request); those requests are
+        /// answered, and the connection ends after them (its input is closed).
+        case stopReading(ProtocolSwitch)
         case startRequestTimer
         case cancelRequestTimer
         case startWriteTimer
@@ -84,6 +88,9 @@ package struct ConnectionGuardState: Hashable, Sendable {
     /// Whether a request's head was read and its end not yet.
     package private(set) var readingRequest = false
     package private(set) var closed = false
+    /// A protocol switch was read behind requests still unanswered: nothing more is read, their
+    /// answers are still written (and bounded by the write timer).
+    package private(set) var draining = false
 
     package init(bounds: ConnectionBounds) {
         self.bounds = bounds
@@ -94,6 +101,10 @@ package struct ConnectionGuardState: Hashable, Sendable {
         guard !closed else { return .none }
         if let switching {
             closed = true
+            guard outstanding == 0 else {
+                draining = true
+                return .stopReading(switching)
+            }
             return .refuse(switching)
         }
         outstanding += 1
@@ -108,18 +119,21 @@ package struct ConnectionGuardState: Hashable, Sendable {
         return .cancelRequestTimer
     }
 
+    /// An answer's end was written (the action is performed after it).
     package mutating func answerEnd() -> Action {
         outstanding = max(0, outstanding - 1)
         return .none
     }
 
     package mutating func writabilityChanged(isWritable: Bool) -> Action {
-        guard !closed else { return .none }
+        // While a refusal waits for earlier answers, a client that reads none of them is still bounded.
+        guard !closed || draining else { return .none }
         return isWritable ? .cancelWriteTimer : .startWriteTimer
     }
 
     package mutating func timerFired(_ closure: ConnectionClosure) -> Action {
-        guard !closed else { return .none }
+        guard !closed || draining else { return .none }
+        draining = false
         return close(closure)
     }
 

@@ -71,6 +71,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             writeTimer?.cancel()
             onRefuse(switching)
             refuse(switching, context: context)
+        case .stopReading(let switching):
+            // The requests before it are answered; the connection ends after them.
+            requestTimer?.cancel()
+            onRefuse(switching)
+            context.close(mode: .input, promise: nil)
         case .startRequestTimer:
             requestTimer?.cancel()
             requestTimer = schedule(.requestTimeout, after: state.bounds.requestTimeout, context: context)
@@ -89,14 +94,22 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// Closes the input (the socket is read no more: what the client sends next stays in the
     /// kernel's bounded buffer), writes the refusal, and closes the connection once it is written;
     /// the write timer still bounds a client that reads nothing.
+    /// A client that keeps sending after its head makes the close a reset, which may discard
+    /// the refusal before the client reads it; memory is bounded either way.
     private func refuse(_ switching: ProtocolSwitch, context: ChannelHandlerContext) {
         context.close(mode: .input, promise: nil)
-        let body = ByteBuffer(string: switching.explanation)
-        var fields: HTTPFields = [.connection: "close", .contentType: "text/plain; charset=utf-8", .contentLength: "\(body.readableBytes)"]
-        if switching == .connect { fields[.allow] = "GET, POST" }
+        var fields: HTTPFields = [.connection: "close"]
+        // An answer to CONNECT has no body in HTTP/1.1 (NIO's encoder drops one): the status says it.
+        let body = switching == .connect ? nil : ByteBuffer(string: switching.explanation)
+        if let body {
+            fields[.contentType] = "text/plain; charset=utf-8"
+            fields[.contentLength] = "\(body.readableBytes)"
+        } else {
+            fields[.allow] = "GET, POST"
+        }
         let head = HTTPResponse(status: HTTPResponse.Status(code: switching.status), headerFields: fields)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        if let body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let limit = state.bounds.writeTimeout.components
         writeTimer = context.eventLoop.scheduleTask(in: .nanoseconds(limit.seconds * 1_000_000_000 + limit.attoseconds / 1_000_000_000)) {

@@ -23,8 +23,10 @@ struct AppleCertificateChain: Sendable {
             return .failure(Rejection(.malformed, "the JWS header is not base64url"))
         }
         // Parsed once per distinct header (ChainCache), so the scan for a repeated key costs once.
-        if let key = RepeatedJSONKey.first(in: headerBytes) {
-            return .failure(Rejection(.malformed, "the JWS header gives the key \(RepeatedJSONKey.quoted(key)) more than once"))
+        switch RepeatedJSONKey.scan(headerBytes) {
+        case .repeated(let key): return .failure(Rejection(.malformed, "the JWS header gives the key \(RepeatedJSONKey.quoted(key)) more than once"))
+        case .unreadable: return .failure(Rejection(.malformed, "the JWS header is not a JSON object of the expected shape"))
+        case .distinct: break
         }
         guard let header = try? JSONDecoder().decode(JWSHeader.self, from: Data(headerBytes)) else {
             return .failure(Rejection(.malformed, "the JWS header is not a JSON object of the expected shape"))

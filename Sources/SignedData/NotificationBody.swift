@@ -45,7 +45,11 @@ package enum NotificationBody {
             guard case .string(let text) = field.value else { return .failure(.noSignedPayload) }
             payload = text
         } else {
-            if let key = RepeatedJSONKey.first(in: body) { return .failure(.repeatedKey(key)) }
+            switch RepeatedJSONKey.scan(body) {
+            case .repeated(let key): return .failure(.repeatedKey(key))
+            case .unreadable: return .failure(.notAnObject)
+            case .distinct: break
+            }
             guard let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else { return .failure(.notAnObject) }
             guard let text = object["signedPayload"] as? String else { return .failure(.noSignedPayload) }
             payload = text

@@ -10,15 +10,36 @@
 /// Only the fallback paths call this; the fast path (`SimpleJSONObject`) declines a repeated key
 /// itself, so the common case costs nothing more.
 package enum RepeatedJSONKey {
-    /// The first key given twice in one object, at any depth; nil when there is none, or when the
-    /// text is not JSON (the decoder then says what is wrong with it).
-    package static func first(in bytes: [UInt8]) -> String? {
+    /// What a scan of a JSON text found.
+    package enum Scan: Hashable, Sendable {
+        /// Every object's keys are distinct.
+        case distinct
+        /// The first key given twice in one object, at any depth.
+        case repeated(String)
+        /// The text is not JSON this scan can read (malformed, a trailing comma, nested past
+        /// `maximumDepth`): it is refused, never handed to a decoder that might read more than
+        /// the scan did (Foundation's accepts trailing commas, and keeps the last of two keys).
+        case unreadable
+    }
+
+    /// Scans `bytes` (a leading UTF-8 byte-order mark allowed, as Foundation allows it).
+    package static func scan(_ bytes: [UInt8]) -> Scan {
         bytes.withUnsafeBufferPointer { buffer in
             var scanner = Scanner(bytes: buffer)
+            if buffer.starts(with: [0xEF, 0xBB, 0xBF]) { scanner.index = 3 }
             scanner.skipWhitespace()
-            _ = scanner.value(depth: 0)
-            return scanner.repeated
+            let read = scanner.value(depth: 0)
+            if let repeated = scanner.repeated { return .repeated(repeated) }
+            scanner.skipWhitespace()
+            return read && scanner.index == buffer.count ? .distinct : .unreadable
         }
+    }
+
+    /// The first key given twice in one object, at any depth; nil when there is none or the text
+    /// cannot be scanned.
+    package static func first(in bytes: [UInt8]) -> String? {
+        if case .repeated(let key) = scan(bytes) { return key }
+        return nil
     }
 
     /// The key of the first number that no integer field holds (an integer past Int64, or any
@@ -39,9 +60,10 @@ package enum RepeatedJSONKey {
         return "\"" + String(shown) + (key.unicodeScalars.count > 64 ? "…" : "") + "\""
     }
 
-    /// Objects and arrays nested deeper than this are not looked into: the decoders refuse such
-    /// text anyway, and the scan must not recurse without bound on an attacker's brackets.
-    static let maximumDepth = 256
+    /// Objects and arrays nested deeper than this are unreadable: Foundation's parsers refuse
+    /// text nested past 512 levels, and the scan must not recurse without bound on an
+    /// attacker's brackets (Apple's payloads nest three).
+    static let maximumDepth = 512
 
     private struct Scanner {
         let bytes: UnsafeBufferPointer<UInt8>

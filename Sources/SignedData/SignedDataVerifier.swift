@@ -192,8 +192,10 @@ public final class SignedDataVerifier: Sendable {
             payload = fast
         } else {
             // The fast path declines a repeated key; refused here, whichever value a decoder would keep.
-            if let key = RepeatedJSONKey.first(in: payloadBytes) {
-                return .rejected(Rejection(.malformed, "the payload gives the key \(RepeatedJSONKey.quoted(key)) more than once"))
+            switch RepeatedJSONKey.scan(payloadBytes) {
+            case .repeated(let key): return .rejected(Rejection(.malformed, "the payload gives the key \(RepeatedJSONKey.quoted(key)) more than once"))
+            case .unreadable: return .rejected(Rejection(.malformed, "the payload is not JSON (or nests past 512 levels, or has a trailing comma)"))
+            case .distinct: break
             }
             do {
                 payload = try JSONDecoder().decode(Payload.self, from: Data(payloadBytes))

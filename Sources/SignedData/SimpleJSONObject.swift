@@ -35,6 +35,8 @@ struct SimpleJSONObject: Sendable {
     }
 
     private struct Reader {
+        /// Keys of one object the fast path reads, at most.
+        static let maximumFields = 64
         let bytes: UnsafeBufferPointer<UInt8>
         var index = 0
 
@@ -61,6 +63,10 @@ struct SimpleJSONObject: Sendable {
             while true {
                 skipWhitespace()
                 guard let key = string() else { return nil }
+                // More keys than any of Apple's objects has (under 40): declined, so that the
+                // comparisons below stay few whatever an attacker sends (the fallback's scan
+                // checks keys with a set).
+                guard object.fields.count < Self.maximumFields else { return nil }
                 // A key given twice: declined, and the fallback refuses it (`RepeatedJSONKey`).
                 // A 64-bit filter of the keys' lengths and end bytes keeps the comparison with
                 // the earlier keys to the few whose filter bit is already set.

@@ -285,6 +285,17 @@ struct ServeLimitsTests {
             #expect(text.lowercased().contains("connection: close"), "\(name): \(text.prefix(300))")
             #expect(closed, "\(name): the connection is still open 5 s after its answer")
         }
+        // A switch pipelined behind a request (review of issue 67): that request is answered,
+        // then the connection ends; no refusal is written (it would read as that request's answer).
+        do {
+            let descriptor = try RawConnection.connect(port: port)
+            defer { close(descriptor) }
+            RawConnection.send(descriptor, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n" + heads[0].1)
+            let (text, closed) = await RawConnection.received(descriptor, within: .seconds(5))
+            let statusLines = text.split(separator: "\r\n").filter { $0.hasPrefix("HTTP/1.1 ") }.map { String($0.prefix(12)) }
+            #expect(statusLines == ["HTTP/1.1 200"], "\(text.prefix(400))")
+            #expect(closed, "pipelined: the connection is still open 5 s after its answers")
+        }
         // A client that sends the head and then streams 400 MB as fast as it can.
         for (name, head, _) in heads {
             let descriptor = try RawConnection.connect(port: port)
@@ -300,7 +311,7 @@ struct ServeLimitsTests {
         let (status, text) = try await ServeCommandTests.post(server + "/apple/notifications", "{\"signedPayload\":\"\(notification)\"}")
         #expect(status == 200, "\(text)")
         let metrics = try await ServeCommandTests.post(server + "/metrics", "", method: .GET).1
-        #expect(metrics.contains("appstore_reconcile_serve_requests_total{outcome=\"upgrade_refused\"} 4\n"), "\(metrics)")
+        #expect(metrics.contains("appstore_reconcile_serve_requests_total{outcome=\"upgrade_refused\"} 5\n"), "\(metrics)")
         #expect(metrics.contains("appstore_reconcile_serve_requests_total{outcome=\"connect_refused\"} 2\n"), "\(metrics)")
         serve.send(SIGTERM)
         #expect(await serve.waitAsync() == 0)

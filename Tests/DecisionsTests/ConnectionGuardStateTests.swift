@@ -118,3 +118,30 @@ struct ProtocolSwitchTests {
         #expect(state.outstanding == 0)
     }
 }
+
+extension ProtocolSwitchTests {
+    /// A switch pipelined behind a request not yet answered: reading stops at once, and no
+    /// refusal is decided (it would read as the answer to the earlier request).
+    @Test func aSwitchBehindAnUnansweredRequestStopsReadingAndRefusesNothing() {
+        var state = ConnectionGuardStateTests.state(pipelined: 4)
+        _ = state.requestHead()
+        _ = state.requestEnd()
+        _ = state.requestHead()
+        _ = state.requestEnd()
+        #expect(state.requestHead(switching: .upgrade) == .stopReading(.upgrade))
+        #expect(state.closed)
+        #expect(state.requestHead() == .none)
+        #expect(state.answerEnd() == .none)
+        #expect(state.answerEnd() == .none)
+    }
+
+    @Test func aClientThatReadsNoneOfTheEarlierAnswersIsStillClosedByTheWriteTimer() {
+        var state = ConnectionGuardStateTests.state(pipelined: 4)
+        _ = state.requestHead()
+        _ = state.requestEnd()
+        #expect(state.requestHead(switching: .connect) == .stopReading(.connect))
+        #expect(state.writabilityChanged(isWritable: false) == .startWriteTimer)
+        #expect(state.timerFired(.writeTimeout) == .close(.writeTimeout))
+        #expect(state.timerFired(.writeTimeout) == .none)
+    }
+}

@@ -135,6 +135,8 @@ struct FastPathFuzzTests {
         for _ in 0..<20_000 {
             let body = Self.mutate(plain, &random)
             if case .failure(.repeatedKey) = NotificationBody.signedPayload(in: body) { continue }
+            // Refused as unreadable: text Foundation reads more leniently (a trailing comma).
+            if case .unreadable = RepeatedJSONKey.scan(body), case .failure(.notAnObject) = NotificationBody.signedPayload(in: body) { continue }
             if read(body) != reference(body) { disagreements += 1 }
         }
         #expect(disagreements == 0)

@@ -32,9 +32,36 @@ struct RepeatedKeyTests {
         #expect(RepeatedJSONKey.first(in: Array(text.utf8)) == nil)
     }
 
-    @Test func deepNestingIsNotFollowedWithoutBound() {
+    @Test func deepNestingIsNotFollowedWithoutBoundAndIsUnreadable() {
         let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
-        #expect(RepeatedJSONKey.first(in: Array(deep.utf8)) == nil)
+        #expect(RepeatedJSONKey.scan(Array(deep.utf8)) == .unreadable)
+        let nested = String(repeating: "[", count: 300) + #"{"a":1}"# + String(repeating: "]", count: 300)
+        #expect(RepeatedJSONKey.scan(Array(nested.utf8)) == .distinct)
+    }
+
+    /// What Foundation reads more leniently than the scan never reaches it (review of issue 67):
+    /// a trailing comma before the repeated key, a byte-order mark, nesting past 512 levels.
+    @Test func aBodyTheScanCannotReadIsRefusedNotHandedToFoundation() {
+        let trailingComma = #"{"a":[1,],"signedPayload":"A","signedPayload":"B"}"#
+        #expect(RepeatedJSONKey.scan(Array(trailingComma.utf8)) == .unreadable)
+        #expect(NotificationBody.signedPayload(in: Array(trailingComma.utf8)) == .failure(.notAnObject))
+        let bom = [0xEF, 0xBB, 0xBF] + Array(#"{"signedPayload":"A","signedPayload":"B"}"#.utf8)
+        #expect(NotificationBody.signedPayload(in: bom) == .failure(.repeatedKey("signedPayload")))
+        #expect(NotificationBody.signedPayload(fromInput: bom) == .failure(.repeatedKey("signedPayload")))
+        let deep = #"{"x":"# + String(repeating: "[", count: 600) + String(repeating: "]", count: 600)
+            + #","signedPayload":"A","signedPayload":"B"}"#
+        #expect(NotificationBody.signedPayload(in: Array(deep.utf8)) == .failure(.notAnObject))
+        let bomBody = [0xEF, 0xBB, 0xBF] + Array(#"{"signedPayload":"a.b.c"}"#.utf8)
+        #expect(NotificationBody.signedPayload(in: bomBody) == .success("a.b.c"))
+    }
+
+    /// Review of issue 67: the fast path's key comparisons stay few on a body of many keys.
+    @Test func anObjectOfManyKeysIsDeclinedByTheFastPathAndScannedOnce() {
+        let many = "{" + (0..<30_000).map { "\"k\($0)\":0" }.joined(separator: ",") + #","k7":1}"#
+        #expect(SimpleJSONObject.parse(Array(many.utf8)) == nil)
+        #expect(RepeatedJSONKey.scan(Array(many.utf8)) == .repeated("k7"))
+        let sixtyThree = "{" + (0..<63).map { "\"k\($0)\":0" }.joined(separator: ",") + "}"
+        #expect(SimpleJSONObject.parse(Array(sixtyThree.utf8)) != nil)
     }
 
     @Test func theFastPathDeclinesAnyKeyGivenTwiceKnownOrNot() {
