@@ -7,9 +7,9 @@ import SignedData
 /// Who an outage hurt and what each gets (`compensate`), as pure rules: a subscription is hurt
 /// when a notification that grants access (`NotificationTypePolicy`'s `.grants`, by type and
 /// subtype) was signed in the window and recovered by a run (the live server missed it), the
-/// ledger denied access for at least the minimum hours (from its signing to the earlier of its
-/// recording and a later grant the live server received), and the ledger holds the subscription
-/// active now. Each gets ceil(hours denied / 24) days, or the days given, within Apple's 1…90.
+/// ledger denied access for at least the minimum hours (from when missing it began to deny, its
+/// type's `DenialStart`, to the earlier of its recording and a later grant the live server
+/// received), and the ledger holds the subscription active now. Each gets ceil(hours denied / 24) days, or the days given, within Apple's 1…90.
 package enum CompensationRules {
     /// The notification types that may grant access (some only with a subtype: the ledger
     /// selects by these, `grants(type:subtype:)` decides).
@@ -73,14 +73,38 @@ package enum CompensationRules {
         package var notificationUUIDs: [UUID] = []
     }
 
+    /// When missing `grant` began to deny access, by its type's `DenialStart`; nil when it
+    /// never did. A renewal denies from the later of its signing and the end of the access the
+    /// ledger held: Apple "starts trying to automatically renew" during the 24 hours before the
+    /// subscription expires (Apple's guide, quoted in https://developer.apple.com/forums/thread/72214)
+    /// and signs DID_RENEW when the charge succeeds; Apple's notificationType page: DID_RENEW
+    /// continues access, OFFER_REDEEMED is for "a customer with an active subscription",
+    /// RENEWAL_EXTENDED extends an active one (endpoints-that-change.md §9).
+    package static func denialStart(of grant: MissedGrant) -> Date? {
+        let type = NotificationType(rawValue: grant.notificationType)
+        switch type.policy.denialStart {
+        case .never: return nil
+        case .signedDate: return grant.signedDate
+        case .endOfAccessHeld: return max(grant.signedDate, grant.accessHeldUntil ?? grant.signedDate)
+        }
+    }
+
+    /// The hours `grant` denied access: from `denialStart` to the earlier of its recording and a
+    /// later grant the live server received; nil when it never denied.
+    package static func hoursDenied(by grant: MissedGrant) -> Double? {
+        guard grants(type: grant.notificationType, subtype: grant.subtype), let start = denialStart(of: grant) else { return nil }
+        let until = min(grant.recordedAt, grant.grantedLiveAt ?? grant.recordedAt)
+        return max(0, until.timeIntervalSince(start) / 3600)
+    }
+
     /// The hurt subscriptions among `missed`, by originalTransactionId: granting notifications
-    /// only; the longest denial of each subscription; at least `minimumHours`; active now.
+    /// that denied access (`hoursDenied`); the longest denial of each subscription; at least
+    /// `minimumHours`; active now.
     package static func hurt(_ missed: [MissedGrant], minimumHours: Double, now: Date) -> [Hurt] {
         var bySubscription: [String: Hurt] = [:]
-        for grant in missed where grants(type: grant.notificationType, subtype: grant.subtype) {
+        for grant in missed {
+            guard let hours = hoursDenied(by: grant) else { continue }
             guard grant.status == 1, let expires = grant.expiresDate, expires > now else { continue }
-            let until = min(grant.recordedAt, grant.grantedLiveAt ?? grant.recordedAt)
-            let hours = max(0, until.timeIntervalSince(grant.signedDate) / 3600)
             guard hours >= minimumHours else { continue }
             let all = (bySubscription[grant.originalTransactionId]?.notificationUUIDs ?? []) + [grant.notificationUUID]
             if let known = bySubscription[grant.originalTransactionId], known.hoursDenied >= hours {

@@ -15,6 +15,21 @@ package struct NotificationTypePolicy: Hashable, Sendable {
         case unchanged
     }
 
+    /// When a missed notification that grants access began to deny it (`compensate`, issue 62).
+    package enum DenialStart: Hashable, Sendable {
+        /// It never removed access: the customer had it before and after (an offer redeemed by
+        /// "a customer with an active subscription", a renewal date extended, a renewal
+        /// preference changed: Apple's pages for each type).
+        case never
+        /// Access began with it: missing it denied from its signing (a new subscription, a
+        /// refund reversed).
+        case signedDate
+        /// It continued access the ledger already granted: missing it denied only once that
+        /// access ended (a renewal, which Apple charges in the 24 hours before the period ends:
+        /// until the old expiry, or a billing grace period's end, the ledger still granted it).
+        case endOfAccessHeld
+    }
+
     /// Recovered first in pass 1 (one query per documented subtype) before the unfiltered pass:
     /// what a backend's access decisions and Apple's deadlines depend on most.
     package var priorityInPassOne = false
@@ -31,6 +46,8 @@ package struct NotificationTypePolicy: Hashable, Sendable {
     package var carriesDeadline = false
     /// What it says of access, by default (`access(subtype:)` refines it by subtype).
     package var access = Access.unchanged
+    /// When missing it began to deny access, for a type that grants it (any subtype).
+    package var denialStart = DenialStart.never
 
     /// What a notification of this type and subtype says of access: an upgrade grants the new
     /// product at once, a renewal failure in a grace period keeps access.
@@ -46,11 +63,11 @@ package struct NotificationTypePolicy: Hashable, Sendable {
 extension NotificationTypePolicy {
     /// The table, by type. Types Apple does not document (yet) get `unknown`.
     package static let table: [NotificationType: NotificationTypePolicy] = [
-        .subscribed: .init(access: .grants),
+        .subscribed: .init(access: .grants, denialStart: .signedDate),
         .didChangeRenewalPref: .init(),
         .didChangeRenewalStatus: .init(),
         .offerRedeemed: .init(access: .grants),
-        .didRenew: .init(priorityInPassOne: true, access: .grants),
+        .didRenew: .init(priorityInPassOne: true, access: .grants, denialStart: .endOfAccessHeld),
         .expired: .init(priorityInPassOne: true, explainsLapse: true, access: .withdraws),
         .didFailToRenew: .init(explainsLapse: true, access: .withdraws),
         .gracePeriodExpired: .init(explainsLapse: true, access: .withdraws),
@@ -63,9 +80,9 @@ extension NotificationTypePolicy {
         .revoke: .init(needsTransactionHistory: true, explainsLapse: true, access: .withdraws),
         .test: .init(),
         .renewalExtension: .init(),
-        .refundReversed: .init(refundFlow: true, needsTransactionHistory: true, access: .grants),
+        .refundReversed: .init(refundFlow: true, needsTransactionHistory: true, access: .grants, denialStart: .signedDate),
         .externalPurchaseToken: .init(),
-        .oneTimeCharge: .init(needsTransactionHistory: true, access: .grants),
+        .oneTimeCharge: .init(needsTransactionHistory: true, access: .grants, denialStart: .signedDate),
         .rescindConsent: .init(),
         .metadataUpdate: .init(),
         .migration: .init(),

@@ -20,12 +20,17 @@ package struct MissedGrant: Sendable, Hashable {
     package var expiresDate: Date?
     /// `inAppOwnershipType`: FAMILY_SHARED for a family member's share of another's purchase.
     package var ownershipType: String?
+    /// Until when the ledger granted access before this notification (issue 62): the grace
+    /// period's end when the subscription was in one (the change feed's `before` of this
+    /// notification), else the expiry of the subscription's previous transaction; nil unknown.
+    package var accessHeldUntil: Date?
 
     package init(
         originalTransactionId: String, notificationUUID: UUID, notificationType: String, subtype: String?, signedDate: Date, recordedAt: Date,
-        grantedLiveAt: Date?, productId: String?, status: Int?, expiresDate: Date?, ownershipType: String? = nil
+        grantedLiveAt: Date?, productId: String?, status: Int?, expiresDate: Date?, ownershipType: String? = nil, accessHeldUntil: Date? = nil
     ) {
         self.ownershipType = ownershipType
+        self.accessHeldUntil = accessHeldUntil
         self.originalTransactionId = originalTransactionId
         self.notificationUUID = notificationUUID
         self.notificationType = notificationType

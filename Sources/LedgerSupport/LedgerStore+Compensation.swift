@@ -19,7 +19,24 @@ extension LedgerStore {
                 (SELECT min(w.recorded_at) FROM app_store.notification_rows w
                  WHERE w.bundle_id = n.bundle_id AND w.environment = n.environment AND w.original_transaction_id = n.original_transaction_id
                     AND w.source = 'webhook' AND w.signed_date > n.signed_date AND w.notification_type = ANY(\(grantTypes)::text[])),
-                s.product_id, s.status::integer, s.expires_date, s.in_app_ownership_type
+                s.product_id, s.status::integer, s.expires_date, s.in_app_ownership_type,
+                -- The access the ledger held before it: a billing grace period's end (the
+                -- subscription's state before this notification, in the change feed), else the
+                -- expiry of the subscription's previous transaction.
+                coalesce(
+                    (SELECT to_timestamp((c.before ->> 'grace_period_expires_ms')::double precision / 1000)
+                     FROM app_store.changes c
+                     WHERE c.kind = 'subscription' AND c.notification_uuid = n.notification_uuid
+                        AND c.original_transaction_id = n.original_transaction_id AND c.environment = n.environment AND c.bundle_id = n.bundle_id
+                        AND (c.before ->> 'status')::integer = 4 AND c.before ? 'grace_period_expires_ms'
+                     ORDER BY c.id LIMIT 1),
+                    (SELECT max(t.expires_date) FROM app_store.transaction_rows t
+                     WHERE t.bundle_id = n.bundle_id AND t.environment = n.environment AND t.original_transaction_id = n.original_transaction_id
+                        AND t.transaction_id IS DISTINCT FROM n.transaction_id
+                        AND t.purchase_date < coalesce(
+                            (SELECT p.purchase_date FROM app_store.transaction_rows p
+                             WHERE p.bundle_id = n.bundle_id AND p.environment = n.environment AND p.transaction_id = n.transaction_id),
+                            n.signed_date)))
             FROM app_store.notification_rows n
             JOIN app_store.subscriptions s
                 ON s.bundle_id = n.bundle_id AND s.environment = n.environment AND s.original_transaction_id = n.original_transaction_id
@@ -30,13 +47,14 @@ extension LedgerStore {
             logger: logger
         )
         var found: [MissedGrant] = []
-        for try await (original, uuid, type, subtype, signed, recorded, live, product, status, expires, ownership) in rows.decode(
-            (String, UUID, String, String?, Date, Date, Date?, String?, Int32?, Date?, String?).self
+        for try await (original, uuid, type, subtype, signed, recorded, live, product, status, expires, ownership, heldUntil) in rows.decode(
+            (String, UUID, String, String?, Date, Date, Date?, String?, Int32?, Date?, String?, Date?).self
         ) {
             found.append(
                 MissedGrant(
                     originalTransactionId: original, notificationUUID: uuid, notificationType: type, subtype: subtype, signedDate: signed, recordedAt: recorded,
-                    grantedLiveAt: live, productId: product, status: status.map(Int.init), expiresDate: expires, ownershipType: ownership
+                    grantedLiveAt: live, productId: product, status: status.map(Int.init), expiresDate: expires, ownershipType: ownership,
+                    accessHeldUntil: heldUntil
                 )
             )
         }

@@ -9,12 +9,54 @@ import Testing
 struct CompensationRulesTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
 
-    static func grant(_ type: String, subtype: String? = nil, id: String = "1", signedHoursAgo: Double, recordedHoursAgo: Double = 0, status: Int = 1, expiresInHours: Double = 100, liveHoursAgo: Double? = nil) -> MissedGrant {
+    static func grant(
+        _ type: String, subtype: String? = nil, id: String = "1", signedHoursAgo: Double, recordedHoursAgo: Double = 0, status: Int = 1,
+        expiresInHours: Double = 100, liveHoursAgo: Double? = nil, accessHeldHoursAgo: Double? = nil
+    ) -> MissedGrant {
         MissedGrant(
             originalTransactionId: id, notificationUUID: UUID(), notificationType: type, subtype: subtype, signedDate: now.addingTimeInterval(-signedHoursAgo * 3600),
             recordedAt: now.addingTimeInterval(-recordedHoursAgo * 3600), grantedLiveAt: liveHoursAgo.map { now.addingTimeInterval(-$0 * 3600) }, productId: "p",
-            status: status, expiresDate: now.addingTimeInterval(expiresInHours * 3600)
+            status: status, expiresDate: now.addingTimeInterval(expiresInHours * 3600),
+            accessHeldUntil: accessHeldHoursAgo.map { now.addingTimeInterval(-$0 * 3600) }
         )
+    }
+
+    /// Issue 62, point 1: a renewal Apple charged before the period ended denied nothing until
+    /// the old expiry (or a billing grace period's end); a new subscription or a refund reversed
+    /// denied from its signing; an offer redeemed, a renewal extended, a renewal preference
+    /// changed never removed access.
+    @Test func aRenewalDeniesFromTheEndOfTheAccessHeldAndSomeTypesNever() {
+        // Signed 30 h ago, 10 h before the old expiry (20 h ago); recorded now: 20 hours denied.
+        #expect(CompensationRules.hoursDenied(by: Self.grant("DID_RENEW", signedHoursAgo: 30, accessHeldHoursAgo: 20)) == 20)
+        // Signed 30 h ago, old expiry 5 h from now, recorded now: nothing denied.
+        #expect(CompensationRules.hoursDenied(by: Self.grant("DID_RENEW", signedHoursAgo: 30, accessHeldHoursAgo: -5)) == 0)
+        // Signed after the old expiry (billing retry): from its signing.
+        #expect(CompensationRules.hoursDenied(by: Self.grant("DID_RENEW", subtype: "BILLING_RECOVERY", signedHoursAgo: 30, accessHeldHoursAgo: 50)) == 30)
+        // In billing grace until 2 h from now: nothing denied.
+        #expect(CompensationRules.hoursDenied(by: Self.grant("DID_RENEW", subtype: "BILLING_RECOVERY", signedHoursAgo: 30, accessHeldHoursAgo: -2)) == 0)
+        // Unknown access held: from its signing.
+        #expect(CompensationRules.hoursDenied(by: Self.grant("DID_RENEW", signedHoursAgo: 30)) == 30)
+        // Begins access: from its signing, whatever the previous transaction held.
+        #expect(CompensationRules.hoursDenied(by: Self.grant("SUBSCRIBED", subtype: "RESUBSCRIBE", signedHoursAgo: 30, accessHeldHoursAgo: -5)) == 30)
+        #expect(CompensationRules.hoursDenied(by: Self.grant("REFUND_REVERSED", signedHoursAgo: 12)) == 12)
+        for (type, subtype) in [
+            ("OFFER_REDEEMED", nil), ("OFFER_REDEEMED", "UPGRADE"), ("OFFER_REDEEMED", "DOWNGRADE"), ("RENEWAL_EXTENDED", nil),
+            ("DID_CHANGE_RENEWAL_PREF", "UPGRADE"), ("DID_CHANGE_RENEWAL_PREF", "DOWNGRADE"), ("EXPIRED", "VOLUNTARY"),
+        ] {
+            #expect(CompensationRules.hoursDenied(by: Self.grant(type, subtype: subtype, signedHoursAgo: 30)) == nil, "\(type) \(subtype ?? "")")
+        }
+    }
+
+    @Test func everyTypeThatGrantsSaysWhenItsDenialStartsAndOnlyRenewalsWaitForTheAccessHeld() {
+        for type in NotificationType.documented where type.policy.access == .grants {
+            let start = type.policy.denialStart
+            switch type {
+            case .didRenew: #expect(start == .endOfAccessHeld)
+            case .subscribed, .refundReversed, .oneTimeCharge: #expect(start == .signedDate, "\(type.rawValue)")
+            default: #expect(start == .never, "\(type.rawValue)")
+            }
+        }
+        #expect(NotificationType.didChangeRenewalPref.policy.denialStart == .never)
     }
 
     @Test func onlyNotificationsThatGrantAccessHurtAndOnlyWhileActiveNow() {
@@ -31,16 +73,16 @@ struct CompensationRulesTests {
             ],
             minimumHours: 1, now: Self.now
         )
-        #expect(hurt.map(\.originalTransactionId) == ["renewed", "upgrade"])
+        #expect(hurt.map(\.originalTransactionId) == ["renewed"], "an upgrade's customer had the lower level meanwhile")
         #expect(hurt.first?.hoursDenied == 30)
     }
 
     @Test func theLongestDenialOfASubscriptionCounts() {
         let hurt = CompensationRules.hurt(
-            [Self.grant("DID_RENEW", signedHoursAgo: 10), Self.grant("OFFER_REDEEMED", signedHoursAgo: 50), Self.grant("REFUND_REVERSED", signedHoursAgo: 20)],
+            [Self.grant("DID_RENEW", signedHoursAgo: 10), Self.grant("SUBSCRIBED", signedHoursAgo: 50), Self.grant("REFUND_REVERSED", signedHoursAgo: 20)],
             minimumHours: 1, now: Self.now
         )
-        #expect(hurt.count == 1 && hurt[0].hoursDenied == 50 && hurt[0].notificationType == "OFFER_REDEEMED")
+        #expect(hurt.count == 1 && hurt[0].hoursDenied == 50 && hurt[0].notificationType == "SUBSCRIBED")
         #expect(hurt[0].notificationUUIDs.count == 3, "every missed grant of the subscription kept: \(hurt[0].notificationUUIDs)")
     }
 

@@ -93,7 +93,10 @@ struct CompensationTests {
                     let purchase = customer.subscriptions.first(where: { $0.originalTransactionId == notification.originalTransactionId })
                 else { continue }
                 let activeNow = purchase.subscriptionStatus == .active && (purchase.latestTransaction.expiresDate ?? 0) > nowMs
-                guard notification.type.policy.access(type: notification.type, subtype: notification.subtype) == .grants else {
+                // Apple's notificationType page (endpoints-that-change.md §9): of the types that
+                // grant access, only these removed it when missed; an offer redeemed, a renewal
+                // extended, a renewal preference changed did not.
+                guard [.didRenew, .subscribed, .refundReversed].contains(notification.type) else {
                     if notification.type == .expired, activeNow { expiredMissed.insert(purchase.originalTransactionId) }
                     continue
                 }
@@ -245,6 +248,45 @@ struct CompensationTests {
             } catch let error as AppStoreAPIError {
                 #expect(error.httpStatus == 403 && error.code?.rawValue == 4_030_005, "\(error)")
             }
+        }
+    }
+
+    /// Issue 62, point 1: Apple charges a renewal up to 24 hours before the period ends and signs
+    /// DID_RENEW then; until the old expiry the ledger still granted access. Two hurt renewals of
+    /// the recovered outage are made early renewals in the ledger (their previous period's expiry
+    /// moved past the signing, as Apple's renewal would have it): the one recorded before that
+    /// old expiry is not compensated, the one recorded after it is, for the hours from the old
+    /// expiry to its recording.
+    @Test func aRenewalSignedBeforeThePeriodEndedDeniedOnlyFromTheOldExpiry() async throws {
+        try await Self.withSetup(seed: 524, customers: 40) { setup in
+            try await setup.recover()
+            let dry = try await setup.compensate(dryRun: true)
+            let renewals = dry.extensions.filter { $0.missedNotificationType == "DID_RENEW" && $0.hoursDenied >= 4 && $0.outcome == RenewalExtensionReport.wouldExtend }
+            try #require(renewals.count >= 2, "two hurt renewals: \(dry.extensions.map(\.missedNotificationType))")
+            let (before, after) = (renewals[0], renewals[1])
+            // The previous period of each: moved to end after its renewal's recording (before) or
+            // halfway between its signing and its recording (after).
+            func movePreviousExpiry(of entry: RenewalExtensionReport, to expression: String) async throws {
+                try await setup.client.query(PostgresQuery(unsafeSQL: """
+                    UPDATE app_store.transaction_rows t SET expires_date = \(expression)
+                    FROM app_store.notification_rows n
+                    WHERE n.notification_uuid = '\(entry.missedNotificationUUID)' AND n.source = 'history'
+                        AND t.bundle_id = n.bundle_id AND t.environment = n.environment AND t.original_transaction_id = n.original_transaction_id
+                        AND t.transaction_id <> n.transaction_id
+                        AND t.expires_date = (SELECT max(p.expires_date) FROM app_store.transaction_rows p
+                            WHERE p.bundle_id = n.bundle_id AND p.environment = n.environment AND p.original_transaction_id = n.original_transaction_id
+                                AND p.transaction_id <> n.transaction_id AND p.purchase_date < n.signed_date)
+                    """), logger: setup.harness.logger)
+            }
+            try await movePreviousExpiry(of: before, to: "n.recorded_at + interval '1 hour'")
+            try await movePreviousExpiry(of: after, to: "n.signed_date + (n.recorded_at - n.signed_date) / 2")
+            let again = try await setup.compensate(dryRun: true)
+            #expect(!again.extensions.contains { $0.originalTransactionId == before.originalTransactionId }, "recorded before its old expiry: nobody was locked out")
+            let later = try #require(again.extensions.first { $0.originalTransactionId == after.originalTransactionId })
+            #expect(abs(later.hoursDenied - after.hoursDenied / 2) <= 0.1, "\(later.hoursDenied) h, half of \(after.hoursDenied) h")
+            // The others as before.
+            let others = Set(dry.extensions.map(\.originalTransactionId)).subtracting([before.originalTransactionId])
+            #expect(Set(again.extensions.map(\.originalTransactionId)) == others)
         }
     }
 
