@@ -20,4 +20,13 @@ package enum ConsumptionDeadline {
     package static func deadline(firstAttempt: Date?, signedDate: Date) -> Date {
         sentAt(firstAttempt: firstAttempt, signedDate: signedDate).addingTimeInterval(answerWithin)
     }
+
+    /// An episode's deadline (issue 62): while a refund request is open Apple asks again every few
+    /// hours, each a new CONSUMPTION_REQUEST to answer within 12 hours (an Apple engineer, developer
+    /// forum thread 756151; endpoints-that-change.md §9), so the episode is answerable until 12
+    /// hours after its latest request was sent, whenever the first was. `app_store.settle_consumption_requests`
+    /// (migration 0027) keeps the same on the episode's row: its latest request's deadline.
+    package static func episodeDeadline(requestsSent: [Date]) -> Date? {
+        requestsSent.max().map { $0.addingTimeInterval(answerWithin) }
+    }
 }

@@ -1,5 +1,6 @@
 import AppStoreServerModel
 import Decisions
+import Foundation
 import LedgerModel
 import SignedData
 import Testing
@@ -67,5 +68,19 @@ import Testing
             return
         }
         #expect(field == "consumption_percentage")
+    }
+}
+
+/// Issue 62, point 5: an episode is answerable until 12 hours after its latest request.
+@Suite("A refund request's deadline")
+struct ConsumptionDeadlineTests {
+    @Test func anEpisodesDeadlineIsTwelveHoursAfterItsLatestRequestWhateverItsFirst() {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let first = now.addingTimeInterval(-20 * 3600)
+        let repeated = now.addingTimeInterval(-2 * 3600)
+        #expect(ConsumptionDeadline.episodeDeadline(requestsSent: [first, repeated]) == now.addingTimeInterval(10 * 3600))
+        #expect(ConsumptionDeadline.episodeDeadline(requestsSent: [repeated, first]) == now.addingTimeInterval(10 * 3600))
+        #expect(ConsumptionDeadline.episodeDeadline(requestsSent: [first]) == now.addingTimeInterval(-8 * 3600))
+        #expect(ConsumptionDeadline.episodeDeadline(requestsSent: []) == nil)
     }
 }

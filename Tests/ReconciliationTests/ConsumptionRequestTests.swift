@@ -93,6 +93,20 @@ struct ConsumptionRequestTests {
         return firsts
     }
 
+    /// The latest request of each transaction's episode (issue 62: the episode's deadline is its).
+    static func expectedLatest(_ scenario: Scenario) -> [String: Scenario.Notification] {
+        var latest: [String: Scenario.Notification] = [:]
+        let decisions = scenario.notifications.filter { $0.type == .refund || $0.type == .refundDeclined }
+        for request in scenario.notifications where request.type == .consumptionRequest {
+            guard let transaction = request.transaction.transactionId else { continue }
+            let episode = decisions.filter { $0.transaction.transactionId == transaction && $0.signedDate < request.signedDate }.count
+            let key = "\(transaction)#\(episode)"
+            if let known = latest[key], known.signedDate >= request.signedDate { continue }
+            latest[key] = request
+        }
+        return latest
+    }
+
     static func allRows(_ client: PostgresClient) async throws -> [String: (transaction: String, deadline: Int64, answered: Bool)] {
         var found: [String: (transaction: String, deadline: Int64, answered: Bool)] = [:]
         let query: PostgresQuery = """
@@ -108,7 +122,7 @@ struct ConsumptionRequestTests {
     /// Issue 48, point 4: Apple sends a new CONSUMPTION_REQUEST every half hour while a refund
     /// request is unanswered, and a customer asks again after Apple declined. Recorded live (in
     /// signedDate order) or recovered (requests first, the decisions after them), the ledger holds
-    /// one open request per transaction and episode, the first one's, with its deadline; every
+    /// one open request per transaction and episode, the first one's, with its latest request's deadline; every
     /// notification is still recorded. A team that marks the request answered is not paged again
     /// by a repeat that follows.
     @Test(arguments: [true, false])
@@ -136,8 +150,10 @@ struct ConsumptionRequestTests {
                 #expect(Set(requests.map(\.uuid)).isSubset(of: recorded), "every request is recorded")
                 let rows = try await Self.allRows(client)
                 #expect(Set(rows.keys) == Set(firsts.values.map(\.uuid)), "one row per transaction and episode: \(rows.count) rows, \(firsts.count) expected")
-                for first in firsts.values where live {
-                    #expect(rows[first.uuid]?.deadline == first.signedDate + 12 * 3_600_000, "12 hours after the first request")
+                let latest = Self.expectedLatest(harness.scenario)
+                for (key, first) in firsts where live {
+                    let last = try #require(latest[key])
+                    #expect(rows[first.uuid]?.deadline == last.signedDate + 12 * 3_600_000, "12 hours after the latest request (issue 62)")
                 }
                 for transaction in declined {
                     #expect(rows.values.filter { $0.transaction == transaction }.count == 2, "a request after Apple's decision is a new one")

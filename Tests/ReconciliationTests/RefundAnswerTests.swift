@@ -137,6 +137,33 @@ struct RefundAnswerTests {
         }
     }
 
+    /// Issue 62, point 5: Apple asks again every few hours while a refund request is open, each
+    /// request to be answered within 12 hours. A request first sent 20 hours ago (received by the
+    /// live server then, unanswered) and repeated 2 hours ago (during an outage) is answerable
+    /// until 10 hours from now: answered once; the episode's row keeps when Apple first asked.
+    @Test func aRequestFirstSentTwentyHoursAgoAndRepeatedTwoHoursAgoIsAnsweredOnce() async throws {
+        try await Self.withSetup(seed: 509) { setup in
+            let transaction = try setup.transactions(1, type: .consumable)[0]
+            let first = try setup.harness.api.requestRefund(transactionId: transaction, at: Date().addingTimeInterval(-20 * 3600))
+            let ingest = NotificationIngest(verifier: try setup.harness.verifier(), store: setup.store)
+            #expect(try await ingest.ingest(signedPayloads: try first.map { try setup.harness.api.signNotification($0) }) == 1)
+            try setup.harness.api.requestRefund(transactionId: transaction, at: Self.asked)
+            try await setup.facts(transaction, consented: true, delivery: "DELIVERED", sample: false, consumed: 10_000)
+            let result = try await setup.check()
+            #expect(try answer(result, transaction).outcome == "sent")
+            #expect(setup.taken(transaction).count == 1)
+            // The row: the latest request's deadline, the first request's send.
+            let hoursLeft = try await setup.count(
+                "SELECT round(extract(epoch FROM deadline_date - now()) / 3600)::integer FROM app_store.consumption_requests WHERE transaction_id = '\(transaction)'")
+            #expect(hoursLeft == 10, "due 12 h after the latest request: \(hoursLeft) h left")
+            let firstAsked = try await setup.count(
+                "SELECT round(extract(epoch FROM now() - first_sent_date) / 3600)::integer FROM app_store.consumption_requests WHERE transaction_id = '\(transaction)'")
+            #expect(firstAsked == 20)
+            let second = try await setup.check()
+            #expect(setup.taken(transaction).count == 1, "answered once: \(String(describing: second.answers))")
+        }
+    }
+
     @Test func anAnswerWhoseReplyWasLostIsSentAgainOnlyOnceAppleAsksAgain() async throws {
         try await Self.withSetup(seed: 508) { setup in
             let transaction = try setup.transactions(1, type: .autoRenewable)[0]
