@@ -67,8 +67,9 @@ package enum CompensationRules {
         package var signedDate: Date
         package var hoursDenied: Double
         package var expiresDate: Date?
-        /// A family member's share: Apple extends it only with the purchaser's subscription.
-        package var familyShared = false
+        /// The rule by which Apple refuses to extend it, if any (`ExtensionEligibility`): listed
+        /// and skipped, never sent.
+        package var ineligible: ExtensionEligibility?
         /// Every granting notification of the subscription missed in the window.
         package var notificationUUIDs: [UUID] = []
     }
@@ -114,7 +115,9 @@ package enum CompensationRules {
             bySubscription[grant.originalTransactionId] = Hurt(
                 originalTransactionId: grant.originalTransactionId, productId: grant.productId, notificationUUID: grant.notificationUUID,
                 notificationType: grant.notificationType, signedDate: grant.signedDate, hoursDenied: hours, expiresDate: expires,
-                familyShared: grant.ownershipType == "FAMILY_SHARED", notificationUUIDs: all
+                ineligible: ExtensionEligibility.refusal(
+                    .init(ownershipType: grant.ownershipType, currentOfferDiscountType: grant.currentOfferDiscountType, paidPeriods: grant.paidPeriods)),
+                notificationUUIDs: all
             )
         }
         return bySubscription.values.sorted { $0.originalTransactionId < $1.originalTransactionId }

@@ -15,6 +15,9 @@ package enum ConsumptionAnswer: Hashable, Sendable {
     /// A value Apple's rules refuse, or more than one row: nothing is sent. `field` is the facts
     /// file's column (or `rows`), `reason` says what is wrong with it.
     case invalid(field: String, reason: String)
+    /// Apple takes no answer about such a transaction (`ConsumptionAnswerRules.unsupported`):
+    /// nothing is sent, and no person needs to act.
+    case notSupported(ConsumptionAnswerRules.Unsupported)
 
     /// The outcome's name in the report and the metrics (`sent` is the answer once Apple took it).
     package var outcome: String {
@@ -23,6 +26,7 @@ package enum ConsumptionAnswer: Hashable, Sendable {
         case .noFacts: "no_facts"
         case .noConsent: "no_consent"
         case .invalid: "invalid"
+        case .notSupported: "not_supported"
         }
     }
 }
@@ -33,6 +37,36 @@ package enum ConsumptionAnswer: Hashable, Sendable {
 /// elapsed), 0 for an undelivered purchase, and GRANT_PRORATED with a percentage strictly between
 /// 0 and 100000 for any other product.
 package enum ConsumptionAnswerRules {
+    /// Transactions Apple refuses answers about by rule (issue 62; Send Consumption
+    /// Information's 400 list, endpoints-that-change.md §9): decided from the ledger before the
+    /// facts are read, so the 12 hours are not spent on a refusal.
+    package enum Unsupported: String, Hashable, Sendable, CaseIterable {
+        /// A family member's share: FamilyTransactionNotSupportedError (4000185).
+        case familyShared = "family_shared"
+        /// An ASSIGNED (multiseat) transaction: InvalidAssignedTransactionNotSupportedError (4000227).
+        case assigned
+
+        package var appleError: Int64 { self == .familyShared ? 4_000_185 : 4_000_227 }
+
+        package var detail: String {
+            switch self {
+            case .familyShared: "a family member's share (Family Sharing): Apple takes no consumption answer about it (4000185), so none was sent"
+            case .assigned: "an ASSIGNED (multiseat) transaction: Apple takes no consumption answer about it (4000227), so none was sent"
+            }
+        }
+    }
+
+    /// The rule by which Apple refuses an answer about a transaction of `ownershipType`, if any.
+    /// (Advanced Commerce purchases are refused too, 4000xxx per Apple's changelog of 1.19; the
+    /// ledger does not keep `advancedCommerceInfo` yet, so they are not told apart here.)
+    package static func unsupported(ownershipType: String?) -> Unsupported? {
+        switch ownershipType {
+        case "FAMILY_SHARED": .familyShared
+        case "ASSIGNED": .assigned
+        default: nil
+        }
+    }
+
     /// The answer to a request about a purchase of `productType` (nil: the ledger does not know
     /// it), from the facts query's `rows`.
     package static func answer(rows: [ConsumptionFacts], productType: ProductType?) -> ConsumptionAnswer {

@@ -68,6 +68,11 @@ package struct RefundAnswerMachine: Sendable {
             report.detail = Self.awaitingDetail
             return finish()
         }
+        if let rule = ConsumptionAnswerRules.unsupported(ownershipType: request.ownershipType) {
+            report.outcome = ConsumptionAnswer.notSupported(rule).outcome
+            report.detail = rule.detail
+            return finish()
+        }
         state = .readingFacts
         return .readFacts
     }
@@ -90,6 +95,10 @@ package struct RefundAnswerMachine: Sendable {
         case .noFacts, .noConsent:
             report.outcome = answer.outcome
             return dryRun ? finish() : recordAndFinish(record(outcome: answer.outcome))
+        case .notSupported(let rule):
+            report.outcome = answer.outcome
+            report.detail = rule.detail
+            return finish()
         case .invalid(let field, let reason):
             report.outcome = answer.outcome
             report.detail = "\(field) \(reason)"

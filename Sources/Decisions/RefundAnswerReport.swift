@@ -43,4 +43,6 @@ package struct RefundAnswerReport: Sendable, Codable, Hashable {
 
     /// Not sent for a reason a person must look at (exit code 3): `invalid` or `failed`.
     package var needsAPerson: Bool { outcome == "invalid" || outcome == "failed" }
+    /// Not sent because Apple refuses answers about such a transaction (not recorded: no intent was formed).
+    package static let notSupported = "not_supported"
 }

@@ -74,17 +74,20 @@ package struct RenewalExtensionMachine: Sendable {
             request.extendByDays = Int32(earlier.extendByDays)
             report.extendByDays = earlier.extendByDays
             report.detail = "sent before with no answer recorded: sent again, the same requestIdentifier"
-        } else if hurt.familyShared {
-            // Apple refuses a member's share (4030007): the purchaser's extension extends it.
+        } else if let rule = hurt.ineligible {
+            // Apple refuses it by rule (ExtensionEligibility): listed and skipped, not sent, not a problem.
             report.outcome = "skipped"
-            report.detail = "a family member's share (Family Sharing): Apple extends it only with the purchaser's subscription, so none was sent"
+            report.rule = rule.rawValue
+            report.detail = rule.detail
             return finish()
         } else if history.compensatedElsewhere {
             report.outcome = "skipped"
+            report.rule = "compensated_elsewhere"
             report.detail = "already extended for this missed notification by the compensate of another window: not compensated twice"
             return finish()
         } else if history.inLastYear >= 2 {
             report.outcome = "skipped"
+            report.rule = "limit_365_days"
             report.detail = "\(history.inLastYear) extensions in the last 365 days: Apple allows 2, so none was sent"
             return dryRun ? finish() : recordAndFinish(row(outcome: "skipped", detail: report.detail))
         }
@@ -166,6 +169,8 @@ package struct RenewalExtensionReport: Sendable, Codable, Hashable {
     package var appleStatus: Int?
     package var appleError: Int64?
     package var detail: String?
+    /// For `skipped`: the rule (`ExtensionEligibility`'s name, `limit_365_days`, `compensated_elsewhere`).
+    package var rule: String?
 
     package init(
         originalTransactionId: String, productId: String?, missedNotificationType: String, missedNotificationUUID: String, missedSignedDate: String,

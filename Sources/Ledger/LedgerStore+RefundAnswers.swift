@@ -16,7 +16,8 @@ extension LedgerStore {
             SELECT o.*, coalesce(last.unknown, false) FROM (
                 SELECT c.transaction_id, min(c.original_transaction_id),
                     (array_agg(c.app_account_token) FILTER (WHERE c.app_account_token IS NOT NULL))[1],
-                    min(c.product_id), min(t.product_type), min(c.deadline_date) AS deadline, min(coalesce(r.signed_date, c.sent_date)), count(*)::integer
+                    min(c.product_id), min(t.product_type), min(c.deadline_date) AS deadline, min(coalesce(r.signed_date, c.sent_date)), count(*)::integer,
+                    min(t.in_app_ownership_type)
                 FROM app_store.consumption_requests c
                 LEFT JOIN app_store.refund_request_events r ON r.notification_uuid = c.notification_uuid
                 LEFT JOIN app_store.transaction_rows t
@@ -42,15 +43,15 @@ extension LedgerStore {
             logger: logger
         )
         var open: [OpenRefundRequest] = []
-        for try await (transactionId, original, token, product, type, deadline, signed, count, awaiting) in rows.decode(
-            (String, String, UUID?, String?, String?, Date, Date, Int32, Bool).self
+        for try await (transactionId, original, token, product, type, deadline, signed, count, ownership, awaiting) in rows.decode(
+            (String, String, UUID?, String?, String?, Date, Date, Int32, String?, Bool).self
         ) {
-            open.append(
-                OpenRefundRequest(
-                    transactionId: transactionId, originalTransactionId: original, appAccountToken: token, productId: product, productType: type,
-                    deadline: deadline, signedDate: signed, rows: Int(count), awaitingApple: awaiting
-                )
+            var request = OpenRefundRequest(
+                transactionId: transactionId, originalTransactionId: original, appAccountToken: token, productId: product, productType: type,
+                deadline: deadline, signedDate: signed, rows: Int(count), awaitingApple: awaiting
             )
+            request.ownershipType = ownership
+            open.append(request)
         }
         return open
     }

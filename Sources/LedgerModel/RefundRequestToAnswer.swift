@@ -21,6 +21,9 @@ package struct OpenRefundRequest: Sendable, Hashable {
     /// a run that ended between sending and recording), and Apple has not asked again since: it
     /// may have arrived, so it is not sent again until Apple does.
     package var awaitingApple: Bool
+    /// The transaction's `inAppOwnershipType` in the ledger (Apple takes no answer about a family
+    /// member's share or an ASSIGNED transaction).
+    package var ownershipType: String?
 
     package init(
         transactionId: String, originalTransactionId: String, appAccountToken: UUID?, productId: String?, productType: String?, deadline: Date,

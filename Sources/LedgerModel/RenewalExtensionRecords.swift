@@ -24,6 +24,11 @@ package struct MissedGrant: Sendable, Hashable {
     /// period's end when the subscription was in one (the change feed's `before` of this
     /// notification), else the expiry of the subscription's previous transaction; nil unknown.
     package var accessHeldUntil: Date?
+    /// The current period's `offerDiscountType` (its latest transaction's): FREE_TRIAL in a free offer period.
+    package var currentOfferDiscountType: String?
+    /// The subscription's paid periods in the ledger: transactions not in a free trial whose price
+    /// is above 0 or unknown (Apple extends only subscriptions with at least one).
+    package var paidPeriods = 1
 
     package init(
         originalTransactionId: String, notificationUUID: UUID, notificationType: String, subtype: String?, signedDate: Date, recordedAt: Date,

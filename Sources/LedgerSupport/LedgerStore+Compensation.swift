@@ -36,7 +36,15 @@ extension LedgerStore {
                         AND t.purchase_date < coalesce(
                             (SELECT p.purchase_date FROM app_store.transaction_rows p
                              WHERE p.bundle_id = n.bundle_id AND p.environment = n.environment AND p.transaction_id = n.transaction_id),
-                            n.signed_date)))
+                            n.signed_date))),
+                -- For Apple's eligibility rules (ExtensionEligibility): the current period's offer
+                -- payment mode, and the periods paid for.
+                (SELECT t.offer_discount_type FROM app_store.transaction_rows t
+                 WHERE t.bundle_id = n.bundle_id AND t.environment = n.environment AND t.original_transaction_id = n.original_transaction_id
+                 ORDER BY t.expires_date DESC NULLS LAST, t.purchase_date DESC NULLS LAST LIMIT 1),
+                (SELECT count(*)::integer FROM app_store.transaction_rows t
+                 WHERE t.bundle_id = n.bundle_id AND t.environment = n.environment AND t.original_transaction_id = n.original_transaction_id
+                    AND t.offer_discount_type IS DISTINCT FROM 'FREE_TRIAL' AND (t.price IS NULL OR t.price > 0))
             FROM app_store.notification_rows n
             JOIN app_store.subscriptions s
                 ON s.bundle_id = n.bundle_id AND s.environment = n.environment AND s.original_transaction_id = n.original_transaction_id
@@ -47,16 +55,17 @@ extension LedgerStore {
             logger: logger
         )
         var found: [MissedGrant] = []
-        for try await (original, uuid, type, subtype, signed, recorded, live, product, status, expires, ownership, heldUntil) in rows.decode(
-            (String, UUID, String, String?, Date, Date, Date?, String?, Int32?, Date?, String?, Date?).self
+        for try await (original, uuid, type, subtype, signed, recorded, live, product, status, expires, ownership, heldUntil, offerDiscount, paid) in rows.decode(
+            (String, UUID, String, String?, Date, Date, Date?, String?, Int32?, Date?, String?, Date?, String?, Int32).self
         ) {
-            found.append(
-                MissedGrant(
-                    originalTransactionId: original, notificationUUID: uuid, notificationType: type, subtype: subtype, signedDate: signed, recordedAt: recorded,
-                    grantedLiveAt: live, productId: product, status: status.map(Int.init), expiresDate: expires, ownershipType: ownership,
-                    accessHeldUntil: heldUntil
-                )
+            var grant = MissedGrant(
+                originalTransactionId: original, notificationUUID: uuid, notificationType: type, subtype: subtype, signedDate: signed, recordedAt: recorded,
+                grantedLiveAt: live, productId: product, status: status.map(Int.init), expiresDate: expires, ownershipType: ownership,
+                accessHeldUntil: heldUntil
             )
+            grant.currentOfferDiscountType = offerDiscount
+            grant.paidPeriods = Int(paid)
+            found.append(grant)
         }
         return found
     }

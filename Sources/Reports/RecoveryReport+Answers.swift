@@ -13,7 +13,7 @@ extension RecoveryReport {
         guard !answers.isEmpty else { return "no open refund request" }
         var counts: [String: Int] = [:]
         for answer in answers { counts[answer.outcome, default: 0] += 1 }
-        let order = [RefundAnswerReport.wouldSend] + ConsumptionAnswerRecord.outcomes
+        let order = [RefundAnswerReport.wouldSend] + ConsumptionAnswerRecord.outcomes + [RefundAnswerReport.notSupported]
         return order.compactMap { outcome in counts[outcome].map { "\($0) \(outcome)" } }.joined(separator: ", ")
     }
 
@@ -26,6 +26,7 @@ extension RecoveryReport {
         case "no_consent": "customer_consented is not true: nothing may be sent"
         case "invalid": "a value Apple refuses: nothing sent; fix the facts"
         case "failed": "not answered; the next check tries again while the deadline is ahead"
+        case RefundAnswerReport.notSupported: "Apple takes no answer about such a transaction (Family Sharing, ASSIGNED): nothing sent, nothing to do"
         default: outcome
         }
     }

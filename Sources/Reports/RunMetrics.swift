@@ -63,7 +63,7 @@ extension RunMetrics {
             }
         }
         if let answers {
-            for outcome in ConsumptionAnswerRecord.outcomes + [RefundAnswerReport.wouldSend] {
+            for outcome in ConsumptionAnswerRecord.outcomes + [RefundAnswerReport.wouldSend, RefundAnswerReport.notSupported] {
                 out.set(
                     "appstore_reconcile_refund_answers", common + [("outcome", outcome)], Double(answers[outcome] ?? 0),
                     help: "Open refund requests this run answered with Send Consumption Information, by outcome (would_send: a dry run's). Alert on invalid and failed."

@@ -170,9 +170,35 @@ struct CompensationRulesTests {
         var grant = Self.grant("DID_RENEW", signedHoursAgo: 30)
         grant.ownershipType = "FAMILY_SHARED"
         let hurt = CompensationRules.hurt([grant], minimumHours: 1, now: Self.now)
-        #expect(hurt.count == 1 && hurt[0].familyShared, "listed: it was denied access too")
+        #expect(hurt.count == 1 && hurt[0].ineligible == .familyShared, "listed: it was denied access too")
         var machine = RenewalExtensionMachine(hurt[0], history: ExtensionHistory(inLastYear: 0, earlier: nil), requestIdentifier: UUID(), days: 2, dryRun: false)
         #expect(machine.start() == .done)
         #expect(machine.report.outcome == "skipped" && !machine.report.needsAPerson)
+    }
+
+    /// Issue 62, point 4: what Apple refuses by rule is decided from the ledger, skipped with its
+    /// rule, never sent, and needs no person (the run does not exit 3 for it).
+    @Test func assignedFreeTrialAndNoPaidPeriodAreSkippedWithTheirRuleAndNotSent() {
+        let cases: [(String?, String?, Int, ExtensionEligibility?)] = [
+            ("PURCHASED", nil, 3, nil), ("PURCHASED", "PAY_AS_YOU_GO", 1, nil), (nil, nil, 1, nil),
+            ("ASSIGNED", nil, 3, .assigned), ("FAMILY_SHARED", nil, 3, .familyShared),
+            ("PURCHASED", "FREE_TRIAL", 0, .freeOfferPeriod), ("PURCHASED", "FREE_TRIAL", 4, .freeOfferPeriod),
+            ("PURCHASED", nil, 0, .noPaidPeriod),
+        ]
+        for (ownership, offer, paid, expected) in cases {
+            #expect(ExtensionEligibility.refusal(.init(ownershipType: ownership, currentOfferDiscountType: offer, paidPeriods: paid)) == expected,
+                "\(ownership ?? "nil") \(offer ?? "nil") \(paid)")
+            var grant = Self.grant("DID_RENEW", signedHoursAgo: 30)
+            (grant.ownershipType, grant.currentOfferDiscountType, grant.paidPeriods) = (ownership, offer, paid)
+            let hurt = CompensationRules.hurt([grant], minimumHours: 1, now: Self.now)
+            var machine = RenewalExtensionMachine(hurt[0], history: ExtensionHistory(inLastYear: 0, earlier: nil), requestIdentifier: UUID(), days: 2, dryRun: false)
+            let action = machine.start()
+            if let expected {
+                #expect(action == .done && machine.report.outcome == "skipped" && machine.report.rule == expected.rawValue && !machine.report.needsAPerson)
+            } else {
+                #expect(action != .done, "sent")
+            }
+        }
+        #expect(ExtensionEligibility.assigned.appleError == 4_030_028 && ExtensionEligibility.freeOfferPeriod.appleError == 4_030_004)
     }
 }

@@ -86,3 +86,26 @@ import Testing
         #expect(merged.first?.deadline == recorded.deadline && merged.first?.rows == 2)
     }
 }
+
+extension RefundAnswerMachineTests {
+    /// Issue 62, point 4: Apple takes no answer about a family member's share (4000185) or an
+    /// ASSIGNED transaction (4000227): neither is read nor sent, and neither needs a person.
+    @Test func familySharingAndAssignedTransactionsAreNotSupportedNotReadNorSent() {
+        for (ownership, rule) in [("FAMILY_SHARED", ConsumptionAnswerRules.Unsupported.familyShared), ("ASSIGNED", .assigned)] {
+            var request = Self.request
+            request.ownershipType = ownership
+            for dryRun in [false, true] {
+                var machine = RefundAnswerMachine(request, dryRun: dryRun)
+                #expect(machine.start() == .done, "\(ownership): nothing read, nothing sent, nothing recorded")
+                #expect(machine.report.outcome == "not_supported" && machine.report.detail == rule.detail && !machine.report.needsAPerson)
+            }
+        }
+        #expect(ConsumptionAnswerRules.unsupported(ownershipType: "PURCHASED") == nil)
+        #expect(ConsumptionAnswerRules.unsupported(ownershipType: nil) == nil)
+        #expect(ConsumptionAnswerRules.Unsupported.familyShared.appleError == 4_000_185 && ConsumptionAnswerRules.Unsupported.assigned.appleError == 4_000_227)
+        var purchased = Self.request
+        purchased.ownershipType = "PURCHASED"
+        var machine = RefundAnswerMachine(purchased, dryRun: false)
+        #expect(machine.start() == .readFacts)
+    }
+}

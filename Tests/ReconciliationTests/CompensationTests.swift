@@ -20,6 +20,10 @@ import Testing
 struct CompensationTests {
     /// A family member's share, listed and not sent (Apple extends it with the purchaser's).
     static func familyShare(_ entry: RenewalExtensionReport) -> Bool { entry.outcome == "skipped" && entry.detail?.contains("Family Sharing") == true }
+    /// Skipped by one of Apple's eligibility rules (not recorded, not sent).
+    static func ineligible(_ entry: RenewalExtensionReport) -> Bool {
+        entry.outcome == "skipped" && ExtensionEligibility.allCases.map(\.rawValue).contains(entry.rule ?? "")
+    }
 
     struct Setup: Sendable {
         let harness: RecoveryHarness
@@ -141,11 +145,12 @@ struct CompensationTests {
                 let shared = setup.harness.scenario.customer(forTransactionId: entry.originalTransactionId)?.subscriptions
                     .first { $0.originalTransactionId == entry.originalTransactionId }?.latestTransaction.inAppOwnershipType == "FAMILY_SHARED"
                 switch entry.outcome {
-                // A family member's share is extended with the purchaser's: Apple refuses it (4030007), so it is not sent.
-                case "skipped": #expect(shared, "\(entry)")
-                // Ineligible by Apple's rules (a free trial, say).
-                case "refused": #expect(entry.appleError == 4_030_004, "\(entry)")
-                default: #expect(entry.outcome == "extended" && !shared, "\(entry)")
+                // Apple's rules, decided before sending (issue 62): a family member's share is
+                // extended with the purchaser's (4030007); a free offer period or no paid period
+                // yet is refused (4030004). Neither is sent.
+                case "skipped":
+                    #expect(shared ? entry.rule == "family_shared" : ["free_offer_period", "no_paid_period"].contains(entry.rule), "\(entry)")
+                default: #expect(entry.outcome == "extended" && !shared, "Apple refused none: \(entry)")
                 }
             }
             // Hours from the ledger's own times of the missed notification, days by the rule, and
@@ -172,14 +177,14 @@ struct CompensationTests {
                 let entry = try #require(first.extensions.first { $0.originalTransactionId == made.originalTransactionId })
                 #expect(made.extendByDays == entry.extendByDays, "Apple got the days the report gives")
             }
-            #expect(try await setup.count("SELECT count(*) FROM app_store.renewal_extensions") == first.extensions.count { !Self.familyShare($0) })
+            #expect(try await setup.count("SELECT count(*) FROM app_store.renewal_extensions") == first.extensions.count { !Self.ineligible($0) })
             #expect(try await setup.count("SELECT count(*) FROM app_store.renewal_extensions WHERE outcome = 'extended' AND effective_date IS NOT NULL") == taken.count)
 
             // The same window again: nothing new sent.
             let requestsBefore = setup.harness.api.requestCounts["extendRenewalDate"] ?? 0
             let second = try await setup.compensate()
             #expect(setup.harness.api.requestCounts["extendRenewalDate"] ?? 0 == requestsBefore, "a second compensate of the window sends nothing")
-            #expect(second.extensions.allSatisfy { $0.earlier || Self.familyShare($0) } && second.extensions.count == first.extensions.count)
+            #expect(second.extensions.allSatisfy { $0.earlier || Self.ineligible($0) } && second.extensions.count == first.extensions.count)
             #expect(second.requestsToApple == 0)
             // A wider window names the same missed notifications: made good once.
             let wider = try await setup.compensate(start: setup.outage.lowerBound.addingTimeInterval(-3600))
@@ -296,7 +301,7 @@ struct CompensationTests {
             let runs = try await setup.count("SELECT count(*) FROM app_store.runs")
             let dry = try await setup.compensate(dryRun: true)
             #expect(Set(dry.extensions.map(\.originalTransactionId)) == setup.hurtByTruth().active)
-            #expect(!dry.extensions.isEmpty && dry.extensions.allSatisfy { ($0.outcome == RenewalExtensionReport.wouldExtend || Self.familyShare($0)) && $0.hoursDenied >= 1 && $0.extendByDays >= 1 })
+            #expect(!dry.extensions.isEmpty && dry.extensions.allSatisfy { ($0.outcome == RenewalExtensionReport.wouldExtend || Self.ineligible($0)) && $0.hoursDenied >= 1 && $0.extendByDays >= 1 })
             #expect(setup.harness.api.requestCounts["extendRenewalDate"] == nil)
             #expect(try await setup.count("SELECT count(*) FROM app_store.renewal_extensions") == 0)
             #expect(try await setup.count("SELECT count(*) FROM app_store.runs") == runs)
@@ -332,7 +337,7 @@ struct CompensationTests {
                     #expect(setup.harness.api.renewalExtensions.count(where: { $0.originalTransactionId == entry.originalTransactionId }) == 1, "extended once")
                 }
             }
-            #expect(second.extensions.filter { !$0.earlier && !Self.familyShare($0) }.count == 2, "only the pending ones were sent again")
+            #expect(second.extensions.filter { !$0.earlier && !Self.ineligible($0) }.count == 2, "only the pending ones were sent again")
         }
     }
 

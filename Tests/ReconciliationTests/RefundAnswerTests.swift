@@ -164,6 +164,31 @@ struct RefundAnswerTests {
         }
     }
 
+    /// Issue 62, point 4: a refund request about a family member's share is listed as
+    /// not_supported, never sent (Apple answers 4000185), and the check succeeds.
+    @Test func aRequestAboutAFamilyMembersShareIsNotSupportedNotSentAndNoProblem() async throws {
+        try await Self.withSetup(seed: 510) { setup in
+            let sharedIds = setup.harness.scenario.customers.compactMap { customer -> String? in
+                customer.purchases.first { $0.latestTransaction.inAppOwnershipType == "FAMILY_SHARED" }?.latestTransaction.transactionId
+            }
+            let shared = try #require(sharedIds.first, "the world has a family member's share")
+            let own = try setup.transactions(1, type: .autoRenewable)[0]
+            for transaction in [shared, own] {
+                try setup.harness.api.requestRefund(transactionId: transaction, at: Self.asked)
+                try await setup.facts(transaction, consented: true, delivery: "DELIVERED", sample: false)
+            }
+            // The accounts' transactions in the ledger, as a run would have them.
+            let run = ReconciliationRun(client: setup.apiClient, verifier: try setup.harness.verifier(), store: setup.store, databaseURL: setup.url, logger: setup.harness.logger)
+            _ = try await run.execute(.init(kind: .run, window: .fixed(start: Date().addingTimeInterval(-20 * 86_400), end: Date()), mode: .apply))
+            let result = try await setup.check()
+            let refused = try answer(result, shared)
+            #expect(refused.outcome == "not_supported" && refused.detail?.contains("4000185") == true, "\(refused)")
+            #expect(setup.taken(shared).isEmpty, "never sent")
+            #expect(try answer(result, own).outcome == "sent")
+            #expect(result.outcome == .succeeded, "not a problem: \(result.outcome)")
+        }
+    }
+
     @Test func anAnswerWhoseReplyWasLostIsSentAgainOnlyOnceAppleAsksAgain() async throws {
         try await Self.withSetup(seed: 508) { setup in
             let transaction = try setup.transactions(1, type: .autoRenewable)[0]
