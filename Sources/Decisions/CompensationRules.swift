@@ -42,10 +42,11 @@ package enum CompensationRules {
         nameBased("renewal-extension\n\(bundleId)\n\(environment.rawValue)\n\(originalTransactionId)\n\(milliseconds(start))\n\(milliseconds(end))")
     }
 
-    /// The requestIdentifier of a mass extension: of the app, environment, product, days and the
-    /// intent's key (the window's bounds, or the UTC day it was asked on).
-    package static func massRequestIdentifier(bundleId: String, environment: AppStoreEnvironment, productId: String, days: Int, intent: String) -> UUID {
-        nameBased("mass-extension\n\(bundleId)\n\(environment.rawValue)\n\(productId)\n\(days)\n\(intent)")
+    /// The requestIdentifier of a mass extension: of the app, environment, product and the
+    /// intent's key (the window's bounds) only (issue 62), so that asking again with other days is
+    /// the same request (followed, not sent again) rather than a second extension of everyone.
+    package static func massRequestIdentifier(bundleId: String, environment: AppStoreEnvironment, productId: String, intent: String) -> UUID {
+        nameBased("mass-extension\n\(bundleId)\n\(environment.rawValue)\n\(productId)\n\(intent)")
     }
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }

@@ -80,6 +80,11 @@ package struct RenewalExtensionMachine: Sendable {
             report.rule = rule.rawValue
             report.detail = rule.detail
             return finish()
+        } else if let other = history.otherRemedy {
+            report.outcome = "skipped"
+            report.rule = RemedyExclusion.rule
+            report.detail = other
+            return finish()
         } else if history.compensatedElsewhere {
             report.outcome = "skipped"
             report.rule = "compensated_elsewhere"
@@ -190,7 +195,11 @@ package struct RenewalExtensionReport: Sendable, Codable, Hashable {
     package static let wouldExtend = "would_extend"
 
     /// Refused by Apple (now or by an earlier compensate of the window), or left pending: exit code 3.
-    package var needsAPerson: Bool { outcome == "refused" || outcome == "pending" || outcome == "not_sent" }
+    /// Apple refused it, its answer is not known, it was not taken, or the other remedy of the
+    /// outage made it good (the operator decides whether `--again` is right).
+    package var needsAPerson: Bool {
+        outcome == "refused" || outcome == "pending" || outcome == "not_sent" || (outcome == "skipped" && rule == RemedyExclusion.rule)
+    }
 }
 
 /// A mass extension in the report (report.json `compensation.massExtensions`).
@@ -217,7 +226,11 @@ package struct MassExtensionReport: Sendable, Codable, Hashable {
         self.outcome = outcome
     }
 
-    package var needsAPerson: Bool { outcome == "refused" || outcome == "requested" || outcome == "not_sent" }
+    package var needsAPerson: Bool {
+        outcome == "refused" || outcome == "requested" || outcome == "not_sent" || (outcome == "skipped" && rule == RemedyExclusion.rule)
+    }
+    /// For `skipped`: the rule (`other_remedy`).
+    package var rule: String?
 }
 
 /// The first step of one product's mass extension (`compensate --all-active`), from what

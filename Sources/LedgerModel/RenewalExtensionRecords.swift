@@ -64,6 +64,10 @@ package struct ExtensionHistory: Sendable, Hashable {
         self.earlier = earlier
         self.compensatedElsewhere = compensatedElsewhere
     }
+
+    /// The other remedy (a mass extension) that made the subscription's product good for an
+    /// overlapping window, described (`RemedyExclusion`); nil: none, or `--again`.
+    package var otherRemedy: String?
 }
 
 /// One row of `app_store.renewal_extensions` (migration 0026): one subscription's extension for
@@ -112,6 +116,9 @@ package struct RenewalExtensionRecord: Sendable, Hashable, Codable {
 /// One row of `app_store.mass_extensions`: a mass extension of one product, followed to its end.
 package struct MassExtensionRecord: Sendable, Hashable, Codable {
     package var productId: String
+    /// The outage's window it makes good (migration 0028).
+    package var windowStart: Date?
+    package var windowEnd: Date?
     package var requestIdentifier: UUID
     package var extendByDays: Int
     package var reasonCode: Int

@@ -204,14 +204,51 @@ extension LedgerStore {
         try await client.query(
             """
             INSERT INTO app_store.mass_extensions AS m (bundle_id, environment, product_id, request_identifier, extend_by_days, reason_code,
-                accepted, complete, complete_date, succeeded_count, failed_count, run_id)
+                accepted, complete, complete_date, succeeded_count, failed_count, run_id, window_start, window_end)
             VALUES (\(pair.bundleId), \(pair.environment.rawValue), \(record.productId), \(record.requestIdentifier), \(Int32(record.extendByDays)),
-                \(Int32(record.reasonCode)), \(accepted), \(record.complete), \(record.completeDate), \(record.succeededCount), \(record.failedCount), \(runId))
+                \(Int32(record.reasonCode)), \(accepted), \(record.complete), \(record.completeDate), \(record.succeededCount), \(record.failedCount), \(runId),
+                \(record.windowStart), \(record.windowEnd))
             ON CONFLICT (bundle_id, environment, product_id, request_identifier) DO UPDATE SET
                 accepted = m.accepted OR excluded.accepted, complete = excluded.complete, complete_date = excluded.complete_date,
                 succeeded_count = excluded.succeeded_count, failed_count = excluded.failed_count
             """,
             logger: logger
         )
+    }
+
+    /// The remedies asked of Apple for `pair` (`RemedyExclusion`): each mass extension Apple took,
+    /// and the per-subscription extensions (extended, or possibly: pending) by product and window.
+    package func earlierRemedies(pair: AppStorePair) async throws -> [EarlierRemedy] {
+        var found: [EarlierRemedy] = []
+        let mass = try await client.query(
+            """
+            SELECT product_id, window_start, window_end, requested_at, succeeded_count, extend_by_days
+            FROM app_store.mass_extensions
+            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND accepted
+            ORDER BY requested_at
+            """,
+            logger: logger
+        )
+        for try await (product, start, end, requested, succeeded, days) in mass.decode((String, Date?, Date?, Date, Int64?, Int32).self) {
+            found.append(EarlierRemedy(kind: .mass, productId: product, windowStart: start, windowEnd: end, requestedAt: requested, subscribers: succeeded, days: Int(days)))
+        }
+        let single = try await client.query(
+            """
+            SELECT s.product_id, e.window_start, e.window_end, min(e.requested_at), count(*), max(e.extend_by_days)
+            FROM app_store.renewal_extensions e
+            JOIN app_store.subscriptions s
+                ON s.bundle_id = e.bundle_id AND s.environment = e.environment AND s.original_transaction_id = e.original_transaction_id
+            WHERE e.bundle_id = \(pair.bundleId) AND e.environment = \(pair.environment.rawValue) AND e.outcome IN ('extended', 'pending')
+                AND s.product_id IS NOT NULL
+            GROUP BY s.product_id, e.window_start, e.window_end
+            ORDER BY min(e.requested_at)
+            """,
+            logger: logger
+        )
+        for try await (product, start, end, requested, count, days) in single.decode((String, Date?, Date?, Date, Int64, Int32).self) {
+            found.append(
+                EarlierRemedy(kind: .perSubscription, productId: product, windowStart: start, windowEnd: end, requestedAt: requested, subscribers: count, days: Int(days)))
+        }
+        return found
     }
 }

@@ -57,6 +57,15 @@ struct CompensateCommand: AsyncParsableCommand {
     @Option(help: "With --all-active: seconds between Apple's status checks.")
     var pollSeconds = 300.0
 
+    @Flag(
+        help: """
+            Send even where the other remedy of an overlapping window made the product good (the mass extension for \
+            the per-subscription one, or the reverse). It costs: each extension is permanent, Apple emails every \
+            customer, and it uses one of the customer's two extensions in 365 days, so the next outage's remedy may be \
+            refused.
+            """)
+    var again = false
+
     @Flag(help: "Send and write nothing; list who would be extended, for how long denied, and by how many days.")
     var dryRun = false
 
@@ -83,9 +92,10 @@ struct CompensateCommand: AsyncParsableCommand {
     var scope: Compensation.Scope {
         if allActive, let days {
             let intent = "\(Int64((start.timeIntervalSince1970 * 1000).rounded()))-\(Int64((end.timeIntervalSince1970 * 1000).rounded()))"
-            return .allActive(days: days, productId: product, intent: intent, pollInterval: .milliseconds(Int64(pollSeconds * 1000)))
+            return .allActive(
+                days: days, productId: product, intent: intent, pollInterval: .milliseconds(Int64(pollSeconds * 1000)), window: start..<end, again: again)
         }
-        return .window(start: start, end: end, minimumHours: minHours, days: days)
+        return .window(start: start, end: end, minimumHours: minHours, days: days, again: again)
     }
 
     func run() async throws {

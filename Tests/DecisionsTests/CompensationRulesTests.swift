@@ -202,3 +202,51 @@ struct CompensationRulesTests {
         #expect(ExtensionEligibility.assigned.appleError == 4_030_028 && ExtensionEligibility.freeOfferPeriod.appleError == 4_030_004)
     }
 }
+
+/// Issue 62, point 2: one remedy per outage, decided without I/O.
+@Suite("One remedy per outage")
+struct RemedyExclusionTests {
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+    static func at(_ hours: Double) -> Date { now.addingTimeInterval(hours * 3600) }
+
+    static func remedy(_ kind: EarlierRemedy.Kind, _ product: String = "p", from: Double? = 0, to: Double? = 6) -> EarlierRemedy {
+        EarlierRemedy(kind: kind, productId: product, windowStart: from.map(at), windowEnd: to.map(at), requestedAt: at(10), subscribers: 12, days: 3)
+    }
+
+    @Test func theOtherKindOfAnOverlappingWindowExcludesOnlyItsProductAndAgainSendsAnyway() {
+        let mass = Self.remedy(.mass)
+        #expect(RemedyExclusion.excluding([mass], kind: .perSubscription, productId: "p", start: Self.at(0), end: Self.at(6), again: false) == mass)
+        #expect(RemedyExclusion.excluding([mass], kind: .perSubscription, productId: "p", start: Self.at(5), end: Self.at(9), again: false) == mass, "overlapping")
+        #expect(RemedyExclusion.excluding([mass], kind: .perSubscription, productId: "p", start: Self.at(6), end: Self.at(9), again: false) == nil, "adjacent: no overlap")
+        #expect(RemedyExclusion.excluding([mass], kind: .perSubscription, productId: "q", start: Self.at(0), end: Self.at(6), again: false) == nil, "another product")
+        #expect(RemedyExclusion.excluding([mass], kind: .mass, productId: "p", start: Self.at(1), end: Self.at(8), again: false) == mass, "another mass extension of the outage")
+        let single = Self.remedy(.perSubscription)
+        #expect(RemedyExclusion.excluding([single], kind: .perSubscription, productId: "p", start: Self.at(0), end: Self.at(6), again: false) == nil, "its own repeats are its own rule")
+        #expect(RemedyExclusion.excluding([mass], kind: .perSubscription, productId: "p", start: Self.at(0), end: Self.at(6), again: true) == nil)
+        #expect(RemedyExclusion.excluding([mass], kind: .perSubscription, productId: nil, start: Self.at(0), end: Self.at(6), again: false) == nil)
+        #expect(RemedyExclusion.excluding([single], kind: .mass, productId: "p", start: Self.at(-2), end: Self.at(1), again: false) == single)
+        // Kept before migration 0028: no window, so any window overlaps.
+        let unknown = Self.remedy(.mass, from: nil, to: nil)
+        #expect(RemedyExclusion.excluding([unknown], kind: .perSubscription, productId: "p", start: Self.at(100), end: Self.at(101), again: false) == unknown)
+        let detail = RemedyExclusion.detail(mass)
+        #expect(detail.contains("mass extension") && detail.contains("12 subscribers") && detail.contains("3 days") && detail.contains("--again"))
+    }
+
+    @Test func theMassRequestIdentifierLeavesTheDaysOut() {
+        let one = CompensationRules.massRequestIdentifier(bundleId: "a", environment: .production, productId: "p", intent: "1-2")
+        #expect(one == CompensationRules.massRequestIdentifier(bundleId: "a", environment: .production, productId: "p", intent: "1-2"))
+        #expect(one != CompensationRules.massRequestIdentifier(bundleId: "a", environment: .production, productId: "q", intent: "1-2"))
+        #expect(one != CompensationRules.massRequestIdentifier(bundleId: "a", environment: .production, productId: "p", intent: "1-3"))
+    }
+
+    @Test func aSubscriptionTheOtherRemedyMadeGoodIsSkippedAndNeedsAPerson() {
+        var grant = CompensationRulesTests.grant("DID_RENEW", signedHoursAgo: 30)
+        grant.paidPeriods = 2
+        let hurt = CompensationRules.hurt([grant], minimumHours: 1, now: CompensationRulesTests.now)
+        var history = ExtensionHistory(inLastYear: 0, earlier: nil)
+        history.otherRemedy = RemedyExclusion.detail(Self.remedy(.mass))
+        var machine = RenewalExtensionMachine(hurt[0], history: history, requestIdentifier: UUID(), days: 2, dryRun: false)
+        #expect(machine.start() == .done)
+        #expect(machine.report.outcome == "skipped" && machine.report.rule == "other_remedy" && machine.report.needsAPerson)
+    }
+}

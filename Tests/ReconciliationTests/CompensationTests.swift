@@ -372,7 +372,7 @@ struct CompensationTests {
             let product = try #require(setup.harness.scenario.customers.first?.latestTransaction.productId)
             // A run sent it, wrote that Apple took it, and was killed while Apple worked.
             let identifier = CompensationRules.massRequestIdentifier(
-                bundleId: setup.harness.pair.bundleId, environment: setup.harness.pair.environment, productId: product, days: 4, intent: "outage"
+                bundleId: setup.harness.pair.bundleId, environment: setup.harness.pair.environment, productId: product, intent: "outage"
             )
             _ = try await setup.apiClient.massExtendRenewalDate(
                 MassExtendRenewalDateRequest(requestIdentifier: identifier.uuidString.lowercased(), extendByDays: 4, extendReasonCode: .serviceIssueOrOutage, productId: product)
@@ -386,6 +386,58 @@ struct CompensationTests {
             let resumed = try #require(try await setup.run().compensate(.allActive(days: 4, productId: product, intent: "outage", pollInterval: .milliseconds(10)), mode: .apply).compensated?.massExtensions.first)
             #expect(resumed.resumed && resumed.outcome == "complete" && resumed.succeededCount == Int64(setup.harness.api.renewalExtensions.count), "\(resumed)")
             #expect(setup.harness.api.requestCounts["massExtendRenewalDate"] == 1, "followed, not sent again")
+        }
+    }
+
+    /// Issue 62, point 2: the per-subscription remedy of a window and the mass remedy of the same
+    /// window exclude each other per product, in either order: the second sends nothing for a
+    /// product the first made good and says which did (exit 3: needs a person); `--again` sends.
+    /// A mass rerun with other days is the same request: nothing sent.
+    @Test func theMassAndThePerSubscriptionRemedyOfOneWindowAreNeverBothSent() async throws {
+        try await Self.withSetup(seed: 527, customers: 40) { setup in
+            try await setup.recover()
+            let window = setup.outage
+            let intent = "\(Int64((window.lowerBound.timeIntervalSince1970 * 1000).rounded()))-\(Int64((window.upperBound.timeIntervalSince1970 * 1000).rounded()))"
+            func mass(days: Int, again: Bool = false) async throws -> [MassExtensionReport] {
+                try #require(try await setup.run().compensate(
+                    .allActive(days: days, productId: nil, intent: intent, pollInterval: .milliseconds(10), window: window, again: again), mode: .apply
+                ).compensated).massExtensions
+            }
+            // Per subscription first.
+            let single = try await setup.compensate()
+            let extendedProducts = Set(single.extensions.filter { $0.outcome == "extended" }.compactMap(\.productId))
+            try #require(!extendedProducts.isEmpty)
+            let massFirst = try await mass(days: 3)
+            #expect(setup.harness.api.requestCounts["massExtendRenewalDate"] ?? 0 == massFirst.count { !extendedProducts.contains($0.productId) })
+            for report in massFirst where extendedProducts.contains(report.productId) {
+                #expect(report.outcome == "skipped" && report.rule == "other_remedy" && report.needsAPerson, "\(report)")
+                #expect(report.detail?.contains("per-subscription extensions") == true && report.detail?.contains("--again") == true, "\(report.detail ?? "")")
+            }
+            // A rerun with other days: the same requests (followed or reported), none sent again.
+            let sentBefore = setup.harness.api.requestCounts["massExtendRenewalDate"] ?? 0
+            let rerun = try await mass(days: 7)
+            #expect(setup.harness.api.requestCounts["massExtendRenewalDate"] ?? 0 == sentBefore, "\(rerun.map { "\($0.productId) \($0.outcome)" })")
+            #expect(rerun.filter { !extendedProducts.contains($0.productId) }.allSatisfy { $0.resumed && $0.extendByDays == 3 })
+            // --again sends the excluded ones.
+            let forced = try await mass(days: 3, again: true)
+            #expect(setup.harness.api.requestCounts["massExtendRenewalDate"] ?? 0 == sentBefore + extendedProducts.count, "\(forced.map(\.outcome))")
+        }
+        // Mass first, then per subscription.
+        try await Self.withSetup(seed: 528, customers: 40) { setup in
+            try await setup.recover()
+            let window = setup.outage
+            let dry = try await setup.compensate(dryRun: true)
+            let products = Set(dry.extensions.compactMap(\.productId))
+            try #require(!products.isEmpty)
+            let massReports = try #require(try await setup.run().compensate(
+                .allActive(days: 2, productId: nil, intent: "w", pollInterval: .milliseconds(10), window: window), mode: .apply
+            ).compensated).massExtensions
+            #expect(massReports.allSatisfy { $0.outcome == "complete" }, "\(massReports.map(\.outcome))")
+            let single = try await setup.compensate()
+            #expect(setup.harness.api.requestCounts["extendRenewalDate"] == nil, "nothing sent for what the mass remedy made good")
+            let excluded = single.extensions.filter { $0.rule == "other_remedy" }
+            #expect(!excluded.isEmpty && excluded.allSatisfy { $0.outcome == "skipped" && $0.needsAPerson && $0.detail?.contains("mass extension") == true })
+            #expect(single.extensions.allSatisfy { $0.rule == "other_remedy" || Self.ineligible($0) })
         }
     }
 }

@@ -15,11 +15,13 @@ import SignedData
 package struct Compensation: Sendable {
     /// What to compensate.
     package enum Scope: Sendable, Hashable {
-        /// The subscribers the window's missed notifications hurt.
-        case window(start: Date, end: Date, minimumHours: Double, days: Int?)
+        /// The subscribers the window's missed notifications hurt. `again`: send even for a
+        /// product the mass remedy of an overlapping window made good (`RemedyExclusion`).
+        case window(start: Date, end: Date, minimumHours: Double, days: Int?, again: Bool = false)
         /// Every active subscriber of the products (nil: every product the ledger holds
-        /// subscriptions of), `days` each; `intent` keys the request (the outage's window).
-        case allActive(days: Int, productId: String?, intent: String, pollInterval: Duration)
+        /// subscriptions of), `days` each; `intent` keys the request (the outage's window, kept as
+        /// `window`). `again`: send even for a product the per-subscription remedy made good.
+        case allActive(days: Int, productId: String?, intent: String, pollInterval: Duration, window: Range<Date>? = nil, again: Bool = false)
     }
 
     let client: AppStoreServerAPIClient
@@ -34,20 +36,22 @@ package struct Compensation: Sendable {
         let before = endpoints.reduce(0) { $0 + (client.counts.requests[$1] ?? 0) }
         var result: CompensationResult
         switch scope {
-        case .window(let start, let end, let minimumHours, let days):
-            result = try await window(start: start, end: end, minimumHours: minimumHours, days: days, dryRun: dryRun, runId: runId)
-        case .allActive(let days, let productId, let intent, let pollInterval):
+        case .window(let start, let end, let minimumHours, let days, let again):
+            result = try await window(start: start, end: end, minimumHours: minimumHours, days: days, again: again, dryRun: dryRun, runId: runId)
+        case .allActive(let days, let productId, let intent, let pollInterval, let window, let again):
             result = CompensationResult(days: days)
             let products: [String]
             if let productId { products = [productId] } else { products = try await store.subscriptionProducts(pair: pair) }
             let mass = MassExtending(client: client, store: store, pair: pair, logger: logger, stop: stop, now: now)
-            (result.massExtensions, result.stopped) = try await mass.run(products, days: days, intent: intent, dryRun: dryRun, runId: runId, pollInterval: pollInterval)
+            let remedies = again ? [] : try await store.earlierRemedies(pair: pair)
+            (result.massExtensions, result.stopped) = try await mass.run(
+                products, days: days, intent: intent, window: window, remedies: remedies, dryRun: dryRun, runId: runId, pollInterval: pollInterval)
         }
         result.requestsToApple = endpoints.reduce(0) { $0 + (client.counts.requests[$1] ?? 0) } - before
         return result
     }
 
-    func window(start: Date, end: Date, minimumHours: Double, days: Int?, dryRun: Bool, runId: UUID?) async throws -> CompensationResult {
+    func window(start: Date, end: Date, minimumHours: Double, days: Int?, again: Bool, dryRun: Bool, runId: UUID?) async throws -> CompensationResult {
         var result = CompensationResult(
             windowStart: start.formatted(.iso8601), windowEnd: end.formatted(.iso8601), minimumHours: minimumHours, days: days
         )
@@ -55,6 +59,7 @@ package struct Compensation: Sendable {
             pair: pair, start: start, end: end, types: CompensationRules.typesThatMayGrant, grantTypes: CompensationRules.typesThatGrant
         )
         result.missedGrants = missed.count
+        let remedies = again ? [] : try await store.earlierRemedies(pair: pair)
         for hurt in CompensationRules.hurt(missed, minimumHours: minimumHours, now: now()) {
             if stop.isRequested {
                 result.stopped = true
@@ -63,9 +68,11 @@ package struct Compensation: Sendable {
             let identifier = CompensationRules.requestIdentifier(
                 bundleId: pair.bundleId, environment: pair.environment, originalTransactionId: hurt.originalTransactionId, start: start, end: end
             )
-            let history = try await store.extensionHistory(
+            var history = try await store.extensionHistory(
                 pair: pair, originalTransactionId: hurt.originalTransactionId, notificationUUIDs: hurt.notificationUUIDs, requestIdentifier: identifier, now: now()
             )
+            history.otherRemedy = RemedyExclusion.excluding(remedies, kind: .perSubscription, productId: hurt.productId, start: start, end: end, again: again)
+                .map(RemedyExclusion.detail)
             var machine = RenewalExtensionMachine(
                 hurt, history: history, requestIdentifier: identifier, days: CompensationRules.days(hoursDenied: hurt.hoursDenied, fixed: days), dryRun: dryRun
             )

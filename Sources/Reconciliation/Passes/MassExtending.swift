@@ -30,10 +30,12 @@ struct MassExtending: Sendable {
         var following = false
     }
 
-    func run(_ products: [String], days: Int, intent: String, dryRun: Bool, runId: UUID?, pollInterval: Duration) async throws -> (reports: [MassExtensionReport], stopped: Bool) {
+    func run(
+        _ products: [String], days: Int, intent: String, window: Range<Date>?, remedies: [EarlierRemedy], dryRun: Bool, runId: UUID?, pollInterval: Duration
+    ) async throws -> (reports: [MassExtensionReport], stopped: Bool) {
         var started: [Product] = []
         for productId in products where !stop.isRequested {
-            started.append(try await start(productId, days: days, intent: intent, dryRun: dryRun, runId: runId))
+            started.append(try await start(productId, days: days, intent: intent, window: window, remedies: remedies, dryRun: dryRun, runId: runId))
         }
         while started.contains(where: \.following), !stop.isRequested {
             for index in started.indices where started[index].following {
@@ -48,16 +50,31 @@ struct MassExtending: Sendable {
     }
 
     /// The product's first step: reported, listed, followed, or sent and then followed.
-    func start(_ productId: String, days: Int, intent: String, dryRun: Bool, runId: UUID?) async throws -> Product {
-        let identifier = CompensationRules.massRequestIdentifier(bundleId: pair.bundleId, environment: pair.environment, productId: productId, days: days, intent: intent)
+    func start(
+        _ productId: String, days: Int, intent: String, window: Range<Date>?, remedies: [EarlierRemedy], dryRun: Bool, runId: UUID?
+    ) async throws -> Product {
+        let identifier = CompensationRules.massRequestIdentifier(bundleId: pair.bundleId, environment: pair.environment, productId: productId, intent: intent)
         let earlier = try await store.massExtension(pair: pair, productId: productId, requestIdentifier: identifier)
-        var product = Product(
-            report: MassExtensionReport(productId: productId, requestIdentifier: identifier.uuidString.lowercased(), extendByDays: days, outcome: "would_request"),
-            record: earlier?.record ?? MassExtensionRecord(
-                productId: productId, requestIdentifier: identifier, extendByDays: days, reasonCode: Int(ExtendReasonCode.serviceIssueOrOutage.rawValue),
-                requestedAt: now()
-            )
+        var fresh = MassExtensionRecord(
+            productId: productId, requestIdentifier: identifier, extendByDays: days, reasonCode: Int(ExtendReasonCode.serviceIssueOrOutage.rawValue),
+            requestedAt: now()
         )
+        (fresh.windowStart, fresh.windowEnd) = (window?.lowerBound, window?.upperBound)
+        var product = Product(
+            // Asked before with other days: the same request (its identifier leaves the days out), reported with its own.
+            report: MassExtensionReport(
+                productId: productId, requestIdentifier: identifier.uuidString.lowercased(), extendByDays: earlier?.record.extendByDays ?? days, outcome: "would_request"),
+            record: earlier?.record ?? fresh
+        )
+        // Never asked: unless the per-subscription remedy of an overlapping window made the product good.
+        if earlier == nil, let window,
+            let other = RemedyExclusion.excluding(remedies, kind: .mass, productId: productId, start: window.lowerBound, end: window.upperBound, again: false)
+        {
+            product.report.outcome = "skipped"
+            product.report.rule = RemedyExclusion.rule
+            product.report.detail = RemedyExclusion.detail(other)
+            return product
+        }
         switch MassExtensionStep.first(accepted: earlier?.accepted, complete: earlier?.record.complete, dryRun: dryRun) {
         case .reportComplete:
             product.report.resumed = true
