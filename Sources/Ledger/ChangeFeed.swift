@@ -22,7 +22,7 @@ package enum ChangeFeed {
     /// table's columns as keys (`changed_at` in ISO 8601 UTC; before/after times in UNIX ms), and
     /// `revocation`: for a transaction whose row is revoked, what the revocation is
     /// (`RevocationKind.name`: `full_refund`, `prorated_refund`, `refund`, `family_sharing_revoked`,
-    /// `revoked:TYPE`), else null.
+    /// `upgraded`, `revoked:TYPE`), else null.
     package struct Line: Sendable, Hashable {
         package var id: Int64
         package var json: String

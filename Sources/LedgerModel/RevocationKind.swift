@@ -20,10 +20,20 @@ package enum RevocationKind: Hashable, Sendable {
     case familySharingRevokedUntyped
     /// A `revocationType` this release does not know.
     case other(String)
+    /// `isUpgraded` with a revocation date and neither a `revocationType` nor a
+    /// `revocationReason`: the plan the customer upgraded from, which Apple's older records mark
+    /// revoked at the upgrade (issue 62). Nothing was refunded: never counted or named a refund.
+    case upgraded
 
     /// The kind of a revoked transaction; nil when it is not revoked.
-    package init?(revocationDate: Date?, revocationType: String?, revocationPercentage: Int?, ownership: String?) {
+    package init?(
+        revocationDate: Date?, revocationType: String?, revocationPercentage: Int?, ownership: String?, revocationReason: Int? = nil, isUpgraded: Bool? = nil
+    ) {
         guard revocationDate != nil else { return nil }
+        if isUpgraded == true, revocationType == nil, revocationReason == nil {
+            self = .upgraded
+            return
+        }
         switch revocationType {
         case "REFUND_FULL"?: self = .fullRefund
         case "REFUND_PRORATED"?: self = .proratedRefund(milliPercent: revocationPercentage)
@@ -36,7 +46,8 @@ package enum RevocationKind: Hashable, Sendable {
     package init?(_ transaction: TransactionRecord) {
         self.init(
             revocationDate: transaction.revocationDate, revocationType: transaction.revocationType,
-            revocationPercentage: transaction.revocationPercentage, ownership: transaction.inAppOwnershipType
+            revocationPercentage: transaction.revocationPercentage, ownership: transaction.inAppOwnershipType,
+            revocationReason: transaction.revocationReason, isUpgraded: transaction.isUpgraded
         )
     }
 
@@ -44,7 +55,7 @@ package enum RevocationKind: Hashable, Sendable {
     package var isRefund: Bool {
         switch self {
         case .fullRefund, .proratedRefund, .refund: true
-        case .familySharingRevoked, .familySharingRevokedUntyped, .other: false
+        case .familySharingRevoked, .familySharingRevokedUntyped, .other, .upgraded: false
         }
     }
 
@@ -56,6 +67,7 @@ package enum RevocationKind: Hashable, Sendable {
         case .familySharingRevoked, .familySharingRevokedUntyped: "family_sharing_revoked"
         case .refund: "refund"
         case .other(let type): "revoked:" + type
+        case .upgraded: "upgraded"
         }
     }
 
@@ -68,6 +80,7 @@ package enum RevocationKind: Hashable, Sendable {
         case .familySharingRevoked, .familySharingRevokedUntyped: "Family Sharing revoked (no refund)"
         case .refund: "refund"
         case .other(let type): "revoked (\(type))"
+        case .upgraded: "upgraded to another plan (no refund)"
         }
     }
 
@@ -87,6 +100,8 @@ package enum RevocationKind: Hashable, Sendable {
     package static func sql(row: String) -> String {
         """
         CASE WHEN \(row) ->> 'revocation_ms' IS NULL THEN NULL
+            WHEN (\(row) ->> 'is_upgraded')::boolean AND \(row) ->> 'revocation_type' IS NULL AND \(row) ->> 'revocation_reason' IS NULL
+                THEN '\(RevocationKind.upgraded.name)'
             WHEN \(row) ->> 'revocation_type' = 'REFUND_FULL' THEN '\(RevocationKind.fullRefund.name)'
             WHEN \(row) ->> 'revocation_type' = 'REFUND_PRORATED' THEN '\(RevocationKind.proratedRefund(milliPercent: nil).name)'
             WHEN \(row) ->> 'revocation_type' = 'FAMILY_REVOKE' THEN '\(RevocationKind.familySharingRevoked.name)'

@@ -818,4 +818,32 @@ struct RevocationKindTests {
         // A type Apple adds later is named by its value, never counted as a refund.
         #expect(kind("BUNDLE_SWITCH")?.name == "revoked:BUNDLE_SWITCH" && kind("BUNDLE_SWITCH")?.isRefund == false)
     }
+
+    /// Issue 62, point 7: the plan a customer upgraded from, marked `isUpgraded` with a revocation
+    /// date and no revocation type or reason, is an upgrade, never a refund; with a refund reason
+    /// or type it is what they say. The change feed's SQL says the same, on a real PostgreSQL.
+    @Test func anUpgradedTransactionIsAnUpgradeNotARefundInSwiftAndInTheChangeFeed() async throws {
+        let upgraded = RevocationKind(revocationDate: date, revocationType: nil, revocationPercentage: nil, ownership: "PURCHASED", revocationReason: nil, isUpgraded: true)
+        #expect(upgraded == .upgraded && upgraded?.isRefund == false && upgraded?.name == "upgraded" && upgraded?.label.contains("refund") == true)
+        #expect(upgraded?.label == "upgraded to another plan (no refund)")
+        let refundedAfterAll = RevocationKind(revocationDate: date, revocationType: nil, revocationPercentage: nil, ownership: "PURCHASED", revocationReason: 1, isUpgraded: true)
+        #expect(refundedAfterAll?.isRefund == true, "a refund reason says it was refunded")
+        #expect(RevocationKind(revocationDate: date, revocationType: "REFUND_FULL", revocationPercentage: nil, ownership: nil, isUpgraded: true) == .fullRefund)
+        #expect(RevocationKind(revocationDate: nil, revocationType: nil, revocationPercentage: nil, ownership: nil, isUpgraded: true) == nil)
+        let rows: [(String, String)] = [
+            (#"{"revocation_ms": 1, "is_upgraded": true}"#, "upgraded"),
+            (#"{"revocation_ms": 1, "is_upgraded": true, "revocation_reason": 0}"#, "refund"),
+            (#"{"revocation_ms": 1, "is_upgraded": false}"#, "refund"),
+            (#"{"revocation_ms": 1, "is_upgraded": true, "revocation_type": "REFUND_PRORATED"}"#, "prorated_refund"),
+            (#"{"revocation_ms": 1}"#, "refund"),
+        ]
+        try await TestDatabase.withFreshLedger { client, _ in
+            for (row, expected) in rows {
+                let query = PostgresQuery(unsafeSQL: "SELECT \(RevocationKind.sql(row: "r")) FROM (SELECT '\(row)'::jsonb AS r) s")
+                var found: String?
+                for try await value in try await client.query(query).decode(String?.self) { found = value }
+                #expect(found == expected, "\(row)")
+            }
+        }
+    }
 }
