@@ -49,6 +49,28 @@ package enum CompensationRules {
         nameBased("mass-extension\n\(bundleId)\n\(environment.rawValue)\n\(productId)\n\(intent)")
     }
 
+    /// The requestIdentifier of the single extension sent to a subscriber a mass extension could
+    /// not extend (Apple's RENEWAL_EXTENSION/FAILURE): of the mass request and the subscription.
+    package static func failureRetryIdentifier(massRequestIdentifier: UUID, originalTransactionId: String) -> UUID {
+        nameBased("mass-failure-retry\n\(massRequestIdentifier.uuidString.lowercased())\n\(originalTransactionId)")
+    }
+
+    /// A subscriber a mass extension could not extend, to retry with a single extension, as
+    /// Apple's article "Extending the renewal date for auto-renewable subscriptions" says ("Retry
+    /// attempts that fail": take the originalTransactionId of each RENEWAL_EXTENSION/FAILURE and
+    /// call Extend a Subscription Renewal Date): nil when it is no longer active (Apple extends
+    /// only active subscriptions); Apple's eligibility rules still apply (`ineligible`).
+    package static func failureRetry(_ failure: MissedGrant, now: Date) -> Hurt? {
+        guard failure.status == 1, let expires = failure.expiresDate, expires > now else { return nil }
+        return Hurt(
+            originalTransactionId: failure.originalTransactionId, productId: failure.productId, notificationUUID: failure.notificationUUID,
+            notificationType: failure.notificationType, signedDate: failure.signedDate, hoursDenied: 0, expiresDate: expires,
+            ineligible: ExtensionEligibility.refusal(
+                .init(ownershipType: failure.ownershipType, currentOfferDiscountType: failure.currentOfferDiscountType, paidPeriods: failure.paidPeriods)),
+            notificationUUIDs: [failure.notificationUUID]
+        )
+    }
+
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded()) }
 
     static func nameBased(_ name: String) -> UUID {

@@ -251,4 +251,41 @@ extension LedgerStore {
         }
         return found
     }
+
+    /// Apple's RENEWAL_EXTENSION/FAILURE notifications for subscriptions of `productId` signed at or
+    /// after `since` (a mass extension's request): the subscribers it could not extend, each with
+    /// the subscription as the ledger holds it now and the facts of Apple's eligibility rules.
+    package func massExtensionFailures(pair: AppStorePair, productId: String, since: Date) async throws -> [MissedGrant] {
+        let rows = try await client.query(
+            """
+            SELECT n.original_transaction_id, n.notification_uuid, n.signed_date, n.recorded_at, s.status::integer, s.expires_date, s.in_app_ownership_type,
+                (SELECT t.offer_discount_type FROM app_store.transaction_rows t
+                 WHERE t.bundle_id = n.bundle_id AND t.environment = n.environment AND t.original_transaction_id = n.original_transaction_id
+                 ORDER BY t.expires_date DESC NULLS LAST, t.purchase_date DESC NULLS LAST LIMIT 1),
+                (SELECT count(*)::integer FROM app_store.transaction_rows t
+                 WHERE t.bundle_id = n.bundle_id AND t.environment = n.environment AND t.original_transaction_id = n.original_transaction_id
+                    AND t.offer_discount_type IS DISTINCT FROM 'FREE_TRIAL' AND (t.price IS NULL OR t.price > 0))
+            FROM app_store.notification_rows n
+            JOIN app_store.subscriptions s
+                ON s.bundle_id = n.bundle_id AND s.environment = n.environment AND s.original_transaction_id = n.original_transaction_id
+            WHERE n.bundle_id = \(pair.bundleId) AND n.environment = \(pair.environment.rawValue) AND n.notification_type = 'RENEWAL_EXTENSION'
+                AND n.subtype = 'FAILURE' AND s.product_id = \(productId) AND n.signed_date >= \(since)
+            ORDER BY n.original_transaction_id, n.signed_date
+            """,
+            logger: logger
+        )
+        var found: [MissedGrant] = []
+        for try await (original, uuid, signed, recorded, status, expires, ownership, offerDiscount, paid) in rows.decode(
+            (String, UUID, Date, Date, Int32?, Date?, String?, String?, Int32).self
+        ) {
+            var grant = MissedGrant(
+                originalTransactionId: original, notificationUUID: uuid, notificationType: "RENEWAL_EXTENSION", subtype: "FAILURE", signedDate: signed,
+                recordedAt: recorded, grantedLiveAt: nil, productId: productId, status: status.map(Int.init), expiresDate: expires, ownershipType: ownership
+            )
+            grant.currentOfferDiscountType = offerDiscount
+            grant.paidPeriods = Int(paid)
+            found.append(grant)
+        }
+        return found
+    }
 }

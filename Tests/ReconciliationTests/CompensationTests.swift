@@ -440,4 +440,55 @@ struct CompensationTests {
             #expect(single.extensions.allSatisfy { $0.rule == "other_remedy" || Self.ineligible($0) })
         }
     }
+
+    /// Issue 62, point 3: Apple's article says to retry each subscriber a mass extension could not
+    /// extend (RENEWAL_EXTENSION/FAILURE) with Extend a Subscription Renewal Date. Once the mass
+    /// extension is complete and its FAILURE notifications are recorded, the command that follows
+    /// it sends each failed subscriber the single extension once (reason 3, the mass request's
+    /// days, an identifier of the mass request and the subscription), skips those Apple's rules
+    /// refuse, and a rerun sends nothing more.
+    @Test func eachSubscriberAMassExtensionFailedGetsOneSingleExtension() async throws {
+        try await Self.withSetup(seed: 529, customers: 40) { setup in
+            try await setup.recover()
+            let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+            let eligible = try #require(setup.harness.scenario.customers.lazy.flatMap(\.subscriptions).first { purchase in
+                purchase.subscriptionStatus == .active && (purchase.latestTransaction.expiresDate ?? 0) > nowMs + 3_600_000
+                    && purchase.latestTransaction.inAppOwnershipType != "FAMILY_SHARED" && purchase.latestTransaction.offerDiscountType != "FREE_TRIAL"
+                    && (purchase.latestTransaction.price ?? 1) > 0
+            })
+            let product = try #require(eligible.latestTransaction.productId)
+            let window = setup.outage
+            let scope = Compensation.Scope.allActive(days: 2, productId: product, intent: "failures", pollInterval: .milliseconds(10), window: window)
+            let first = try #require(try await setup.run().compensate(scope, mode: .apply).compensated)
+            #expect(first.massExtensions.first?.outcome == "complete")
+            let massIdentifier = try #require(first.massExtensions.first.flatMap { UUID(uuidString: $0.requestIdentifier) })
+            // Apple's FAILURE notifications, as serve records them: the simulator's own, and one for
+            // a subscriber Apple failed for a passing reason.
+            var failures = setup.harness.api.notificationsSignedLater.filter { $0.type == .renewalExtension && $0.subtype == .failure }
+            let template = try #require(setup.harness.scenario.notifications.last { $0.originalTransactionId == eligible.originalTransactionId })
+            var planted = template
+            planted.uuid = UUID().uuidString.lowercased()
+            (planted.type, planted.subtype, planted.signedDate) = (.renewalExtension, .failure, Int64(Date().timeIntervalSince1970 * 1000))
+            failures.append(planted)
+            let ingest = NotificationIngest(verifier: try setup.harness.verifier(), store: setup.store)
+            _ = try await ingest.ingest(signedPayloads: try failures.map { try setup.harness.api.signNotification($0) })
+            let singlesBefore = setup.harness.api.renewalExtensions.filter { $0.mass == nil }.count
+            let second = try #require(try await setup.run().compensate(scope, mode: .apply).compensated)
+            #expect(second.massExtensions.first?.resumed == true && setup.harness.api.requestCounts["massExtendRenewalDate"] == 1)
+            let retry = try #require(second.extensions.first { $0.originalTransactionId == eligible.originalTransactionId }, "\(second.extensions)")
+            #expect(retry.outcome == "extended" && retry.extendByDays == 2, "\(retry)")
+            #expect(retry.requestIdentifier == CompensationRules.failureRetryIdentifier(
+                massRequestIdentifier: massIdentifier, originalTransactionId: eligible.originalTransactionId).uuidString.lowercased())
+            let singles = setup.harness.api.renewalExtensions.filter { $0.mass == nil }.dropFirst(singlesBefore)
+            #expect(singles.filter { $0.originalTransactionId == eligible.originalTransactionId }.count == 1)
+            #expect(singles.allSatisfy { $0.reasonCode == 3 && $0.extendByDays == 2 })
+            // What Apple's rules refuse is skipped, not sent; the rest of the simulator's failures were refused by those rules.
+            #expect(second.extensions.allSatisfy { $0.outcome == "extended" || Self.ineligible($0) || $0.outcome == "skipped" }, "\(second.extensions.map { "\($0.outcome) \($0.rule ?? "")" })")
+            // A rerun: nothing more sent.
+            let requests = setup.harness.api.requestCounts["extendRenewalDate"] ?? 0
+            let third = try #require(try await setup.run().compensate(scope, mode: .apply).compensated)
+            #expect(setup.harness.api.requestCounts["extendRenewalDate"] ?? 0 == requests)
+            #expect(third.extensions.first { $0.originalTransactionId == eligible.originalTransactionId }?.earlier == true)
+        }
+    }
 }

@@ -44,7 +44,7 @@ package struct Compensation: Sendable {
             if let productId { products = [productId] } else { products = try await store.subscriptionProducts(pair: pair) }
             let mass = MassExtending(client: client, store: store, pair: pair, logger: logger, stop: stop, now: now)
             let remedies = again ? [] : try await store.earlierRemedies(pair: pair)
-            (result.massExtensions, result.stopped) = try await mass.run(
+            (result.massExtensions, result.extensions, result.stopped) = try await mass.run(
                 products, days: days, intent: intent, window: window, remedies: remedies, dryRun: dryRun, runId: runId, pollInterval: pollInterval)
         }
         result.requestsToApple = endpoints.reduce(0) { $0 + (client.counts.requests[$1] ?? 0) } - before
@@ -73,35 +73,45 @@ package struct Compensation: Sendable {
             )
             history.otherRemedy = RemedyExclusion.excluding(remedies, kind: .perSubscription, productId: hurt.productId, start: start, end: end, again: again)
                 .map(RemedyExclusion.detail)
-            var machine = RenewalExtensionMachine(
-                hurt, history: history, requestIdentifier: identifier, days: CompensationRules.days(hoursDenied: hurt.hoursDenied, fixed: days), dryRun: dryRun
+            let report = try await extend(
+                hurt, history: history, requestIdentifier: identifier, days: CompensationRules.days(hoursDenied: hurt.hoursDenied, fixed: days),
+                window: start..<end, dryRun: dryRun, runId: runId
             )
-            var action = machine.start()
-            steps: while true {
-                switch action {
-                case .record(let row):
-                    try await store.recordRenewalExtension(row, pair: pair, start: start, end: end, runId: runId)
-                    action = machine.recorded()
-                case .recordThenSend(let row, let request):
-                    try await store.recordRenewalExtension(row, pair: pair, start: start, end: end, runId: runId)
-                    do {
-                        action = machine.sent(try await send(request, originalTransactionId: hurt.originalTransactionId))
-                    } catch let error as AppStoreAPIError {
-                        // Apple refused the credentials: every request would be refused. Nothing
-                        // was extended: this one stays pending (the next compensate sends it), and
-                        // the run ends with the error (exit 78).
-                        if case .record(let pending) = machine.sent(.notSent(reason: "Apple answered HTTP \(error.httpStatus): the credentials were refused")) {
-                            try await store.recordRenewalExtension(pending, pair: pair, start: start, end: end, runId: runId)
-                        }
-                        throw error
-                    }
-                case .done:
-                    break steps
-                }
-            }
-            result.extensions.append(machine.report)
+            result.extensions.append(report)
         }
         return result
+    }
+
+    /// One subscription's extension, through `RenewalExtensionMachine`: its trace recorded
+    /// before sending, Apple's answer over it; its row keyed by `requestIdentifier` and `window`.
+    func extend(
+        _ hurt: CompensationRules.Hurt, history: ExtensionHistory, requestIdentifier: UUID, days: Int, window: Range<Date>, dryRun: Bool, runId: UUID?
+    ) async throws -> RenewalExtensionReport {
+        let (start, end) = (window.lowerBound, window.upperBound)
+        var machine = RenewalExtensionMachine(hurt, history: history, requestIdentifier: requestIdentifier, days: days, dryRun: dryRun)
+        var action = machine.start()
+        while true {
+            switch action {
+            case .record(let row):
+                try await store.recordRenewalExtension(row, pair: pair, start: start, end: end, runId: runId)
+                action = machine.recorded()
+            case .recordThenSend(let row, let request):
+                try await store.recordRenewalExtension(row, pair: pair, start: start, end: end, runId: runId)
+                do {
+                    action = machine.sent(try await send(request, originalTransactionId: hurt.originalTransactionId))
+                } catch let error as AppStoreAPIError {
+                    // Apple refused the credentials: every request would be refused. Nothing
+                    // was extended: this one stays pending (the next compensate sends it), and
+                    // the run ends with the error (exit 78).
+                    if case .record(let pending) = machine.sent(.notSent(reason: "Apple answered HTTP \(error.httpStatus): the credentials were refused")) {
+                        try await store.recordRenewalExtension(pending, pair: pair, start: start, end: end, runId: runId)
+                    }
+                    throw error
+                }
+            case .done:
+                return machine.report
+            }
+        }
     }
 
     /// Sends one extension; how it ended. Apple refusing the credentials (401) is thrown.

@@ -32,7 +32,7 @@ struct MassExtending: Sendable {
 
     func run(
         _ products: [String], days: Int, intent: String, window: Range<Date>?, remedies: [EarlierRemedy], dryRun: Bool, runId: UUID?, pollInterval: Duration
-    ) async throws -> (reports: [MassExtensionReport], stopped: Bool) {
+    ) async throws -> (reports: [MassExtensionReport], retries: [RenewalExtensionReport], stopped: Bool) {
         var started: [Product] = []
         for productId in products where !stop.isRequested {
             started.append(try await start(productId, days: days, intent: intent, window: window, remedies: remedies, dryRun: dryRun, runId: runId))
@@ -46,7 +46,33 @@ struct MassExtending: Sendable {
         for index in started.indices where started[index].following {
             started[index].report.detail = "stopped before Apple completed it: the same command follows it"
         }
-        return (started.map(\.report), stop.isRequested)
+        var retries: [RenewalExtensionReport] = []
+        for product in started where product.record.complete && !stop.isRequested {
+            retries += try await retryFailures(product.record, dryRun: dryRun, runId: runId)
+        }
+        return (started.map(\.report), retries, stop.isRequested)
+    }
+
+    /// Each subscriber a complete mass extension could not extend (Apple's RENEWAL_EXTENSION/FAILURE
+    /// notifications the ledger recorded since it was requested: `serve`, or the next run) gets the
+    /// single extension once (`CompensationRules.failureRetry`): reason 3, the mass request's days,
+    /// an identifier derived from the mass request and the subscription, unless one of Apple's
+    /// rules skips it. A later run of the same command finds the ones recorded since.
+    func retryFailures(_ mass: MassExtensionRecord, dryRun: Bool, runId: UUID?) async throws -> [RenewalExtensionReport] {
+        let failures = try await store.massExtensionFailures(pair: pair, productId: mass.productId, since: mass.requestedAt)
+        let compensation = Compensation(client: client, store: store, pair: pair, logger: logger, stop: stop, now: now)
+        let window = (mass.windowStart ?? mass.requestedAt)..<max(mass.windowEnd ?? mass.requestedAt, mass.windowStart ?? mass.requestedAt)
+        var reports: [RenewalExtensionReport] = []
+        var seen: Set<String> = []
+        for failure in failures where seen.insert(failure.originalTransactionId).inserted {
+            guard !stop.isRequested, let hurt = CompensationRules.failureRetry(failure, now: now()) else { continue }
+            let identifier = CompensationRules.failureRetryIdentifier(massRequestIdentifier: mass.requestIdentifier, originalTransactionId: failure.originalTransactionId)
+            let history = try await store.extensionHistory(
+                pair: pair, originalTransactionId: failure.originalTransactionId, notificationUUIDs: [failure.notificationUUID], requestIdentifier: identifier, now: now()
+            )
+            reports.append(try await compensation.extend(hurt, history: history, requestIdentifier: identifier, days: mass.extendByDays, window: window, dryRun: dryRun, runId: runId))
+        }
+        return reports
     }
 
     /// The product's first step: reported, listed, followed, or sent and then followed.
