@@ -205,15 +205,35 @@ extension LedgerStore {
             """
             INSERT INTO app_store.mass_extensions AS m (bundle_id, environment, product_id, request_identifier, extend_by_days, reason_code,
                 accepted, complete, complete_date, succeeded_count, failed_count, run_id, window_start, window_end)
-            VALUES (\(pair.bundleId), \(pair.environment.rawValue), \(record.productId), \(record.requestIdentifier), \(Int32(record.extendByDays)),
-                \(Int32(record.reasonCode)), \(accepted), \(record.complete), \(record.completeDate), \(record.succeededCount), \(record.failedCount), \(runId),
-                \(record.windowStart), \(record.windowEnd))
+            SELECT \(pair.bundleId), \(pair.environment.rawValue), \(record.productId), \(record.requestIdentifier), \(Int32(record.extendByDays)),
+                \(Int32(record.reasonCode)), \(accepted), \(record.complete), \(record.completeDate), r.succeeded_count, r.failed_count, \(runId),
+                to_timestamp(r.window_start_ms / 1000.0), to_timestamp(r.window_end_ms / 1000.0)
+            FROM jsonb_to_record(\(Self.massExtensionFields(record))::jsonb)
+                AS r(succeeded_count bigint, failed_count bigint, window_start_ms bigint, window_end_ms bigint)
             ON CONFLICT (bundle_id, environment, product_id, request_identifier) DO UPDATE SET
                 accepted = m.accepted OR excluded.accepted, complete = excluded.complete, complete_date = excluded.complete_date,
                 succeeded_count = excluded.succeeded_count, failed_count = excluded.failed_count
             """,
             logger: logger
         )
+    }
+
+    /// A mass extension's counts and window as one JSON parameter (a statement binds twelve at most).
+    static func massExtensionFields(_ record: MassExtensionRecord) -> String {
+        struct Fields: Encodable {
+            var succeeded_count: Int64?
+            var failed_count: Int64?
+            var window_start_ms: Int64?
+            var window_end_ms: Int64?
+        }
+        let fields = Fields(
+            succeeded_count: record.succeededCount, failed_count: record.failedCount,
+            window_start_ms: record.windowStart.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) },
+            window_end_ms: record.windowEnd.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+        )
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return String(decoding: (try? encoder.encode(fields)) ?? Data("{}".utf8), as: UTF8.self)
     }
 
     /// The remedies asked of Apple for `pair` (`RemedyExclusion`): each mass extension Apple took,
@@ -268,8 +288,8 @@ extension LedgerStore {
             FROM app_store.notification_rows n
             JOIN app_store.subscriptions s
                 ON s.bundle_id = n.bundle_id AND s.environment = n.environment AND s.original_transaction_id = n.original_transaction_id
-            WHERE n.bundle_id = \(pair.bundleId) AND n.environment = \(pair.environment.rawValue) AND n.notification_type = 'RENEWAL_EXTENSION'
-                AND n.subtype = 'FAILURE' AND s.product_id = \(productId) AND n.signed_date >= \(since)
+            WHERE n.bundle_id = \(pair.bundleId) AND n.environment = \(pair.environment.rawValue) AND n.notification_type = \(NotificationType.renewalExtension.rawValue)
+                AND n.subtype = \(NotificationSubtype.failure.rawValue) AND s.product_id = \(productId) AND n.signed_date >= \(since)
             ORDER BY n.original_transaction_id, n.signed_date
             """,
             logger: logger
@@ -279,7 +299,8 @@ extension LedgerStore {
             (String, UUID, Date, Date, Int32?, Date?, String?, String?, Int32).self
         ) {
             var grant = MissedGrant(
-                originalTransactionId: original, notificationUUID: uuid, notificationType: "RENEWAL_EXTENSION", subtype: "FAILURE", signedDate: signed,
+                originalTransactionId: original, notificationUUID: uuid, notificationType: NotificationType.renewalExtension.rawValue,
+                subtype: NotificationSubtype.failure.rawValue, signedDate: signed,
                 recordedAt: recorded, grantedLiveAt: nil, productId: productId, status: status.map(Int.init), expiresDate: expires, ownershipType: ownership
             )
             grant.currentOfferDiscountType = offerDiscount
