@@ -13,8 +13,8 @@ enum LedgerMapping {
         let payload = notification.payload
         return NotificationRecord(
             notificationUUID: uuid, notificationType: payload.notificationType.rawValue, subtype: payload.subtype?.rawValue,
-            signedDate: date(payload.signedDate) ?? Date(), environment: environmentOf(payload)?.rawValue ?? "", bundleId: bundleOf(payload) ?? "",
-            originalTransactionId: notification.transaction?.originalTransactionId ?? notification.renewalInfo?.originalTransactionId,
+            signedDate: date(payload.signedDate) ?? Date(), environment: notification.identity?.environment?.rawValue ?? "", bundleId: notification.identity?.bundleId ?? "",
+            originalTransactionId: notification.originalTransactionId,
             transactionId: notification.transaction?.transactionId, signedPayload: signedPayload, source: source,
             refundEpisode: payload.notificationType.policy.refundEpisode
         )
@@ -35,15 +35,6 @@ enum LedgerMapping {
     }
 
 
-    static func environmentOf(_ payload: NotificationPayload) -> AppStoreEnvironment? {
-        payload.data?.environment ?? payload.summary?.environment ?? payload.appData?.environment
-            ?? payload.externalPurchaseToken?.inferredEnvironment
-    }
-
-    /// The app a notification is about, from whichever part of the payload it carries.
-    package static func bundleOf(_ payload: NotificationPayload) -> String? {
-        payload.data?.bundleId ?? payload.summary?.bundleId ?? payload.appData?.bundleId ?? payload.externalPurchaseToken?.bundleId
-    }
 
     static func transactionRecord(_ transaction: TransactionPayload, signed: String, fallbackSignedDate: UnixMilliseconds?) -> TransactionRecord? {
         guard let id = transaction.transactionId, let original = transaction.originalTransactionId,
@@ -152,8 +143,8 @@ enum LedgerMapping {
             status: notification.payload.data?.status?.rawValue ?? current?.status,
             expiresDate: aboutAnotherTransaction ? current?.expiresDate ?? expires : expires,
             autoRenewStatus: nil, autoRenewProductId: nil, isInBillingRetry: nil, gracePeriodExpiresDate: nil,
-            lastSignedDate: signedDate, environment: environmentOf(notification.payload)?.rawValue ?? current?.environment,
-            bundleId: bundleOf(notification.payload) ?? transaction?.bundleId ?? current?.bundleId
+            lastSignedDate: signedDate, environment: notification.identity?.environment?.rawValue ?? current?.environment,
+            bundleId: notification.identity?.bundleId ?? transaction?.bundleId ?? current?.bundleId
         )
         takeRenewal(&record, from: renewal, of: notification, current: current)
         describe(&record, transaction: transaction, renewal: renewal, current: current)

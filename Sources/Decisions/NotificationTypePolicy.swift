@@ -55,6 +55,8 @@ package struct NotificationTypePolicy: Hashable, Sendable {
         switch (type, subtype) {
         case (.didChangeRenewalPref, .upgrade?), (.offerRedeemed, .upgrade?): .grants
         case (.didFailToRenew, .gracePeriod?): .unchanged
+        // Some seats refunded; "don't revoke the group purchaser's access because of this value".
+        case (.refund, .seats?): .unchanged
         default: access
         }
     }
@@ -87,6 +89,8 @@ extension NotificationTypePolicy {
         .metadataUpdate: .init(),
         .migration: .init(),
         .priceChange: .init(),
+        // Seats the tool does not keep (the team's backend assigns them): recorded, changes nothing.
+        .unclaimSeats: .init(),
     ]
 
     /// A type outside Apple's documented list: recovered by the unfiltered pass, nothing more.

@@ -26,6 +26,9 @@ public struct NotificationType: ExtensibleStringValue {
     public static let metadataUpdate: Self = "METADATA_UPDATE"
     public static let migration: Self = "MIGRATION"
     public static let priceChange: Self = "PRICE_CHANGE"
+    /// Apple unclaimed seats of a group subscription with developer-hosted invitations
+    /// (Notifications 2.23): `unclaimInfo` in place of `data`.
+    public static let unclaimSeats: Self = "UNCLAIM_SEATS"
 
     /// Every type Apple documents, in the order of Apple's list.
     public static let documented: [Self] = [
@@ -33,7 +36,7 @@ public struct NotificationType: ExtensibleStringValue {
         .expired, .didFailToRenew, .gracePeriodExpired, .priceIncrease, .refund, .refundDeclined,
         .consumptionRequest, .renewalExtended, .revoke, .test, .renewalExtension, .refundReversed,
         .externalPurchaseToken, .oneTimeCharge, .rescindConsent, .metadataUpdate, .migration,
-        .priceChange,
+        .priceChange, .unclaimSeats,
     ]
 }
 
@@ -61,6 +64,9 @@ public struct NotificationSubtype: ExtensibleStringValue {
     public static let unreported: Self = "UNREPORTED"
     public static let created: Self = "CREATED"
     public static let activeTokenReminder: Self = "ACTIVE_TOKEN_REMINDER"
+    /// A REFUND of some seats of a group subscription: the transaction is not revoked, and Apple
+    /// says not to revoke the purchaser's access for it (Notifications 2.23).
+    public static let seats: Self = "SEATS"
 }
 
 extension NotificationType {
@@ -80,6 +86,7 @@ extension NotificationType {
         case .priceIncrease: [.pending, .accepted]
         case .renewalExtension: [.summary, .failure]
         case .externalPurchaseToken: [.unreported, .created, .activeTokenReminder]
+        case .refund: [nil, .seats]
         default: [nil]
         }
     }

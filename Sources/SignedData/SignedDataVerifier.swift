@@ -42,9 +42,12 @@ public final class SignedDataVerifier: Sendable {
         case .rejected(let rejection): return .rejected(rejection)
         case .retryLater(let reason): return .retryLater(reason)
         }
-        if let problem = checkIdentity(of: payload) { return .rejected(problem) }
+        // A shape this release does not know is attributed by the part that names the app.
+        let otherPart = payload.identity == nil ? Self.otherPart(of: signedPayload) : nil
+        if let problem = checkIdentity(payload.identity ?? otherPart?.identity) { return .rejected(problem) }
 
         var verified = VerifiedNotification(payload: payload)
+        verified.otherPart = otherPart
         if let data = payload.data {
             if let signed = data.signedTransactionInfo {
                 switch await verifyTransaction(signed) {
@@ -114,11 +117,12 @@ public final class SignedDataVerifier: Sendable {
 
     // MARK: - Identity
 
-    /// Takes the app's identity from `data`, else `summary`, else `externalPurchaseToken`, else
-    /// `appData`, as Apple's verifier does; `appAppleId` is compared in Production only.
-    func checkIdentity(of payload: NotificationPayload) -> Rejection? {
-        guard let identity = payload.identity else {
-            return Rejection(.malformed, "the notification has none of data, summary, externalPurchaseToken and appData")
+    /// Checks the app's identity, taken from `data`, else `summary`, else `externalPurchaseToken`,
+    /// else `appData`, as Apple's verifier does, else from another part that names the app
+    /// (`NotificationOtherPart`); `appAppleId` is compared in Production only.
+    func checkIdentity(_ identity: NotificationIdentity?) -> Rejection? {
+        guard let identity else {
+            return Rejection(.malformed, "the notification names no app: none of data, summary, externalPurchaseToken and appData, and no other part with a bundleId")
         }
         let (bundleId, appAppleId, environment) = (identity.bundleId, identity.appAppleId, identity.environment)
         if bundleId != configuration.bundleId { return wrongBundle(bundleId) }
@@ -127,6 +131,15 @@ public final class SignedDataVerifier: Sendable {
         }
         if environment != configuration.environment { return wrongEnvironment(environment) }
         return nil
+    }
+
+    /// The other part of an already verified payload, read again (rare: only a shape without
+    /// any of the four known parts comes here).
+    private static func otherPart(of signedPayload: String) -> NotificationOtherPart? {
+        guard let jws = CompactJWS(signedPayload), let bytes = Base64URL.decode(jws.payload),
+            let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(bytes))
+        else { return nil }
+        return NotificationOtherPart.find(in: object)
     }
 
     private func wrongBundle(_ found: String?) -> Rejection {

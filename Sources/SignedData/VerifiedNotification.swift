@@ -7,6 +7,8 @@ public struct VerifiedNotification: Hashable, Sendable {
     public var renewalInfo: RenewalInfoPayload?
     /// `appData.signedAppTransactionInfo`, decoded; `RESCIND_CONSENT` only.
     public var appTransaction: AppTransactionPayload?
+    /// The part that named the app when none of the four known parts did (`NotificationOtherPart`).
+    public var otherPart: NotificationOtherPart?
 
     public init(
         payload: NotificationPayload, transaction: TransactionPayload? = nil,
@@ -16,5 +18,13 @@ public struct VerifiedNotification: Hashable, Sendable {
         self.transaction = transaction
         self.renewalInfo = renewalInfo
         self.appTransaction = appTransaction
+    }
+
+    /// Whom it is about: the known part's identity, else the other part's (the one checked).
+    public var identity: NotificationIdentity? { payload.identity ?? otherPart?.identity }
+
+    /// The subscription it is about: its transaction's, its renewal info's, or its other part's.
+    public var originalTransactionId: String? {
+        transaction?.originalTransactionId ?? renewalInfo?.originalTransactionId ?? otherPart?.originalTransactionId
     }
 }

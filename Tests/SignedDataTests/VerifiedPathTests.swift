@@ -113,6 +113,31 @@ struct VerifiedPathTests {
         #expect(!NotificationType.documented.contains(verified.payload.notificationType))
     }
 
+    @Test func aShapeWithoutDataIsAttributedByThePartThatNamesTheApp() async throws {
+        let fixture = try Fixture()
+        func signed(_ part: String, _ body: String) throws -> String {
+            let json = """
+                {"notificationType":"UNCLAIM_SEATS","notificationUUID":"3b2a1c0d-9e8f-4a7b-8c6d-5e4f3a2b1c0d","version":"2.0",
+                 "signedDate":\(Fixture.signedDate),"\(part)":\(body)}
+                """
+            return try fixture.signer.sign(json: Array(json.utf8))
+        }
+        let identity = #""appAppleId":\#(Fixture.appAppleId),"bundleId":"\#(Fixture.bundleId)","environment":"Production""#
+        let unclaim = try signed("unclaimInfo", #"{\#(identity),"originalTransactionId":"2000000123","unclaimSeatIds":["8f7e6d5c-4b3a-4291-8807-1a2b3c4d5e6f"]}"#)
+        let verified = try #require(await fixture.verifier().verifyNotification(unclaim).verifiedPayload)
+        #expect(verified.payload.notificationType == .unclaimSeats)
+        #expect(verified.otherPart?.name == "unclaimInfo")
+        #expect(verified.identity == NotificationIdentity(bundleId: Fixture.bundleId, appAppleId: Fixture.appAppleId, environment: .production))
+        #expect(verified.originalTransactionId == "2000000123")
+        // Checked as the known parts are: another app, the other environment, another appAppleId.
+        #expect(try await fixture.verifier().verifyNotification(signed("unclaimInfo", #"{"bundleId":"com.example.other","environment":"Production","appAppleId":\#(Fixture.appAppleId)}"#)).reason == .wrongBundle)
+        #expect(try await fixture.verifier(environment: .sandbox, appAppleId: nil).verifyNotification(unclaim).reason == .wrongEnvironment)
+        #expect(try await fixture.verifier().verifyNotification(signed("unclaimInfo", #"{"bundleId":"\#(Fixture.bundleId)","environment":"Production","appAppleId":7}"#)).reason == .wrongApp)
+        // A part that names no app attributes nothing: still malformed.
+        let nameless = try await fixture.verifier().verifyNotification(signed("seatInfo", #"{"seats":3,"environment":"Production"}"#))
+        #expect(nameless.reason == .malformed)
+    }
+
     @Test func aBogusThirdCertificateInX5cIsIgnoredAsApplesLibrariesDo() async throws {
         let fixture = try Fixture()
         let stranger = try Fixture()
