@@ -26,11 +26,15 @@ package struct AppReceipt: Sendable, Equatable {
     }
 
     package var bundleId: String?
+    /// Attribute 0: "Production", "ProductionSandbox" (App Review, TestFlight), "Xcode" (StoreKit
+    /// testing in Xcode); nil when the receipt has none.
+    package var receiptType: String?
     /// In the receipt's order (Apple documents the records as unordered).
     package var purchases: [Purchase]
 
-    package init(bundleId: String?, purchases: [Purchase]) {
+    package init(bundleId: String?, receiptType: String? = nil, purchases: [Purchase]) {
         self.bundleId = bundleId
+        self.receiptType = receiptType
         self.purchases = purchases
     }
 
@@ -47,6 +51,7 @@ package struct AppReceipt: Sendable, Equatable {
 
     /// Attribute types of the receipt and of its in-app records (Apple's receipt fields).
     enum Field {
+        static let receiptType = 0
         static let bundleId = 2
         static let inAppPurchase = 17
         static let productId = 1702
@@ -112,6 +117,7 @@ package struct AppReceipt: Sendable, Equatable {
         for (type, value) in try attributes(BER.parse(bytes)) {
             switch type {
             case Field.bundleId: receipt.bundleId = try? text(value)
+            case Field.receiptType: receipt.receiptType = try? text(value)
             case Field.inAppPurchase: receipt.purchases.append(try purchase(value))
             default: continue
             }

@@ -21,12 +21,12 @@ package enum AppReceiptWriter {
         }
     }
 
-    package static func base64(bundleId: String, records: [Record], indefiniteLengths: Bool = false) throws -> String {
-        Data(try bytes(bundleId: bundleId, records: records, indefiniteLengths: indefiniteLengths)).base64EncodedString()
+    package static func base64(bundleId: String, receiptType: String? = "Production", records: [Record], indefiniteLengths: Bool = false) throws -> String {
+        Data(try bytes(bundleId: bundleId, receiptType: receiptType, records: records, indefiniteLengths: indefiniteLengths)).base64EncodedString()
     }
 
-    package static func bytes(bundleId: String, records: [Record], indefiniteLengths: Bool) throws -> [UInt8] {
-        let content = try payload(bundleId: bundleId, records: records)
+    package static func bytes(bundleId: String, receiptType: String? = "Production", records: [Record], indefiniteLengths: Bool) throws -> [UInt8] {
+        let content = try payload(bundleId: bundleId, receiptType: receiptType, records: records)
         return indefiniteLengths ? try berEnvelope(content) : try derEnvelope(content)
     }
 
@@ -35,8 +35,9 @@ package enum AppReceiptWriter {
     static let sha256: ASN1ObjectIdentifier = [2, 16, 840, 1, 101, 3, 4, 2, 1]
 
     /// The receipt's attribute SET (DER).
-    static func payload(bundleId: String, records: [Record]) throws -> [UInt8] {
+    static func payload(bundleId: String, receiptType: String?, records: [Record]) throws -> [UInt8] {
         var attributes: [[UInt8]] = [try attribute(2, text: bundleId)]
+        if let receiptType { attributes.append(try attribute(0, text: receiptType)) }
         for record in records {
             let inApp = try set([
                 try attribute(1701, integer: 1),
@@ -131,6 +132,7 @@ package enum AppReceiptWriter {
 extension SimulatedAPI {
     /// The app receipt customer `index`'s device would hold: a record of every transaction of the
     /// account (each at its latest version), in the order they happened.
+    /// Its receipt type is the world's: "Production", or "ProductionSandbox" in Sandbox.
     package func appReceipt(customer index: Int, indefiniteLengths: Bool = false) throws -> String {
         guard scenario.customers.indices.contains(index) else { throw SimulatorError("no customer \(index)") }
         var latest: [String: TransactionPayload] = [:]
@@ -144,6 +146,8 @@ extension SimulatedAPI {
             guard let transaction = latest[id], let original = transaction.originalTransactionId else { return nil }
             return .init(productId: transaction.productId ?? "", transactionId: id, originalTransactionId: original)
         }
-        return try AppReceiptWriter.base64(bundleId: scenario.configuration.bundleId, records: records, indefiniteLengths: indefiniteLengths)
+        let receiptType = scenario.configuration.environment == .sandbox ? "ProductionSandbox" : "Production"
+        return try AppReceiptWriter.base64(
+            bundleId: scenario.configuration.bundleId, receiptType: receiptType, records: records, indefiniteLengths: indefiniteLengths)
     }
 }

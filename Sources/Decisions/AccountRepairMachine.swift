@@ -214,6 +214,7 @@ package struct AccountRepairMachine: Sendable {
     package mutating func appleRefused(answer: String?, description: String) -> Action {
         report.outcome = .failed
         report.failure = "Apple answered \(description)"
+        report.appleAnswer = answer
         guard !dryRun, state.accountId != nil || ledgerHoldsTarget else { return .finish(report) }
         var batch = LedgerBatch(cause: .repair)
         batch.accounts = [

@@ -32,6 +32,11 @@ package struct AccountRepairReport: Sendable, Codable {
     package var outcome = Outcome.unchanged
     /// Why the account could not be checked (Apple's error code and message, or retries exhausted).
     package var failure: String?
+    /// Apple's error code when it answered that it does not know the account (4040010, …): what
+    /// an import decides on (`ImportRoute.asksSandbox`); not in the report's JSON.
+    package var appleAnswer: String?
+    /// Where the account was found when not in the run's own pair (an import's Sandbox pair).
+    package var environment: String?
     /// The account's key (`app_store.accounts.account_id`), and every originalTransactionId
     /// Apple's answers showed in it.
     package var account: String?
@@ -49,7 +54,7 @@ package struct AccountRepairReport: Sendable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case originalTransactionId, reasons, reason, transactionsAdded, transactionsChanged, refundsFound, revocationsFound, changes, outcome
-        case transactionHistoryRequests, rejected, failure, account, members, fromStoredRevision, subscriptionStatusesRequests
+        case transactionHistoryRequests, rejected, failure, account, members, fromStoredRevision, subscriptionStatusesRequests, environment
     }
 
     package func encode(to encoder: any Encoder) throws {
@@ -70,6 +75,7 @@ package struct AccountRepairReport: Sendable, Codable {
         try container.encode(members, forKey: .members)
         try container.encode(fromStoredRevision, forKey: .fromStoredRevision)
         try container.encode(subscriptionStatusesRequests, forKey: .subscriptionStatusesRequests)
+        try container.encodeIfPresent(environment, forKey: .environment)
     }
 
     package init(from decoder: any Decoder) throws {
@@ -89,5 +95,6 @@ package struct AccountRepairReport: Sendable, Codable {
         members = try container.decodeIfPresent([String].self, forKey: .members) ?? []
         fromStoredRevision = try container.decodeIfPresent(Bool.self, forKey: .fromStoredRevision) ?? false
         subscriptionStatusesRequests = try container.decodeIfPresent(Int.self, forKey: .subscriptionStatusesRequests) ?? 0
+        environment = try container.decodeIfPresent(String.self, forKey: .environment)
     }
 }

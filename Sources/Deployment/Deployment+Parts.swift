@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import Ledger
 import Logging
+import Reconciliation
 import SignedData
 
 /// The parts a pair's work is built from, each made here and nowhere else: the verifier of its
@@ -20,6 +21,13 @@ extension Deployment.Pair {
         logger: Logger, adjust: (AppStoreServerAPIConfiguration) -> AppStoreServerAPIConfiguration = { $0 }, warn: (String) -> Void = { _ in }
     ) throws -> AppStoreServerAPIClient {
         AppStoreServerAPIClient(configuration: adjust(try settings.apiConfiguration(warn: warn)), logger: logger)
+    }
+
+    /// The app's Sandbox pair's client and verifier, for a Production pair whose file lists it.
+    package func sandboxParts(logger: Logger) throws -> ReconciliationRun.PairParts? {
+        guard let sandboxSettings else { return nil }
+        let sandbox = Deployment.Pair(pair: AppStorePair(bundleId: pair.bundleId, environment: .sandbox), settings: sandboxSettings)
+        return ReconciliationRun.PairParts(client: try sandbox.apiClient(logger: logger), verifier: try sandbox.verifier())
     }
 }
 

@@ -17,12 +17,18 @@ package struct Deployment: Sendable {
         package var deliverTo: String?
         /// The app's `refundRequests.facts` file (nil: its refund requests are never answered).
         package var refundFacts: RefundFactsQuery?
+        /// For a Production pair, the same app's Sandbox settings when the file lists that
+        /// environment, selected or not: where `import` asks about IDs Production does not know.
+        package var sandboxSettings: Settings?
 
-        package init(pair: AppStorePair, settings: Settings, deliverTo: String? = nil, refundFacts: RefundFactsQuery? = nil) {
+        package init(
+            pair: AppStorePair, settings: Settings, deliverTo: String? = nil, refundFacts: RefundFactsQuery? = nil, sandboxSettings: Settings? = nil
+        ) {
             self.pair = pair
             self.settings = settings
             self.deliverTo = deliverTo
             self.refundFacts = refundFacts
+            self.sandboxSettings = sandboxSettings
         }
     }
 
@@ -54,7 +60,7 @@ package struct Deployment: Sendable {
         let layered = Settings(flags: [.rootCertificates: flags.rootCertificates, .databaseURL: flags.databaseURL], environment: process)
         var found: [Pair] = []
         for app in file.apps where flags.apps.isEmpty || flags.apps.contains(app.bundleId) {
-            for environment in app.environments where selectedEnvironments.isEmpty || selectedEnvironments.contains(environment) {
+            func settings(_ environment: AppStoreEnvironment) -> Settings {
                 var values: [Settings.Name: String] = [
                     .issuerId: app.issuerId, .keyId: app.keyId, .privateKey: app.privateKey, .bundleId: app.bundleId,
                     .environment: environment.rawValue,
@@ -63,10 +69,15 @@ package struct Deployment: Sendable {
                 values[.apiBaseURL] = app.apiBaseURL[environment]
                 values[.rootCertificates] = layered.values[.rootCertificates] ?? file.rootCertificates?.joined(separator: ",")
                 values[.databaseURL] = layered.values[.databaseURL] ?? file.database
+                return Settings(values: values)
+            }
+            for environment in app.environments where selectedEnvironments.isEmpty || selectedEnvironments.contains(environment) {
+                let sandbox = environment == .production && app.environments.contains(.sandbox) ? settings(.sandbox) : nil
                 found.append(
                     Pair(
-                        pair: AppStorePair(bundleId: app.bundleId, environment: environment), settings: Settings(values: values),
-                        deliverTo: app.deliverTo[environment], refundFacts: try app.refundFacts.map { try Self.refundFacts($0, of: app.bundleId, in: file.path) }
+                        pair: AppStorePair(bundleId: app.bundleId, environment: environment), settings: settings(environment),
+                        deliverTo: app.deliverTo[environment], refundFacts: try app.refundFacts.map { try Self.refundFacts($0, of: app.bundleId, in: file.path) },
+                        sandboxSettings: sandbox
                     )
                 )
             }

@@ -85,7 +85,9 @@ struct ImportCommand: AsyncParsableCommand {
             let mode: RunMode = dryRun ? .dryRun : .apply
             let directory = reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-import", dryRun: dryRun)
             let layout = RunLayout(deployment)
-            let job = RunService.Job.importAccounts(prepared, mode: mode, concurrency: concurrency)
+            // What Production does not know is asked in the app's Sandbox environment, when the file lists it.
+            let sandbox = try pair.sandboxParts(logger: Logger(label: "appstore-reconcile.import"))
+            let job = RunService.Job.importAccounts(prepared, mode: mode, concurrency: concurrency, sandbox: sandbox)
             let results = try await deployment.runReconciliations(
                 label: "import", layout: layout, progress: !noProgress, concurrency: RecoveryRunOptions.defaultConcurrentPairs
             ) { _ in job }

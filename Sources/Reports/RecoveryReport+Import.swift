@@ -15,6 +15,8 @@ extension RecoveryReport {
         var accountsAsked: Int
         var repeats: Int
         var orderLookups: Int
+        /// Accounts Production did not know, imported from the app's Sandbox pair.
+        var accountsFromSandbox: Int
         var linesNotImported: Int
         /// Lines not imported per reason, every one counted.
         var linesNotImportedByReason: [String: Int]
@@ -28,7 +30,7 @@ extension RecoveryReport {
         return ImportFields(
             kind: imported.kind.rawValue, inputSHA256: imported.inputSHA256, linesTotal: imported.linesTotal, linesResumedPast: imported.linesResumedPast,
             linesRead: imported.linesRead, accountsAsked: imported.accountsAsked, repeats: imported.repeats, orderLookups: imported.orderLookups,
-            linesNotImported: imported.linesNotImported, linesNotImportedByReason: imported.linesNotImportedByReason,
+            accountsFromSandbox: imported.accountsFromSandbox, linesNotImported: imported.linesNotImported, linesNotImportedByReason: imported.linesNotImportedByReason,
             problemsSampled: imported.problemsSampled, stopped: imported.stopped
         )
     }
@@ -41,6 +43,7 @@ extension RecoveryReport {
             + (imported.linesResumedPast > 0 ? " (\(imported.linesResumedPast) done by an earlier run of this input)" : "")
             + "; accounts asked about \(imported.accountsAsked), \(counts.customersRepaired) \(would == "imported" ? "changed" : "would change")"
             + ", \(imported.repeats) repeated lines not asked again"
+            + (imported.accountsFromSandbox > 0 ? ", \(imported.accountsFromSandbox) found in Sandbox (App Review, TestFlight)" : "")
         if imported.linesNotImported > 0 { line += "; \(imported.linesNotImported) lines not imported (see the report)" }
         line += "; \(counts.subscriptionStatusesRequests) statuses and \(counts.transactionHistoryRequests) transaction history requests"
         if imported.orderLookups > 0 { line += ", \(imported.orderLookups) order look-ups" }
@@ -56,7 +59,8 @@ extension RecoveryReport {
         line(
             "Input SHA-256 `\(imported.inputSHA256)`: \(fields.linesTotal) lines; \(fields.linesResumedPast) done by an earlier run of this input, "
                 + "\(fields.linesRead) read now. Accounts asked about: \(fields.accountsAsked); repeated lines not asked again: \(fields.repeats)"
-                + (fields.orderLookups > 0 ? "; order look-ups: \(fields.orderLookups)" : "") + ". "
+                + (fields.orderLookups > 0 ? "; order look-ups: \(fields.orderLookups)" : "")
+                + (fields.accountsFromSandbox > 0 ? "; found in the app's Sandbox environment (App Review, TestFlight): \(fields.accountsFromSandbox)" : "") + ". "
                 + (isDryRun ? "Dry run: nothing was written, no checkpoint kept." : "Each account is in the repairs below (reason `imported`).")
         )
         line("")
@@ -84,7 +88,8 @@ extension RecoveryReport {
             + "(SHA-256 <code>\(HTMLPage.escape(String(imported.inputSHA256.prefix(16))))…</code>): \(HTMLPage.number(fields.linesResumedPast)) done by an earlier run of it, "
             + "\(HTMLPage.number(fields.linesRead)) read now; \(HTMLPage.count(fields.accountsAsked, "account")) asked about, "
             + "\(HTMLPage.count(fields.repeats, "repeated line")) not asked again"
-            + (fields.orderLookups > 0 ? ", \(HTMLPage.count(fields.orderLookups, "order look-up"))" : "") + "."
+            + (fields.orderLookups > 0 ? ", \(HTMLPage.count(fields.orderLookups, "order look-up"))" : "")
+            + (fields.accountsFromSandbox > 0 ? ", \(HTMLPage.count(fields.accountsFromSandbox, "account")) found in Sandbox (App Review, TestFlight)" : "") + "."
             + (isDryRun ? " <strong>Dry run: nothing was written.</strong>" : "") + "</p>\n"
         guard imported.linesNotImported > 0 else { return html }
         html += "<h3>Lines not imported (\(HTMLPage.number(imported.linesNotImported)))</h3>\n"

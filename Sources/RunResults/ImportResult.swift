@@ -18,6 +18,9 @@ package struct ImportResult: Sendable {
     package var accountsAsked = 0
     /// Look Up Order ID requests made.
     package var orderLookups = 0
+    /// Accounts the import's Production pair did not know and the app's Sandbox pair had (App
+    /// Review and TestFlight purchases), imported there.
+    package var accountsFromSandbox = 0
     /// Lines not imported, with why (garbled, unknown to Apple, an invalid order): a sample, the
     /// first `sampledPerReason` of each reason and `sampledInAll` in all (issue 67: a million junk
     /// lines wrote 143 MB of reports). Every one is counted in `linesNotImported` and

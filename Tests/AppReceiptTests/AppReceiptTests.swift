@@ -14,6 +14,7 @@ import Testing
     @Test func applesXcodeReceiptWithATransactionNamesItsTransactionId() throws {
         let receipt = try AppReceipt(base64: try Self.appleReceipt("xcode-app-receipt-with-transaction"))
         #expect(receipt.bundleId == "com.example.naturelab.backyardbirds.example")
+        #expect(receipt.receiptType == "Xcode")
         #expect(receipt.purchases.count == 1)
         #expect(receipt.purchases.first?.transactionId == "0")
         #expect(receipt.purchases.first?.productId == "pass.premium")
@@ -40,6 +41,7 @@ import Testing
         let fromBER = try AppReceipt(bytes: ber)
         #expect(fromDER == fromBER)
         #expect(fromBER.bundleId == "com.example.app")
+        #expect(fromBER.receiptType == "Production")
         #expect(fromBER.transactionIds == ["2000000000000001", "2000000000000003", "2000000000000002"])
     }
 

@@ -20,12 +20,20 @@ import SignedData
 /// accounts it had imported. Memory stays flat: neither lines nor accounts are held (a dry run,
 /// which writes nothing to ask the ledger about, remembers the accounts it checked, a few bytes
 /// each).
+///
+/// A line the import's pair does not know (4040010) is asked about in the app's Sandbox pair
+/// when one is configured beside a Production one (`ImportRoute`): App Review and TestFlight
+/// purchases are Sandbox purchases of a production app. A receipt of another app, or of Xcode,
+/// is a line not imported, named.
 package struct CustomerImport: Sendable {
     package let repair: CustomerRepair
+    /// The app's Sandbox pair, when the import runs in Production and the configuration has it.
+    package let sandbox: CustomerRepair?
     package let now: @Sendable () -> Date
 
-    package init(repair: CustomerRepair, now: @escaping @Sendable () -> Date = { Date() }) {
+    package init(repair: CustomerRepair, sandbox: CustomerRepair? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
         self.repair = repair
+        self.sandbox = repair.pair.environment == .production ? sandbox : nil
         self.now = now
     }
 
@@ -39,13 +47,20 @@ package struct CustomerImport: Sendable {
     }
 
     /// Lines emitted and not yet finished, in order: their numbers and excerpts.
+    private struct Line {
+        var number: Int
+        var excerpt: String
+        var target: CustomerRepair.Target
+        var route: ImportRoute
+    }
+
     private final class InFlight {
-        var lines: [(number: Int, excerpt: String)] = []
+        var lines: [Line] = []
         var head = 0
 
-        func push(_ line: (number: Int, excerpt: String)) { lines.append(line) }
+        func push(_ line: Line) { lines.append(line) }
 
-        func pop() -> (number: Int, excerpt: String) {
+        func pop() -> Line {
             let line = lines[head]
             head += 1
             if head > 1024 {
@@ -71,8 +86,10 @@ package struct CustomerImport: Sendable {
                 dryRun: dryRun, runId: runId, handled: Handled(remembers: dryRun), claims: AccountClaims(),
                 finished: { _, entry in
                     let line = inFlight.pop()
-                    try await finish(line, entry, dryRun: dryRun, input: input, result: &result)
+                    let found = try await inSandbox(line, after: entry, dryRun: dryRun, runId: runId, result: &result)
+                    try await finish(line, found, dryRun: dryRun, input: input, result: &result)
                     report(result, startedAt: startedAt)
+                    return found
                 },
                 produce: { emit in
                     while let (number, text) = try lines.next() {
@@ -81,16 +98,17 @@ package struct CustomerImport: Sendable {
                         guard number > result.linesResumedPast else { continue }
                         lastLine = number
                         result.linesRead += 1
-                        guard let ids = try await ids(number, text, kind: input.kind, result: &result) else { continue }
+                        guard let (ids, route) = try await ids(number, text, kind: input.kind, result: &result) else { continue }
                         if !dryRun, !(try await store.importedAccounts(of: ids, pair: pair, inputSHA256: input.sha256)).isEmpty {
                             result.repeats += 1
                             continue
                         }
                         let id = ids[0]
                         let customer = try await store.customer(ofTransaction: id, pair: pair) ?? id
-                        inFlight.push((number, ImportLine.excerpt(text ?? "")))
+                        let target = CustomerRepair.Target(customer: customer, transactionId: id, reasons: [.imported])
+                        inFlight.push(Line(number: number, excerpt: ImportLine.excerpt(text ?? ""), target: target, route: route))
                         result.accountsAsked += 1
-                        try await emit(CustomerRepair.Target(customer: customer, transactionId: id, reasons: [.imported]))
+                        try await emit(target)
                         report(result, startedAt: startedAt)
                     }
                 }
@@ -103,26 +121,46 @@ package struct CustomerImport: Sendable {
         }
     }
 
-    /// The IDs a line gives to ask Apple with, or nil (a blank line, or a problem recorded).
-    private func ids(_ number: Int, _ text: Substring?, kind: ImportKind, result: inout ImportResult) async throws -> [String]? {
+    /// An account this pair does not know, asked about in the app's Sandbox pair when the line's
+    /// route says so: the Sandbox pair's entry (marked), or `entry` as it was.
+    private func inSandbox(
+        _ line: Line, after entry: RecoveryReport.Repair?, dryRun: Bool, runId: UUID?, result: inout ImportResult
+    ) async throws -> RecoveryReport.Repair? {
+        guard let entry, entry.outcome == .failed, let sandbox, line.route.asksSandbox(afterAnswer: entry.appleAnswer) else { return entry }
+        let customer = try await store.customer(ofTransaction: line.target.transactionId, pair: sandbox.pair) ?? line.target.transactionId
+        let target = CustomerRepair.Target(customer: customer, transactionId: line.target.transactionId, reasons: [.imported])
+        let repairs = try await sandbox.repair([target], dryRun: dryRun, runId: runId)
+        guard var found = repairs.first(where: { _ in true }) else { return entry }
+        found.environment = sandbox.pair.environment.rawValue
+        if found.outcome == .failed {
+            found.failure = "not in \(pair.environment.rawValue) (\(entry.failure ?? "unknown")), nor in Sandbox (\(found.failure ?? "unknown"))"
+        } else {
+            result.accountsFromSandbox += 1
+        }
+        return found
+    }
+
+    /// The IDs a line gives to ask Apple with and where, or nil (a blank line, or a problem recorded).
+    private func ids(_ number: Int, _ text: Substring?, kind: ImportKind, result: inout ImportResult) async throws -> ([String], ImportRoute)? {
         guard let text else {
             result.add(ImportProblem(line: number, value: "", reason: "a line longer than \(ImportLine.maximumLength) bytes"))
             return nil
         }
-        switch ImportLine.parse(text, kind: kind) {
+        switch ImportLine.parse(text, kind: kind, pair: pair, sandboxPair: sandbox != nil) {
         case .skip:
             return nil
         case .garbled(let reason):
             result.add(ImportProblem(line: number, value: ImportLine.excerpt(text), reason: reason))
             return nil
-        case .transactionIds(let ids):
-            return ids
+        case .transactionIds(let ids, let route):
+            return (ids, route)
         case .orderId(let orderId):
             result.orderLookups += 1
             do {
                 let ids = try await repair.orderTransactionIds(orderId)
                 if ids.isEmpty { result.add(ImportProblem(line: number, value: orderId, reason: "Apple answers the order ID is invalid for this app (status 1)")) }
-                return ids.isEmpty ? nil : ids
+                // An order is Production's, and so are the IDs Apple gives for it.
+                return ids.isEmpty ? nil : (ids, .thisPair(orSandbox: false))
             } catch let error as AppStoreAPIError where error.httpStatus == 400 || error.httpStatus == 404 {
                 result.add(ImportProblem(line: number, value: orderId, reason: "Apple refused the order ID: \(error.code.map { "\($0.rawValue)" } ?? "\(error.httpStatus)")"))
                 return nil
@@ -135,7 +173,7 @@ package struct CustomerImport: Sendable {
 
     /// An account done, in input order: its problem, or its checkpoint.
     private func finish(
-        _ line: (number: Int, excerpt: String), _ entry: RecoveryReport.Repair?, dryRun: Bool, input: ImportInput, result: inout ImportResult
+        _ line: Line, _ entry: RecoveryReport.Repair?, dryRun: Bool, input: ImportInput, result: inout ImportResult
     ) async throws {
         // No entry: another line of the same account, in flight beside it, had it.
         if entry == nil { result.repeats += 1 }

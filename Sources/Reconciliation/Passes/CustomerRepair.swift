@@ -110,13 +110,14 @@ package struct CustomerRepair: Sendable {
     /// - Parameter handled: the accounts checked in this pass (an import, which asks the ledger
     ///   instead, passes one that remembers nothing: its memory stays flat).
     /// - Parameter finished: told of each target as it is done, in the order of the targets, with
-    ///   its report entry (nil when its account was checked earlier in the pass).
+    ///   its report entry (nil when its account was checked earlier in the pass); returns the
+    ///   entry to report in its place (an import's answer from the app's Sandbox pair).
     /// - Parameter claims: for targets the ledger cannot tell apart before Apple answers (an
     ///   import's lines): of two targets of one account in flight together, the second stops after
     ///   its first history page.
     package func repair(
         dryRun: Bool, overlay: RecoveryReport.LedgerOverlay = .init(), runId: UUID? = nil, handled: Handled = Handled(), claims: AccountClaims? = nil,
-        finished: @escaping (_ index: Int, _ entry: RecoveryReport.Repair?) async throws -> Void = { _, _ in },
+        finished: @escaping (_ index: Int, _ entry: RecoveryReport.Repair?) async throws -> RecoveryReport.Repair? = { _, entry in entry },
         produce: (_ emit: (Target) async throws -> Void) async throws -> Void
     ) async throws -> ReportList<RecoveryReport.Repair> {
         let results = try ReportList<RecoveryReport.Repair>()
@@ -140,9 +141,9 @@ package struct CustomerRepair: Sendable {
                 done[index] = result
                 while let next = done.removeValue(forKey: reported) {
                     claims?.finished(reported)
-                    try await finished(reported, next.entry)
+                    let reportedEntry = try await finished(reported, next.entry)
                     reported += 1
-                    guard let entry = next.entry else { continue }
+                    guard let entry = reportedEntry else { continue }
                     results.append(entry)
                     if entry.outcome == .repaired { changed += 1 }
                 }

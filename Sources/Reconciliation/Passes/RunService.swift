@@ -17,7 +17,8 @@ package final class RunService: Service, Sendable {
         /// Repair accounts from Apple's present state, without a window.
         case repair(ReconciliationRun.AccountChoice, mode: RunMode, concurrency: Int)
         /// Import the accounts an input names (`import`).
-        case importAccounts(ImportInput, mode: RunMode, concurrency: Int)
+        /// `sandbox`: the app's Sandbox pair, asked about what Production does not know.
+        case importAccounts(ImportInput, mode: RunMode, concurrency: Int, sandbox: ReconciliationRun.PairParts? = nil)
         /// Extend the renewal dates of the subscribers an outage hurt (`compensate`).
         case compensate(Compensation.Scope, mode: RunMode)
     }
@@ -46,7 +47,8 @@ package final class RunService: Service, Sendable {
                     switch job {
                     case .recovery(let request): try await reconciliation.execute(request)
                     case .repair(let choice, let mode, let concurrency): try await reconciliation.repairAccounts(choice, mode: mode, concurrency: concurrency)
-                    case .importAccounts(let input, let mode, let concurrency): try await reconciliation.importAccounts(input, mode: mode, concurrency: concurrency)
+                    case .importAccounts(let input, let mode, let concurrency, let sandbox):
+                        try await reconciliation.importAccounts(input, mode: mode, concurrency: concurrency, sandbox: sandbox)
                     case .compensate(let scope, let mode): try await reconciliation.compensate(scope, mode: mode)
                     }
                 } onGracefulShutdown: {
