@@ -33,7 +33,7 @@ package struct AccountRepairReport: Sendable, Codable {
     /// Why the account could not be checked (Apple's error code and message, or retries exhausted).
     package var failure: String?
     /// Apple's error code when it answered that it does not know the account (4040010, …): what
-    /// an import decides on (`ImportRoute.asksSandbox`); not in the report's JSON.
+    /// an import and `customer` decide on (`ImportRoute.asksSandbox`).
     package var appleAnswer: String?
     /// Where the account was found when not in the run's own pair (an import's Sandbox pair).
     package var environment: String?
@@ -54,7 +54,7 @@ package struct AccountRepairReport: Sendable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case originalTransactionId, reasons, reason, transactionsAdded, transactionsChanged, refundsFound, revocationsFound, changes, outcome
-        case transactionHistoryRequests, rejected, failure, account, members, fromStoredRevision, subscriptionStatusesRequests, environment
+        case transactionHistoryRequests, rejected, failure, account, members, fromStoredRevision, subscriptionStatusesRequests, environment, appleAnswer
     }
 
     package func encode(to encoder: any Encoder) throws {
@@ -76,6 +76,7 @@ package struct AccountRepairReport: Sendable, Codable {
         try container.encode(fromStoredRevision, forKey: .fromStoredRevision)
         try container.encode(subscriptionStatusesRequests, forKey: .subscriptionStatusesRequests)
         try container.encodeIfPresent(environment, forKey: .environment)
+        try container.encodeIfPresent(appleAnswer, forKey: .appleAnswer)
     }
 
     package init(from decoder: any Decoder) throws {
@@ -96,5 +97,6 @@ package struct AccountRepairReport: Sendable, Codable {
         fromStoredRevision = try container.decodeIfPresent(Bool.self, forKey: .fromStoredRevision) ?? false
         subscriptionStatusesRequests = try container.decodeIfPresent(Int.self, forKey: .subscriptionStatusesRequests) ?? 0
         environment = try container.decodeIfPresent(String.self, forKey: .environment)
+        appleAnswer = try container.decodeIfPresent(String.self, forKey: .appleAnswer)
     }
 }

@@ -32,6 +32,9 @@ package struct CustomerCase: Sendable, Encodable {
     package var failure: String?
     /// `--repair` wrote Apple's truth (the differences are what it wrote).
     package var repaired: Bool
+    /// Where the account was found when not in the command's pair: "Sandbox" for a TestFlight or
+    /// App Review purchase of a production app (Production answered 4040010).
+    package var foundInEnvironment: String?
 
     /// The number of differences: fields, and transactions missing or differing.
     package var differences: Int { subscriptions.count(where: \.differs) + transactionsMissing.count + transactionsDiffering.count }
@@ -55,7 +58,7 @@ package struct CustomerCase: Sendable, Encodable {
 
     enum CodingKeys: String, CodingKey {
         case account, members, subscriptions, transactionsMissing, transactionsDiffering, notifications, entitlements, failure, repaired
-        case differences, agrees
+        case differences, agrees, foundInEnvironment
     }
 
     package func encode(to encoder: any Encoder) throws {
@@ -71,6 +74,7 @@ package struct CustomerCase: Sendable, Encodable {
         try container.encode(repaired, forKey: .repaired)
         try container.encode(differences, forKey: .differences)
         try container.encode(agrees, forKey: .agrees)
+        try container.encodeIfPresent(foundInEnvironment, forKey: .foundInEnvironment)
     }
 
     /// Every compared column of each subscription: the ledger's value, and Apple's (the change's

@@ -15,7 +15,10 @@ extension Deployment {
         let url = try databaseURL()
         return try await LedgerDatabase.withStore(url, logger: logger) { store in
             let repair = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger)
-            return try await CustomerLookup(repair: repair, databaseURL: url).cases(subject, repairing: repairing)
+            let sandbox = try pair.sandboxParts(logger: logger).map {
+                CustomerRepair(client: $0.client, verifier: $0.verifier, store: store, logger: logger)
+            }
+            return try await CustomerLookup(repair: repair, databaseURL: url, sandbox: sandbox).cases(subject, repairing: repairing)
         }
     }
 }

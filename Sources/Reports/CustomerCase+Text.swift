@@ -24,7 +24,8 @@ extension CustomerCase {
 extension CustomerCase {
     package func text(pair: String) -> String {
         var lines: [String] = []
-        lines.append("Account \(account ?? members.first ?? "?") · \(pair) · originalTransactionIds: \(members.joined(separator: ", "))")
+        let where_ = foundInEnvironment.map { "\(pair) → found in \($0) (not in the command's environment: App Review, TestFlight)" } ?? pair
+        lines.append("Account \(account ?? members.first ?? "?") · \(where_) · originalTransactionIds: \(members.joined(separator: ", "))")
         if let failure {
             lines.append("  Apple could not answer for it: \(failure)")
             return lines.joined(separator: "\n")

@@ -75,6 +75,19 @@ struct ImportAcrossEnvironmentsTests {
                         rows.append(row)
                     }
                     #expect(rows == ["com.example.one Production", "com.example.one Sandbox"])
+
+                    // `customer` in Production finds a TestFlight purchase in Sandbox, and says so.
+                    let other = sandbox.scenario.customers[5]
+                    let support = ["customer", "--config", file, "--app", "com.example.one", "--environment", "Production"]
+                    let shown = try await BuiltBinary.run(support + [other.originalTransactionId, "--repair"])
+                    #expect(shown.exitCode == 0, "\(shown.combined)")
+                    #expect(shown.standardOutput.contains("found in Sandbox"), "\(shown.standardOutput)")
+                    #expect(try await sandbox.mismatches(store, accounts: [other]).isEmpty, "--repair wrote it into the Sandbox rows")
+                    let asJSON = try await BuiltBinary.run(support + [other.originalTransactionId, "--json"])
+                    #expect(asJSON.exitCode == 0, "\(asJSON.combined)")
+                    #expect(asJSON.standardOutput.contains("\"foundInEnvironment\" : \"Sandbox\""), "\(asJSON.standardOutput)")
+                    let nowhere = try await BuiltBinary.run(support + ["1999999999999998"])
+                    #expect(nowhere.exitCode == 3, "\(nowhere.combined)")
                 }
             }
         }

@@ -24,10 +24,14 @@ package struct CustomerLookup: Sendable {
     package let repair: CustomerRepair
     /// The ledger's database: a repair holds `run`'s lock and is recorded as a `repair` run.
     package let databaseURL: DatabaseURL
+    /// The app's Sandbox pair, for a Production lookup whose file lists it: asked about a
+    /// transaction ID Production does not know (`ImportRoute.asksSandbox`, Apple's rule).
+    package let sandbox: CustomerRepair?
 
-    package init(repair: CustomerRepair, databaseURL: DatabaseURL) {
+    package init(repair: CustomerRepair, databaseURL: DatabaseURL, sandbox: CustomerRepair? = nil) {
         self.repair = repair
         self.databaseURL = databaseURL
+        self.sandbox = repair.pair.environment == .production ? sandbox : nil
     }
 
     var store: LedgerStore { repair.store }
@@ -37,7 +41,19 @@ package struct CustomerLookup: Sendable {
     package func cases(_ subject: Subject, repairing: Bool) async throws -> [CustomerCase] {
         var cases: [CustomerCase] = []
         for id in try await transactionIds(subject) {
-            cases.append(try await lookUp(id, repairing: repairing))
+            let found = try await lookUp(id, repairing: repairing)
+            // A transaction ID Production does not know may be a TestFlight or App Review purchase.
+            if case .transactionId = subject, let sandbox, let answer = found.answer,
+                ImportRoute.thisPair(orSandbox: true).asksSandbox(afterAnswer: answer)
+            {
+                var inSandbox = try await CustomerLookup(repair: sandbox, databaseURL: databaseURL).lookUp(id, repairing: repairing).customerCase
+                if inSandbox.failure == nil {
+                    inSandbox.foundInEnvironment = sandbox.pair.environment.rawValue
+                    cases.append(inSandbox)
+                    continue
+                }
+            }
+            cases.append(found.customerCase)
         }
         return cases
     }
@@ -67,8 +83,9 @@ package struct CustomerLookup: Sendable {
         }
     }
 
-    /// One account: compared in a dry run, repaired when asked and it differs, then read.
-    func lookUp(_ id: String, repairing: Bool) async throws -> CustomerCase {
+    /// One account: compared in a dry run, repaired when asked and it differs, then read; with
+    /// Apple's error code when it answered that it does not know the account.
+    func lookUp(_ id: String, repairing: Bool) async throws -> (customerCase: CustomerCase, answer: String?) {
         let customer = try await store.customer(ofTransaction: id, pair: pair) ?? id
         let target = CustomerRepair.Target(customer: customer, transactionId: id, reasons: [.named])
         guard let report = try await repair.repair([target], dryRun: true).first(where: { _ in true }) else {
@@ -83,10 +100,11 @@ package struct CustomerLookup: Sendable {
             let written = try await repairRecorded(target)
             repaired = written == .repaired || written == .unchanged
         }
-        return CustomerCase(
+        let found = CustomerCase(
             ledger: ledger, report: report, notifications: try await store.recordedNotifications(of: members, pair: pair),
             entitlements: try await store.entitlements(of: members, pair: pair), repaired: repaired
         )
+        return (found, report.appleAnswer)
     }
 }
 
