@@ -46,6 +46,10 @@ package struct Scenario: Sendable {
         /// Accounts (by customer index) whose billing recoveries Apple follows with the billing
         /// failure signed 7.5 hours late, out of order (`CustomerLife.Builder.signFailureLate`).
         package var lateFailuresAfterRecovery: Set<Int> = []
+        /// Accounts (by customer index) whose main subscription was sold through the Advanced
+        /// Commerce API: each of its transactions, in every answer and notification, carries
+        /// `advancedCommerceInfo`, and Send Consumption Information refuses answers about them.
+        package var advancedCommerceCustomers: Set<Int> = []
         /// How many more CONSUMPTION_REQUESTs Apple sends for a refund request while it is
         /// unanswered, half an hour apart, each with a notificationUUID of its own.
         package var consumptionRequestRepeats = 0
@@ -139,7 +143,8 @@ package struct Scenario: Sendable {
         var customers: [Customer] = []
         var index: [String: Int] = [:]
         for customer in 0..<configuration.customers {
-            let life = CustomerLife.generate(customer: customer, configuration: configuration, random: &random)
+            var life = CustomerLife.generate(customer: customer, configuration: configuration, random: &random)
+            if configuration.advancedCommerceCustomers.contains(customer) { Self.soldThroughAdvancedCommerce(&life) }
             var account = life.customer
             account.purchases = [Purchase(life.customer)]
             notifications += life.notifications
@@ -209,6 +214,18 @@ package struct Scenario: Sendable {
             copy.renewalInfo?.signedDate = copy.signedDate
             return copy
         }
+    }
+
+    /// What an Advanced Commerce API sale adds to each transaction (Apple's `advancedCommerceInfo`:
+    /// the request's reference, the tax code, the period; the shape is loosely documented).
+    static let advancedCommerceInfo: JSONValue = .object([
+        "requestReferenceId": .string("6f1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"), "taxCode": .string("C003-00-2"), "period": .string("P1M"),
+    ])
+
+    static func soldThroughAdvancedCommerce(_ life: inout CustomerLife) {
+        for index in life.customer.transactionVersions.indices { life.customer.transactionVersions[index].transaction.advancedCommerceInfo = advancedCommerceInfo }
+        life.customer.latestTransaction.advancedCommerceInfo = advancedCommerceInfo
+        for index in life.notifications.indices { life.notifications[index].transaction.advancedCommerceInfo = advancedCommerceInfo }
     }
 
     /// Set App Account Token on the account's main purchase: a new version of each of its

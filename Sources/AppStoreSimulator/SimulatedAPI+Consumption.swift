@@ -100,6 +100,10 @@ extension SimulatedAPI {
         if transaction.inAppOwnershipType == "FAMILY_SHARED" {
             return .error(400, 4_000_185, "Invalid request. Family transactions are not supported by this endpoint.")
         }
+        // AdvancedCommerceTransactionNotSupportedError: Apple's pages give it no number; the general 4000000 stands in.
+        if transaction.advancedCommerceInfo != nil {
+            return .error(400, 4_000_000, "Invalid request. Advanced Commerce API transactions are not supported by this endpoint.")
+        }
         let autoRenewable = transaction.type == .autoRenewable
         if let percentage = request.consumptionPercentage {
             if autoRenewable { return .error(400, 4_000_209, "Invalid request. Consumption percentage is not supported for auto-renewable subscriptions.") }

@@ -45,25 +45,36 @@ package enum ConsumptionAnswerRules {
         case familyShared = "family_shared"
         /// An ASSIGNED (multiseat) transaction: InvalidAssignedTransactionNotSupportedError (4000227).
         case assigned
+        /// An Advanced Commerce API purchase (its transaction carries `advancedCommerceInfo`):
+        /// AdvancedCommerceTransactionNotSupportedError (Send Consumption Information's 400 list;
+        /// such purchases keep V1, App Store Server API changelog 1.19). Apple's pages give no number.
+        case advancedCommerce = "advanced_commerce"
 
-        package var appleError: Int64 { self == .familyShared ? 4_000_185 : 4_000_227 }
+        package var appleError: Int64? {
+            switch self {
+            case .familyShared: 4_000_185
+            case .assigned: 4_000_227
+            case .advancedCommerce: nil
+            }
+        }
 
         package var detail: String {
             switch self {
             case .familyShared: "a family member's share (Family Sharing): Apple takes no consumption answer about it (4000185), so none was sent"
             case .assigned: "an ASSIGNED (multiseat) transaction: Apple takes no consumption answer about it (4000227), so none was sent"
+            case .advancedCommerce:
+                "an Advanced Commerce API purchase: Send Consumption Information takes no answer about it (AdvancedCommerceTransactionNotSupportedError), so none was sent"
             }
         }
     }
 
-    /// The rule by which Apple refuses an answer about a transaction of `ownershipType`, if any.
-    /// (Advanced Commerce purchases are refused too, 4000xxx per Apple's changelog of 1.19; the
-    /// ledger does not keep `advancedCommerceInfo` yet, so they are not told apart here.)
-    package static func unsupported(ownershipType: String?) -> Unsupported? {
+    /// The rule by which Apple refuses an answer about a transaction of `ownershipType` (or an
+    /// Advanced Commerce purchase), if any.
+    package static func unsupported(ownershipType: String?, advancedCommerce: Bool = false) -> Unsupported? {
         switch ownershipType {
         case "FAMILY_SHARED": .familyShared
         case "ASSIGNED": .assigned
-        default: nil
+        default: advancedCommerce ? .advancedCommerce : nil
         }
     }
 

@@ -68,7 +68,7 @@ package struct RefundAnswerMachine: Sendable {
             report.detail = Self.awaitingDetail
             return finish()
         }
-        if let rule = ConsumptionAnswerRules.unsupported(ownershipType: request.ownershipType) {
+        if let rule = ConsumptionAnswerRules.unsupported(ownershipType: request.ownershipType, advancedCommerce: request.advancedCommerce) {
             report.outcome = ConsumptionAnswer.notSupported(rule).outcome
             report.detail = rule.detail
             return finish()

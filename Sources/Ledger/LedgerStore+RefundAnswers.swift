@@ -17,7 +17,9 @@ extension LedgerStore {
                 SELECT c.transaction_id, min(c.original_transaction_id),
                     (array_agg(c.app_account_token) FILTER (WHERE c.app_account_token IS NOT NULL))[1],
                     min(c.product_id), min(t.product_type), min(c.deadline_date) AS deadline, min(coalesce(r.signed_date, c.sent_date)), count(*)::integer,
-                    min(t.in_app_ownership_type)
+                    min(t.in_app_ownership_type),
+                    coalesce(bool_or(jsonb_typeof(app_store.jws_payload(coalesce(t.signed_transaction, app_store.jws_text(t.signed_transaction_key)))
+                        -> 'advancedCommerceInfo') = 'object'), false)
                 FROM app_store.consumption_requests c
                 LEFT JOIN app_store.refund_request_events r ON r.notification_uuid = c.notification_uuid
                 LEFT JOIN app_store.transaction_rows t
@@ -43,14 +45,15 @@ extension LedgerStore {
             logger: logger
         )
         var open: [OpenRefundRequest] = []
-        for try await (transactionId, original, token, product, type, deadline, signed, count, ownership, awaiting) in rows.decode(
-            (String, String, UUID?, String?, String?, Date, Date, Int32, String?, Bool).self
+        for try await (transactionId, original, token, product, type, deadline, signed, count, ownership, advancedCommerce, awaiting) in rows.decode(
+            (String, String, UUID?, String?, String?, Date, Date, Int32, String?, Bool, Bool).self
         ) {
             var request = OpenRefundRequest(
                 transactionId: transactionId, originalTransactionId: original, appAccountToken: token, productId: product, productType: type,
                 deadline: deadline, signedDate: signed, rows: Int(count), awaitingApple: awaiting
             )
             request.ownershipType = ownership
+            request.advancedCommerce = advancedCommerce
             open.append(request)
         }
         return open

@@ -24,6 +24,9 @@ package struct OpenRefundRequest: Sendable, Hashable {
     /// The transaction's `inAppOwnershipType` in the ledger (Apple takes no answer about a family
     /// member's share or an ASSIGNED transaction).
     package var ownershipType: String?
+    /// The transaction's signed payload carries `advancedCommerceInfo` (an Advanced Commerce API
+    /// purchase: Apple takes no Send Consumption Information V2 answer about it).
+    package var advancedCommerce = false
 
     package init(
         transactionId: String, originalTransactionId: String, appAccountToken: UUID?, productId: String?, productType: String?, deadline: Date,

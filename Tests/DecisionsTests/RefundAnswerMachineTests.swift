@@ -100,6 +100,13 @@ extension RefundAnswerMachineTests {
                 #expect(machine.report.outcome == "not_supported" && machine.report.detail == rule.detail && !machine.report.needsAPerson)
             }
         }
+        var advanced = Self.request
+        advanced.ownershipType = "PURCHASED"
+        advanced.advancedCommerce = true
+        var refusedMachine = RefundAnswerMachine(advanced, dryRun: false)
+        #expect(refusedMachine.start() == .done, "an Advanced Commerce purchase: nothing read, nothing sent")
+        #expect(refusedMachine.report.outcome == "not_supported" && refusedMachine.report.detail == ConsumptionAnswerRules.Unsupported.advancedCommerce.detail)
+        #expect(ConsumptionAnswerRules.unsupported(ownershipType: "FAMILY_SHARED", advancedCommerce: true) == .familyShared)
         #expect(ConsumptionAnswerRules.unsupported(ownershipType: "PURCHASED") == nil)
         #expect(ConsumptionAnswerRules.unsupported(ownershipType: nil) == nil)
         #expect(ConsumptionAnswerRules.Unsupported.familyShared.appleError == 4_000_185 && ConsumptionAnswerRules.Unsupported.assigned.appleError == 4_000_227)

@@ -83,8 +83,10 @@ struct RefundAnswerTests {
         func count(_ sql: String) async throws -> Int { try await BackendLedgerTests.count(client, sql) }
     }
 
-    static func withSetup(seed: UInt64, _ body: @Sendable (Setup) async throws -> Void) async throws {
-        let harness = try RecoveryHarness(customers: 80, seed: seed, outageHours: 30)
+    static func withSetup(
+        seed: UInt64, configure: (inout Scenario.Configuration) -> Void = { _ in }, _ body: @Sendable (Setup) async throws -> Void
+    ) async throws {
+        let harness = try RecoveryHarness(customers: 80, seed: seed, outageHours: 30, configure: configure)
         try await SimulatorServer.withRunning(harness.api) { baseURL in
             try await TestDatabase.withFreshLedger { client, url in
                 try await client.query(PostgresQuery(unsafeSQL: factsTable), logger: harness.logger)
@@ -184,6 +186,30 @@ struct RefundAnswerTests {
             let refused = try answer(result, shared)
             #expect(refused.outcome == "not_supported" && refused.detail?.contains("4000185") == true, "\(refused)")
             #expect(setup.taken(shared).isEmpty, "never sent")
+            #expect(try answer(result, own).outcome == "sent")
+            #expect(result.outcome == .succeeded, "not a problem: \(result.outcome)")
+        }
+    }
+
+    /// Issue 62, point 4: a refund request about an Advanced Commerce API purchase (its
+    /// transaction carries `advancedCommerceInfo`) is not_supported, never sent, and no problem.
+    @Test func aRequestAboutAnAdvancedCommercePurchaseIsNotSupportedNotSentAndNoProblem() async throws {
+        try await Self.withSetup(seed: 511, configure: { $0.advancedCommerceCustomers = [0, 1, 2, 3] }) { setup in
+            let advanced = try #require(
+                setup.harness.scenario.customers.prefix(4).first { $0.latestTransaction.type == .autoRenewable }?.latestTransaction.transactionId)
+            let own = try #require(
+                setup.harness.scenario.customers.dropFirst(4).first { $0.latestTransaction.type == .autoRenewable && $0.latestTransaction.inAppOwnershipType != "FAMILY_SHARED" }?
+                    .latestTransaction.transactionId)
+            for transaction in [advanced, own] {
+                try setup.harness.api.requestRefund(transactionId: transaction, at: Self.asked)
+                try await setup.facts(transaction, consented: true, delivery: "DELIVERED", sample: false)
+            }
+            let run = ReconciliationRun(client: setup.apiClient, verifier: try setup.harness.verifier(), store: setup.store, databaseURL: setup.url, logger: setup.harness.logger)
+            _ = try await run.execute(.init(kind: .run, window: .fixed(start: Date().addingTimeInterval(-20 * 86_400), end: Date()), mode: .apply))
+            let result = try await setup.check()
+            let refused = try answer(result, advanced)
+            #expect(refused.outcome == "not_supported" && refused.detail?.contains("Advanced Commerce") == true, "\(refused)")
+            #expect(setup.taken(advanced).isEmpty, "never sent")
             #expect(try answer(result, own).outcome == "sent")
             #expect(result.outcome == .succeeded, "not a problem: \(result.outcome)")
         }
