@@ -69,7 +69,9 @@ struct CustomerLife {
 
         /// A new transaction of the purchase, of `product` (the purchase's own unless told) lasting
         /// `duration` (one period unless told).
-        mutating func purchase(at date: Int64, reason: String, product: String? = nil, duration: Int64? = nil) {
+        /// `chargedAt`: when Apple charged it, before `date` for a renewal charged early (the
+        /// transaction is signed then; its period still starts at `date`).
+        mutating func purchase(at date: Int64, reason: String, product: String? = nil, duration: Int64? = nil, chargedAt: Int64? = nil) {
             let productId = product ?? self.productId
             var transaction = TransactionPayload(
                 transactionId: transactionCount == 0 ? originalTransactionId : String(Int64(originalTransactionId)! + Int64(transactionCount)),
@@ -105,9 +107,9 @@ struct CustomerLife {
             // The main subscription of one account in 37 is one Apple migrated (Advanced
             // Commerce): its transactions name the originalTransactionId it had before.
             transaction.previousOriginalTransactionId = Self.migrated(index: index, kind: kind) ? Self.previousOriginalTransactionId(of: originalTransactionId) : nil
-            transaction.signedDate = date
+            transaction.signedDate = chargedAt ?? date
             current = transaction
-            versions.append(Scenario.TransactionVersion(modified: date, transaction: transaction))
+            versions.append(Scenario.TransactionVersion(modified: chargedAt ?? date, transaction: transaction))
             renewal.productId = productId
             renewal.autoRenewProductId = productId
             renewal.autoRenewStatus = 1
@@ -188,15 +190,22 @@ struct CustomerLife {
             emit(notification, nil, at: date)
         }
 
-        /// A refund request: Apple's CONSUMPTION_REQUEST, and while it is unanswered a new one
-        /// (a new notificationUUID, the same transaction) every half hour, as many times as
-        /// `Configuration.consumptionRequestRepeats` says (Apple staff, developer forum thread
-        /// 756151: Apple sends new requests periodically while one is unanswered).
-        mutating func requestRefund(at date: Int64) {
+        /// A refund request: Apple's CONSUMPTION_REQUEST, and while it is undecided a new one (a
+        /// new notificationUUID, the same transaction) every `Configuration.consumptionRequestInterval`
+        /// (8 hours), as many times as `Configuration.consumptionRequestRepeats` says, none at or
+        /// after `decided` (Apple staff, developer forum thread 756151: Apple sends new requests
+        /// periodically while one is open). Returns when the last request was sent.
+        @discardableResult
+        mutating func requestRefund(at date: Int64, decided: Int64? = nil) -> Int64 {
             emit(.consumptionRequest, nil, at: date)
+            var last = date
             for number in 0..<configuration.consumptionRequestRepeats {
-                emit(.consumptionRequest, nil, at: date + Int64(number + 1) * period / 48)
+                let again = date + Int64(number + 1) * Int64(configuration.consumptionRequestInterval * 1000)
+                if let decided, again >= decided { break }
+                emit(.consumptionRequest, nil, at: again)
+                last = again
             }
+            return last
         }
 
         /// A restore of the purchase: a new transaction ID under the same originalTransactionId.
@@ -275,14 +284,18 @@ struct CustomerLife {
                 emit(.subscribed, .initialBuy, at: first)
                 expires = first + period
             }
-            while expires <= now {
+            while expires - renewalLead(before: expires) <= now {
                 // Above the renewal share, the other fates keep their relative sizes.
                 let draw = Double.random(in: 0..<1, using: &random)
                 let renewalShare = configuration.renewalShare
                 let fate = draw < renewalShare ? 0 : 0.70 + (draw - renewalShare) / max(1 - renewalShare, 0.000_001) * 0.30
+                let charged = expires - renewalLead(before: expires)
                 if fate < 0.70 {
-                    purchase(at: expires, reason: "RENEWAL")
-                    emit(.didRenew, nil, at: expires)
+                    purchase(at: expires, reason: "RENEWAL", chargedAt: charged)
+                    emit(.didRenew, nil, at: charged)
+                } else if expires > now {
+                    // Charged early or not at all: every other fate happens at the expiry, still ahead.
+                    return
                 } else if fate < 0.76 {
                     renewal.autoRenewStatus = 0
                     emit(.didChangeRenewalStatus, .autoRenewDisabled, at: expires - period / 2)
@@ -320,11 +333,20 @@ struct CustomerLife {
                     renewal.autoRenewProductId = configuration.bundleId + ".monthly.lite"
                     emit(.didChangeRenewalPref, .downgrade, at: expires - period / 2)
                     renewal.autoRenewProductId = productId
-                    purchase(at: expires, reason: "RENEWAL")
-                    emit(.didRenew, nil, at: expires)
+                    purchase(at: expires, reason: "RENEWAL", chargedAt: charged)
+                    emit(.didRenew, nil, at: charged)
                 }
                 expires += period
             }
+        }
+
+        /// How long before `expires` Apple charges the renewal of the period ending then
+        /// (`Configuration.renewalLead`): a draw of its own, so that the world's fates do not move.
+        func renewalLead(before expires: Int64) -> Int64 {
+            let most = min(Int64(configuration.renewalLead * 1000), period / 4)
+            guard most > 0 else { return 0 }
+            var generator = SeededGenerator(seed: configuration.seed &* 0x2545_F491_4F6C_DD1D &+ UInt64(index) &* 104_729 &+ kind.uuidSalt &* 31 &+ UInt64(bitPattern: expires))
+            return Int64.random(in: 0...most, using: &generator)
         }
 
         /// A renewal that fails at `expires`, in grace or in billing retry; half recover a
@@ -357,7 +379,7 @@ struct CustomerLife {
         /// request (and an earlier one declined, where configured); a family member's access
         /// revoked instead, where configured. Life ends.
         mutating func refund(expires: Int64) {
-            let refundDate = (current.purchaseDate ?? expires) + period / 3
+            var refundDate = (current.purchaseDate ?? expires) + period / 3
             if configuration.familySharingRevocations && kind.ownership == "FAMILY_SHARED" {
                 // The purchaser stopped sharing: the member's access is revoked, nothing
                 // is refunded to them, and no refund request precedes it.
@@ -367,11 +389,13 @@ struct CustomerLife {
             }
             if configuration.refundsDeclinedFirst {
                 // An earlier request Apple declined: a new request follows it.
-                requestRefund(at: refundDate - period / 3)
+                requestRefund(at: refundDate - period / 3, decided: refundDate - period / 4)
                 emit(.refundDeclined, nil, at: refundDate - period / 4)
             }
-            // The customer's refund request: Apple asks for consumption information first.
-            requestRefund(at: refundDate - period / 6)
+            // The customer's refund request: Apple asks for consumption information first, and
+            // again while it decides; the refund comes a sixth of a period after the last request.
+            let asked = refundDate - period / 6
+            refundDate = requestRefund(at: asked) + period / 6
             guard refundDate <= now else { return }
             if configuration.fullRefunds {
                 revoke(at: refundDate, type: "REFUND_FULL", percentage: 100_000, notifying: .refund)

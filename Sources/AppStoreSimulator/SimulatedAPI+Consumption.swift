@@ -100,6 +100,9 @@ extension SimulatedAPI {
         if transaction.inAppOwnershipType == "FAMILY_SHARED" {
             return .error(400, 4_000_185, "Invalid request. Family transactions are not supported by this endpoint.")
         }
+        if transaction.inAppOwnershipType == "ASSIGNED" {
+            return .error(400, 4_000_227, "Invalid request. Assigned transactions are not supported by this endpoint.")
+        }
         // AdvancedCommerceTransactionNotSupportedError: Apple's pages give it no number; the general 4000000 stands in.
         if transaction.advancedCommerceInfo != nil {
             return .error(400, 4_000_000, "Invalid request. Advanced Commerce API transactions are not supported by this endpoint.")
@@ -118,12 +121,19 @@ extension SimulatedAPI {
         return nil
     }
 
+    /// How far apart Apple repeats an open refund request: developers report requests about 8
+    /// hours apart before the decision (endpoints-that-change §9; Apple staff, forum thread
+    /// 756151: "periodically").
+    package static let consumptionRequestInterval: TimeInterval = 8 * 3600
+
     /// A customer asks for a refund of a transaction now: Apple's CONSUMPTION_REQUEST signed at
-    /// `at`, and `repeats` more half an hour apart (each a notificationUUID of its own; not sent
-    /// once an answer or a decision came before it), none delivered (the server was down).
-    /// Returns them.
+    /// `at`, and `repeats` more `interval` apart (8 hours unless told; each a notificationUUID of
+    /// its own; not sent once an answer or a decision came before it, nor before its time), none
+    /// delivered (the server was down). Returns them.
     @discardableResult
-    package func requestRefund(transactionId: String, at: Date, repeats: Int = 0, reason: String = "UNINTENDED_PURCHASE") throws -> [Scenario.Notification] {
+    package func requestRefund(
+        transactionId: String, at: Date, repeats: Int = 0, every interval: TimeInterval = SimulatedAPI.consumptionRequestInterval, reason: String = "UNINTENDED_PURCHASE"
+    ) throws -> [Scenario.Notification] {
         guard let customer = scenario.customer(forTransactionId: transactionId),
             let transaction = customer.transactionVersions.last(where: { $0.transaction.transactionId == transactionId })?.transaction
         else {
@@ -132,7 +142,7 @@ extension SimulatedAPI {
         let latest = scenario.notifications.last { $0.customer == customer.index && $0.originalTransactionId == (transaction.originalTransactionId ?? customer.originalTransactionId) }
         let atMs = Int64(at.timeIntervalSince1970 * 1000)
         var requests = (0...repeats).map { number in
-            let signedAt = atMs + Int64(number) * 1_800_000
+            let signedAt = atMs + Int64(number) * Int64(interval * 1000)
             var signed = transaction
             signed.signedDate = signedAt
             var renewal = latest?.renewalInfo

@@ -146,10 +146,21 @@ extension SimulatedAPI {
         if transaction.inAppOwnershipType == "FAMILY_SHARED" {
             return .error(403, 4_030_007, "Subscriptions that users obtain through Family Sharing can't get a renewal date extension directly.")
         }
+        if transaction.inAppOwnershipType == "ASSIGNED" {
+            return .error(403, 4_030_028, "Assigned subscriptions can't get a renewal date extension.")
+        }
         let expires = (transaction.expiresDate ?? 0) + Self.shift(purchase.originalTransactionId, extensions)
         if purchase.subscriptionStatus != .active || expires <= nowMs || transaction.offerDiscountType == "FREE_TRIAL" {
             return .error(403, 4_030_004, "The subscription doesn't qualify for a renewal-date extension.")
         }
+        // "Only active auto-renewable subscriptions with at least one previously paid period."
+        let customer = scenario.customer(forTransactionId: purchase.originalTransactionId)
+        let paid = Set(
+            (customer?.transactionVersions ?? []).filter {
+                $0.modified <= nowMs && $0.transaction.originalTransactionId == purchase.originalTransactionId
+                    && $0.transaction.offerDiscountType != "FREE_TRIAL" && ($0.transaction.price ?? 1) > 0
+            }.compactMap(\.transaction.transactionId))
+        if paid.isEmpty { return .error(403, 4_030_004, "The subscription doesn't qualify for a renewal-date extension.") }
         let lastYear = extensions.filter { $0.originalTransactionId == purchase.originalTransactionId && $0.at > nowMs - 365 * Self.day }
         if lastYear.count >= 2 {
             return .error(403, 4_030_005, "The subscription has reached the maximum number of renewal-date extensions.")

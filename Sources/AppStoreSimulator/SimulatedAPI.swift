@@ -46,7 +46,7 @@ package final class SimulatedAPI: Sendable {
     /// Signed notifications kept by `presign()`, by UUID.
     let presigned = Mutex<[String: String]>([:])
     /// Look Up Order ID's index, order ID → transaction ID, made at the first look-up.
-    let orders = Mutex<[String: String]?>(nil)
+    let orders = Mutex<[String: [String]]?>(nil)
 
     struct State {
         var injected: [InjectedAnswer] = []

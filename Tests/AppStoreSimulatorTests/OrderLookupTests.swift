@@ -30,8 +30,9 @@ import Testing
 
     @Test func anOrderOfTheAppAnswersWithItsPurchaseSignedNow() async throws {
         let api = try api(.production)
-        let customer = try #require(api.scenario.customers.first)
-        let renewal = try #require(customer.transactionVersions.last?.transaction.transactionId)
+        let originals = Set(api.scenario.customers.flatMap { $0.purchases.map(\.originalTransactionId) })
+        let customer = try #require(api.scenario.customers.first { $0.transactionVersions.contains { !originals.contains($0.transaction.transactionId ?? "") } })
+        let renewal = try #require(customer.transactionVersions.last { !originals.contains($0.transaction.transactionId ?? "") }?.transaction.transactionId)
         let answer = try lookUp(api.orderId(ofTransaction: renewal), api)
         #expect(answer.status == 200)
         let body = try JSONDecoder().decode(OrderLookupResponse.self, from: Data(answer.body))
@@ -44,6 +45,27 @@ import Testing
         }
         #expect(transaction.transactionId == renewal)
         #expect(transaction.originalTransactionId == customer.transactionVersions.last?.transaction.originalTransactionId)
+    }
+
+    /// Apple's answer is an array: an order can hold several purchases. An account's first
+    /// purchase of each of its products is one order here, each with its own originalTransactionId.
+    @Test func anOrderOfSeveralPurchasesAnswersWithEachSigned() async throws {
+        let api = try api(.production)
+        let customer = try #require(api.scenario.customers.first { $0.purchases.count > 1 })
+        let order = api.orderId(ofTransaction: customer.purchases[1].originalTransactionId)
+        #expect(order == api.orderId(ofTransaction: customer.originalTransactionId), "one checkout")
+        let body = try JSONDecoder().decode(OrderLookupResponse.self, from: Data(try lookUp(order, api).body))
+        let verifier = try SignedDataVerifier(api.verifierConfiguration)
+        var found: [String] = []
+        for signed in body.signedTransactions ?? [] {
+            guard case .verified(let transaction) = await verifier.verifyTransaction(signed) else {
+                Issue.record("a purchase of the order does not verify")
+                return
+            }
+            found.append(transaction.transactionId ?? "")
+        }
+        #expect(Set(found) == Set(customer.purchases.map(\.originalTransactionId)), "every product's first purchase, once each")
+        #expect(found.count == customer.purchases.count)
     }
 
     @Test func anOrderThatIsNotTheAppsIsStatusOneWithoutPurchases() throws {

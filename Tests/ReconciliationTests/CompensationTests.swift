@@ -93,6 +93,10 @@ struct CompensationTests {
             var notActive: Set<String> = []
             var expiredMissed: Set<String> = []
             for notification in harness.scenario.notifications where !notification.delivered && notification.signedDate >= start && notification.signedDate < end {
+                // A renewal charged before its period ended denied access only from the old expiry
+                // (its period's start: periods are contiguous), and only once that passed an hour
+                // before the recovery recorded it (now, give or take the run's seconds).
+                if notification.type == .didRenew, max(notification.signedDate, notification.transaction.purchaseDate ?? 0) + 3_600_000 > nowMs { continue }
                 guard let customer = harness.scenario.customer(forTransactionId: notification.originalTransactionId),
                     let purchase = customer.subscriptions.first(where: { $0.originalTransactionId == notification.originalTransactionId })
                 else { continue }
@@ -114,8 +118,10 @@ struct CompensationTests {
         }
     }
 
-    static func withSetup(seed: UInt64, customers: Int = 60, _ body: @Sendable (Setup) async throws -> Void) async throws {
-        let harness = try RecoveryHarness(customers: customers, seed: seed, outageHours: 60)
+    static func withSetup(
+        seed: UInt64, customers: Int = 60, configure: (inout Scenario.Configuration) -> Void = { _ in }, _ body: @Sendable (Setup) async throws -> Void
+    ) async throws {
+        let harness = try RecoveryHarness(customers: customers, seed: seed, outageHours: 60, configure: configure)
         try await SimulatorServer.withRunning(harness.api) { baseURL in
             try await TestDatabase.withFreshLedger { client, url in
                 let store = LedgerStore(client: client, logger: harness.logger)
@@ -284,14 +290,43 @@ struct CompensationTests {
                     """), logger: setup.harness.logger)
             }
             try await movePreviousExpiry(of: before, to: "n.recorded_at + interval '1 hour'")
-            try await movePreviousExpiry(of: after, to: "n.signed_date + (n.recorded_at - n.signed_date) / 2")
+            try await movePreviousExpiry(of: after, to: "greatest(n.signed_date, n.recorded_at - interval '2 hours')")
             let again = try await setup.compensate(dryRun: true)
             #expect(!again.extensions.contains { $0.originalTransactionId == before.originalTransactionId }, "recorded before its old expiry: nobody was locked out")
             let later = try #require(again.extensions.first { $0.originalTransactionId == after.originalTransactionId })
-            #expect(abs(later.hoursDenied - after.hoursDenied / 2) <= 0.1, "\(later.hoursDenied) h, half of \(after.hoursDenied) h")
+            #expect(abs(later.hoursDenied - 2) <= 0.1, "\(later.hoursDenied) h: from the old expiry two hours before the recording")
             // The others as before.
             let others = Set(dry.extensions.map(\.originalTransactionId)).subtracting([before.originalTransactionId])
             #expect(Set(again.extensions.map(\.originalTransactionId)) == others)
+        }
+    }
+
+    /// Issue 62, points 1 and 9, in a world where Apple charges renewals up to 24 hours before the
+    /// period ends (`renewalLead`): a missed DID_RENEW recorded before its old expiry locked no
+    /// one out and is not listed; one recorded after it is listed for the hours since that expiry.
+    @Test func renewalsChargedBeforeTheirPeriodEndedAreCompensatedOnlyForTheHoursAfterIt() async throws {
+        try await Self.withSetup(seed: 526, customers: 80, configure: { $0.renewalLead = 86_400 }) { setup in
+            let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+            let start = Int64(setup.outage.lowerBound.timeIntervalSince1970 * 1000)
+            let missedRenewals = setup.harness.scenario.notifications.filter {
+                !$0.delivered && $0.type == .didRenew && $0.subtype == nil && $0.signedDate >= start
+            }
+            let early = missedRenewals.filter { ($0.transaction.purchaseDate ?? 0) > $0.signedDate + 3_600_000 }
+            let notYetEnded = early.filter { ($0.transaction.purchaseDate ?? 0) > nowMs }
+            try #require(!notYetEnded.isEmpty && early.count > notYetEnded.count, "missed renewals charged early, some of whose periods have not ended yet: \(early.count), \(notYetEnded.count)")
+            try await setup.recover()
+            let dry = try await setup.compensate(dryRun: true)
+            #expect(Set(dry.extensions.map(\.originalTransactionId)) == setup.hurtByTruth().active)
+            let listed = Set(dry.extensions.map(\.missedNotificationUUID))
+            #expect(notYetEnded.allSatisfy { !listed.contains($0.uuid) }, "recorded before the old expiry: not listed")
+            for entry in dry.extensions where entry.missedNotificationType == NotificationType.didRenew.rawValue {
+                let renewal = try #require(setup.harness.scenario.notifications.first { $0.uuid == entry.missedNotificationUUID })
+                let recordedAt = try await setup.count(
+                    "SELECT (extract(epoch FROM recorded_at) * 1000)::bigint FROM app_store.notifications WHERE notification_uuid = '\(entry.missedNotificationUUID)' AND source = 'history'"
+                )
+                let deniedFrom = max(renewal.signedDate, renewal.transaction.purchaseDate ?? 0)
+                #expect(abs(entry.hoursDenied - Double(Int64(recordedAt) - deniedFrom) / 3_600_000) <= 0.1 + 1.0 / 60, "\(entry.hoursDenied) h from the old expiry")
+            }
         }
     }
 

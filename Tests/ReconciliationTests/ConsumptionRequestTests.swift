@@ -119,7 +119,7 @@ struct ConsumptionRequestTests {
         return found
     }
 
-    /// Issue 48, point 4: Apple sends a new CONSUMPTION_REQUEST every half hour while a refund
+    /// Issue 48, point 4: Apple sends a new CONSUMPTION_REQUEST every 8 hours or so while a refund
     /// request is unanswered, and a customer asks again after Apple declined. Recorded live (in
     /// signedDate order) or recovered (requests first, the decisions after them), the ledger holds
     /// one open request per transaction and episode, the first one's, with its latest request's deadline; every
@@ -133,7 +133,9 @@ struct ConsumptionRequestTests {
         }
         let requests = harness.scenario.notifications.filter { $0.type == .consumptionRequest }
         let firsts = Self.expectedFirsts(harness.scenario)
-        try #require(requests.count >= 2 * firsts.count && firsts.count >= 4, "the world repeats its refund requests: \(requests.count), \(firsts.count)")
+        // Apple repeats about 8 hours apart, until it decides: some episodes are asked once (declined
+        // within hours), others several times.
+        try #require(requests.count >= firsts.count + 4 && firsts.count >= 4, "the world repeats its refund requests: \(requests.count), \(firsts.count)")
         // Transactions whose customer asked again after Apple declined (the world's present may
         // fall between the decline and the new request).
         let declines = harness.scenario.notifications.filter { $0.type == .refundDeclined }

@@ -108,8 +108,11 @@ struct RefundAnswerTests {
             let ids = try setup.transactions(2, type: .consumable)
             // ids[0]: facts Apple does not decide on at once; ids[1]: DECLINE, which the simulated
             // Apple declines right after the answer.
-            let requests = try setup.harness.api.requestRefund(transactionId: ids[0], at: Self.asked, repeats: 2)
-            try setup.harness.api.requestRefund(transactionId: ids[1], at: Self.asked, repeats: 2)
+            // Three requests an hour apart (closer than Apple's 8 hours, so that all three fall in
+            // the run's four-hour window).
+            let firstAsked = Date().addingTimeInterval(-3.5 * 3600)
+            let requests = try setup.harness.api.requestRefund(transactionId: ids[0], at: firstAsked, repeats: 2, every: 3600)
+            try setup.harness.api.requestRefund(transactionId: ids[1], at: firstAsked, repeats: 2, every: 3600)
             try await setup.facts(ids[0], consented: true, delivery: "DELIVERED", sample: false, consumed: 20_000, preference: "GRANT_FULL")
             try await setup.facts(ids[1], consented: true, delivery: "DELIVERED", sample: false, consumed: 80_000, preference: "DECLINE")
             let first = try await setup.check()
@@ -299,7 +302,7 @@ struct RefundAnswerTests {
     @Test func aDryRunListsWhatItWouldSendAndSendsAndWritesNothing() async throws {
         try await Self.withSetup(seed: 505) { setup in
             let ids = try setup.transactions(2, type: .autoRenewable)
-            for id in ids { try setup.harness.api.requestRefund(transactionId: id, at: Self.asked, repeats: 1) }
+            for id in ids { try setup.harness.api.requestRefund(transactionId: id, at: Self.asked, repeats: 1, every: 3600) }
             try await setup.facts(ids[0], consented: true, delivery: "DELIVERED", sample: true, preference: "GRANT_FULL")
             let result = try await setup.check(dryRun: true)
             let would = try answer(result, ids[0])
