@@ -345,7 +345,8 @@ struct CustomerLife {
         func renewalLead(before expires: Int64) -> Int64 {
             let most = min(Int64(configuration.renewalLead * 1000), period / 4)
             guard most > 0 else { return 0 }
-            var generator = SeededGenerator(seed: configuration.seed &* 0x2545_F491_4F6C_DD1D &+ UInt64(index) &* 104_729 &+ kind.uuidSalt &* 31 &+ UInt64(bitPattern: expires))
+            // Seeded by the purchase's count of transactions, not by the time: the same world at any present.
+            var generator = SeededGenerator(seed: configuration.seed &* 0x2545_F491_4F6C_DD1D &+ UInt64(index) &* 104_729 &+ kind.uuidSalt &* 31 &+ UInt64(transactionCount))
             return Int64.random(in: 0...most, using: &generator)
         }
 

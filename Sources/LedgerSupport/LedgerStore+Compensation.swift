@@ -22,7 +22,9 @@ extension LedgerStore {
                 s.product_id, s.status::integer, s.expires_date, s.in_app_ownership_type,
                 -- The access the ledger held before it: a billing grace period's end (the
                 -- subscription's state before this notification, in the change feed), else the
-                -- expiry of the subscription's previous transaction.
+                -- expiry of the subscription's previous transaction (or its revocation): not
+                -- of a plan the customer upgraded from (`is_upgraded`: an annual plan's expiry
+                -- a year ahead granted nothing once the upgrade took effect).
                 coalesce(
                     (SELECT to_timestamp((c.before ->> 'grace_period_expires_ms')::double precision / 1000)
                      FROM app_store.changes c
@@ -30,9 +32,9 @@ extension LedgerStore {
                         AND c.original_transaction_id = n.original_transaction_id AND c.environment = n.environment AND c.bundle_id = n.bundle_id
                         AND (c.before ->> 'status')::integer = 4 AND c.before ? 'grace_period_expires_ms'
                      ORDER BY c.id LIMIT 1),
-                    (SELECT max(t.expires_date) FROM app_store.transaction_rows t
+                    (SELECT max(least(t.expires_date, coalesce(t.revocation_date, t.expires_date))) FROM app_store.transaction_rows t
                      WHERE t.bundle_id = n.bundle_id AND t.environment = n.environment AND t.original_transaction_id = n.original_transaction_id
-                        AND t.transaction_id IS DISTINCT FROM n.transaction_id
+                        AND t.transaction_id IS DISTINCT FROM n.transaction_id AND t.is_upgraded IS NOT TRUE
                         AND t.purchase_date < coalesce(
                             (SELECT p.purchase_date FROM app_store.transaction_rows p
                              WHERE p.bundle_id = n.bundle_id AND p.environment = n.environment AND p.transaction_id = n.transaction_id),

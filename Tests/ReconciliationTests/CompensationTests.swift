@@ -85,8 +85,10 @@ struct CompensationTests {
         /// Apple's truth, read from the world and not from the tool: the subscriptions with a
         /// notification that grants access (the type policy's word) signed in the outage and not
         /// delivered, split by whether they are active now.
-        func hurtByTruth() -> (active: Set<String>, notActive: Set<String>, expiredMissedOnly: Set<String>) {
-            let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+        /// - Parameter recordedAt: when the recovery recorded the missed notifications (a run
+        ///   under the whole suite's load takes minutes: the 1-hour minimum is judged from it).
+        func hurtByTruth(recordedAt: Date = Date()) -> (active: Set<String>, notActive: Set<String>, expiredMissedOnly: Set<String>) {
+            let nowMs = Int64(recordedAt.timeIntervalSince1970 * 1000)
             let start = Int64(outage.lowerBound.timeIntervalSince1970 * 1000)
             let end = Int64(outage.upperBound.timeIntervalSince1970 * 1000)
             var active: Set<String> = []
@@ -305,7 +307,7 @@ struct CompensationTests {
     /// period ends (`renewalLead`): a missed DID_RENEW recorded before its old expiry locked no
     /// one out and is not listed; one recorded after it is listed for the hours since that expiry.
     @Test func renewalsChargedBeforeTheirPeriodEndedAreCompensatedOnlyForTheHoursAfterIt() async throws {
-        try await Self.withSetup(seed: 526, customers: 80, configure: { $0.renewalLead = 86_400 }) { setup in
+        try await Self.withSetup(seed: 521, customers: 80, configure: { $0.renewalLead = 86_400 }) { setup in
             let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
             let start = Int64(setup.outage.lowerBound.timeIntervalSince1970 * 1000)
             let missedRenewals = setup.harness.scenario.notifications.filter {
@@ -315,8 +317,9 @@ struct CompensationTests {
             let notYetEnded = early.filter { ($0.transaction.purchaseDate ?? 0) > nowMs }
             try #require(!notYetEnded.isEmpty && early.count > notYetEnded.count, "missed renewals charged early, some of whose periods have not ended yet: \(early.count), \(notYetEnded.count)")
             try await setup.recover()
+            let recorded = Date()
             let dry = try await setup.compensate(dryRun: true)
-            #expect(Set(dry.extensions.map(\.originalTransactionId)) == setup.hurtByTruth().active)
+            #expect(Set(dry.extensions.map(\.originalTransactionId)) == setup.hurtByTruth(recordedAt: recorded).active)
             let listed = Set(dry.extensions.map(\.missedNotificationUUID))
             #expect(notYetEnded.allSatisfy { !listed.contains($0.uuid) }, "recorded before the old expiry: not listed")
             for entry in dry.extensions where entry.missedNotificationType == NotificationType.didRenew.rawValue {
