@@ -5,7 +5,7 @@ import PostgresNIO
 import SignedData
 
 /// The demo's refund requests: customers asked for refunds while the servers were down (Apple
-/// asked each app for consumption information, and asked again half an hour later), the runs
+/// asked each app for consumption information; Apple asks again about 8 hours later while a request is open), the runs
 /// recorded the requests, and `consumption-requests --answer` answers them from a table of usage
 /// the demo makes up, as a team would keep one.
 enum DemoRefundAnswers {
@@ -32,7 +32,7 @@ enum DemoRefundAnswers {
     }
 
     /// In each app's Production, refund requests during the outage on `count` purchases (none
-    /// shared through Family Sharing), each asked again half an hour later: none reached the server.
+    /// shared through Family Sharing), each to be asked again 8 hours later (Apple's pace): none reached the server.
     static func plant(in world: SimulatedDeployment, count: Int = 4) throws -> [Planted] {
         var planted: [Planted] = []
         for api in world.worlds where api.scenario.configuration.environment == .production {
@@ -123,7 +123,7 @@ extension DemoRefundAnswers {
     ) async throws {
         try await fillTable(planted, database: database, logger: logger)
         print(
-            "\nRefund requests: during the outage \(planted.count) customers asked Apple for refunds (and Apple asked again half an hour later); "
+            "\nRefund requests: during the outage \(planted.count) customers asked Apple for refunds (Apple asks again about every 8 hours while a request is open); "
                 + "the run recorded them, each due within 12 hours. The team keeps usage in demo_team.purchase_usage; the configuration's "
                 + "refundRequests.facts query maps it to Apple's fields."
         )
