@@ -284,12 +284,12 @@ struct CustomerLife {
                 emit(.subscribed, .initialBuy, at: first)
                 expires = first + period
             }
-            while expires - renewalLead(before: expires) <= now {
+            while expires - renewalLead() <= now {
                 // Above the renewal share, the other fates keep their relative sizes.
                 let draw = Double.random(in: 0..<1, using: &random)
                 let renewalShare = configuration.renewalShare
                 let fate = draw < renewalShare ? 0 : 0.70 + (draw - renewalShare) / max(1 - renewalShare, 0.000_001) * 0.30
-                let charged = expires - renewalLead(before: expires)
+                let charged = expires - renewalLead()
                 if fate < 0.70 {
                     purchase(at: expires, reason: "RENEWAL", chargedAt: charged)
                     emit(.didRenew, nil, at: charged)
@@ -340,9 +340,9 @@ struct CustomerLife {
             }
         }
 
-        /// How long before `expires` Apple charges the renewal of the period ending then
+        /// How long before the current period ends Apple charges its renewal
         /// (`Configuration.renewalLead`): a draw of its own, so that the world's fates do not move.
-        func renewalLead(before expires: Int64) -> Int64 {
+        func renewalLead() -> Int64 {
             let most = min(Int64(configuration.renewalLead * 1000), period / 4)
             guard most > 0 else { return 0 }
             // Seeded by the purchase's count of transactions, not by the time: the same world at any present.

@@ -247,15 +247,19 @@ package struct Scenario: Sendable {
     ])
 
     static func soldThroughAdvancedCommerce(_ life: inout CustomerLife) {
-        for index in life.customer.transactionVersions.indices { life.customer.transactionVersions[index].transaction.advancedCommerceInfo = advancedCommerceInfo }
-        life.customer.latestTransaction.advancedCommerceInfo = advancedCommerceInfo
-        for index in life.notifications.indices { life.notifications[index].transaction.advancedCommerceInfo = advancedCommerceInfo }
+        everyTransaction(of: &life) { $0.advancedCommerceInfo = advancedCommerceInfo }
     }
 
     static func assigned(_ life: inout CustomerLife) {
-        for index in life.customer.transactionVersions.indices { life.customer.transactionVersions[index].transaction.inAppOwnershipType = "ASSIGNED" }
-        life.customer.latestTransaction.inAppOwnershipType = "ASSIGNED"
-        for index in life.notifications.indices { life.notifications[index].transaction.inAppOwnershipType = "ASSIGNED" }
+        everyTransaction(of: &life) { $0.inAppOwnershipType = "ASSIGNED" }
+    }
+
+    /// `edit` applied to every version of the main purchase's transactions, its latest, and the
+    /// transaction each of its notifications carries: what the purchase is, not what happened to it.
+    static func everyTransaction(of life: inout CustomerLife, _ edit: (inout TransactionPayload) -> Void) {
+        for index in life.customer.transactionVersions.indices { edit(&life.customer.transactionVersions[index].transaction) }
+        edit(&life.customer.latestTransaction)
+        for index in life.notifications.indices { edit(&life.notifications[index].transaction) }
     }
 
     /// Set App Account Token on the account's main purchase: a new version of each of its

@@ -73,13 +73,15 @@ package enum ImportLine: Sendable, Equatable {
     }
 }
 
-/// Where an import asks Apple about a line's IDs. Apple: call a transaction-ID endpoint in the
-/// environment that created the ID, and on 4040010 try Sandbox; a production app's table holds
-/// App Review and TestFlight purchases, which are Sandbox purchases. Pure: no I/O.
+/// Where an import asks Apple about a line's IDs. Apple's TransactionIdNotFoundError page: make
+/// the request "in the same environment, production or sandbox, that generated the transaction
+/// ID"; when that is unknown, Apple's advice is production first, then sandbox (App Store Server
+/// API overview; Apple staff, developer forum thread 763025). A production app's table holds App
+/// Review and TestFlight purchases, which are Sandbox purchases. Pure: no I/O.
 package enum ImportRoute: Sendable, Equatable {
     /// The import's own pair; `orSandbox`: the app's Sandbox pair when this one does not know the
-    /// ID. A ProductionSandbox receipt read in Production goes so too (one request to Production
-    /// first, as Apple's rule for any ID has it).
+    /// ID. A ProductionSandbox receipt read in Production goes so too, costing one request to
+    /// Production first (its type is not a field Apple documents, so it is not trusted to skip it).
     case thisPair(orSandbox: Bool)
 
     /// Why a receipt is not asked about anywhere.

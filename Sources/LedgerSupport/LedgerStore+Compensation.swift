@@ -24,7 +24,8 @@ extension LedgerStore {
                 -- subscription's state before this notification, in the change feed), else the
                 -- expiry of the subscription's previous transaction (or its revocation): not
                 -- of a plan the customer upgraded from (`is_upgraded`: an annual plan's expiry
-                -- a year ahead granted nothing once the upgrade took effect).
+                -- a year ahead granted nothing once the upgrade took effect; Apple's isUpgraded
+                -- page: look for the transaction of the higher level of service instead).
                 coalesce(
                     (SELECT to_timestamp((c.before ->> 'grace_period_expires_ms')::double precision / 1000)
                      FROM app_store.changes c

@@ -19,7 +19,9 @@ struct CustomerCommand: AsyncParsableCommand {
             Subscription Statuses, the whole Get Transaction History, every answer verified) and its answer is set beside \
             the ledger's rows field by field; then the notifications recorded for the account in the order Apple signed \
             them (webhook: the live server; recovered: a run), and what app_store.entitlements grants it now. --repair \
-            writes Apple's answer where they differ, as `repair --transaction-id` does. Exit 0 when they agree (or were \
+            writes Apple's answer where they differ, as `repair --transaction-id` does. In Production, a transaction ID \
+            Production does not know is looked up in the app's Sandbox environment when the configuration file lists it \
+            (shown as found in Sandbox: App Review, TestFlight). Exit 0 when they agree (or were \
             repaired), 3 when they differ without --repair or Apple does not know the account.
 
             \(ExitStatus.summary)

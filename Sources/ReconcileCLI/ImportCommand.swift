@@ -22,7 +22,9 @@ struct ImportCommand: AsyncParsableCommand {
             on (exit 3). Resumable: the checkpoint (app_store.imports) is keyed by the input's content, so the same input \
             started again goes on after the last line finished (from its first line not imported, reported again), \
             without asking Apple again about the accounts imported. \
-            SIGTERM stops after the accounts in hand (130). Within Apple's rate limits (Retry-After honoured); memory \
+            In Production, an ID Production does not know (4040010) is asked in the app's Sandbox environment when \
+            the configuration file lists it (App Review, TestFlight); a receipt of another app or of Xcode is a line not \
+            imported. SIGTERM stops after the accounts in hand (130). Within Apple's rate limits (Retry-After honoured); memory \
             stays flat whatever the input's size. --dry-run writes nothing and reports what it would write.
 
             \(ExitStatus.summary)
