@@ -12,8 +12,10 @@ enum DemoCompensation {
         let end = String(Int64((outage.upperBound.timeIntervalSince1970 * 1000).rounded(.up)))
         let arguments = ["compensate", "--config", config, "--start", start, "--end", end, "--dry-run", "--report-dir", "\(reportDir)/compensate", "--no-progress"]
         print(
-            "\nMake good: subscribers whose renewal the servers missed were denied access until the run recorded it. Who, for how long, "
-                + "and the days of Extend a Subscription Renewal Date each would get (reason: service issue or outage), sending nothing:\n"
+            "\nMake good: subscribers whose renewal the servers missed were denied access from the end of their old period until the run "
+                + "recorded it. Apple charges renewals up to 24 hours early, so a renewal recorded before the old period ran out denied nothing "
+                + "and gets nothing. Who, for how long, and the days of Extend a Subscription Renewal Date each would get (reason: service "
+                + "issue or outage), sending nothing:\n"
                 + "  $ appstore-reconcile \(arguments.joined(separator: " "))"
         )
         let status = try await DemoDeployment.runTool(arguments, databaseURL: databaseURL)

@@ -268,7 +268,10 @@ struct CustomerLife {
             purchase(at: upgraded, reason: "PURCHASE")
             emit(.didChangeRenewalPref, .upgrade, at: upgraded)
             emit(.consumptionRequest, nil, at: upgraded + period / 4, about: annual)
-            emit(.refundDeclined, nil, at: upgraded + period / 3, about: annual)
+            // Decided before anything the new plan's own life can bring (its refund comes at a
+            // third of its period at the earliest): two notifications of one subscription signed
+            // in the same millisecond would leave the latest state undefined.
+            emit(.refundDeclined, nil, at: upgraded + period / 3 - period / 48, about: annual)
             return upgraded + period
         }
 

@@ -23,17 +23,10 @@ package struct Scenario: Sendable {
         /// renew it". Each renewal is charged (its transaction signed, DID_RENEW sent) a
         /// deterministic draw of 0…this before the old expiry, never more than a quarter period
         /// (the short sandbox-style periods); the new period still starts at the old expiry
-        /// (periods stay contiguous). 0: renewals charged exactly at the old expiry.
-        ///
-        /// Not yet the default (issue 62, point 9, left open). With it on for the whole debug
-        /// suite (session 35, lead drawn per transaction), five tests failed, each to read before
-        /// Apple's timing becomes the default: CompensationTests.exactlyTheHurt… (its hours are
-        /// still counted from the signing: expected, the test must count from the old expiry),
-        /// RecoveryTests.aStaleNotificationNeverRegressesASubscription (a row left active where
-        /// the truth's latest notification is a revocation: possibly a real ordering bug),
-        /// ResumeAndShardTests' killed-mid-window resume, SimulatedAPITests.productionRetries…
-        /// (a world-shape assertion), and the demo (com.example.recipes Sandbox missed nothing).
-        package var renewalLead: TimeInterval = 0
+        /// (periods stay contiguous). 0: renewals charged exactly at the old expiry. On by
+        /// default (issue 62, point 9): a world where Apple renews at the old expiry hid the
+        /// compensation of subscribers who were never locked out.
+        package var renewalLead: TimeInterval = 86_400
         /// Deliveries attempted in here failed.
         package var outage: Range<Date>?
         /// Chance that a period ends in a plain renewal; the rest is split among voluntary

@@ -9,8 +9,9 @@ import Synchronization
 // extension per requestIdentifier (a repeat answers as the first did: §8.3 could not confirm
 // Apple's answer, and this is what "the same when resending one whose outcome is unknown"
 // needs). Each extension moves the subscription's expiry in every later answer (statuses,
-// transaction history) and Apple signs a RENEWAL_EXTENDED notification; a mass extension's
-// subscriber that cannot be extended gets RENEWAL_EXTENSION/FAILURE.
+// transaction history) and Apple signs a RENEWAL_EXTENDED notification. A mass extension is
+// worked through over several status requests; a subscriber it cannot extend (Apple's rules, or
+// a passing reason for one in eight) gets RENEWAL_EXTENSION/FAILURE, and a SUMMARY ends it.
 
 extension SimulatedAPI {
     /// An extension Apple made.
@@ -27,14 +28,32 @@ extension SimulatedAPI {
         package var mass: String?
     }
 
-    /// A mass extension Apple took.
+    /// A mass extension Apple took, worked through over time: the subscribers it covers (active
+    /// when it was requested, in its storefronts), a share of them handled at each status request.
     struct MassExtension: Sendable {
         var productId: String
         var requestIdentifier: String
+        var days: Int
+        var reason: Int
+        /// The subscriptions still to handle, by originalTransactionId, in order.
+        var waiting: [String]
+        /// How many each status request handles (a third of the subscribers, at least one).
+        var batch: Int
         var statusRequests = 0
         var succeeded: Int64 = 0
         var failed: Int64 = 0
         var completeDate: Int64?
+    }
+
+    /// One subscriber in `massFailureShare` fails a mass extension for a passing reason: Apple
+    /// documents that some do ("for each RENEWAL_EXTENSION notification with subtype FAILURE …
+    /// call Extend a Subscription Renewal Date") without saying why; a single extension of the
+    /// same subscription succeeds. Deterministic by the subscription and the request.
+    static let massFailureShare: UInt64 = 8
+
+    static func failsInMass(_ originalTransactionId: String, _ identifier: String) -> Bool {
+        let digest = Array(SHA256.hash(data: Data("mass failure \(originalTransactionId) \(identifier)".utf8)))
+        return digest.prefix(8).reduce(0) { $0 << 8 | UInt64($1) } % massFailureShare == 0
     }
 
     /// Every extension made, in order.
@@ -224,28 +243,46 @@ extension SimulatedAPI {
         let answer = Answer.json(MassResponseBody(requestIdentifier: identifier))
         return state.withLock { state -> Answer in
             if state.massExtensions[identifier] != nil { return answer }
-            var mass = MassExtension(productId: productId, requestIdentifier: identifier)
+            var waiting: [String] = []
             for customer in scenario.customers {
                 for purchase in customer.subscriptions where purchase.latestTransaction.productId == productId && purchase.subscriptionStatus == .active {
                     if let codes = request.storefrontCountryCodes, !codes.contains(purchase.latestTransaction.storefront ?? "") { continue }
                     let expires = (purchase.latestTransaction.expiresDate ?? 0) + Self.shift(purchase.originalTransactionId, state.extensions)
                     guard expires > nowMs else { continue }
-                    if refusal(purchase, extensions: state.extensions, nowMs: nowMs) == nil {
-                        _ = extend(
-                            customer, purchase, days: request.extendByDays!, reason: request.extendReasonCode!, identifier: identifier, mass: identifier, nowMs: nowMs,
-                            state: &state
-                        )
-                        mass.succeeded += 1
-                    } else {
-                        mass.failed += 1
-                        state.signedLater.append(
-                            notification(.renewalExtension, subtype: .failure, customer, purchase, expires: expires, key: "\(purchase.originalTransactionId) \(identifier)", nowMs: nowMs)
-                        )
-                    }
+                    waiting.append(purchase.originalTransactionId)
                 }
             }
-            state.massExtensions[identifier] = mass
+            state.massExtensions[identifier] = MassExtension(
+                productId: productId, requestIdentifier: identifier, days: request.extendByDays!, reason: request.extendReasonCode!, waiting: waiting,
+                batch: max(1, (waiting.count + 2) / 3)
+            )
             return answer
+        }
+    }
+
+    /// Apple working through a mass extension: the next `batch` subscribers extended (a
+    /// RENEWAL_EXTENDED each), or failed (a RENEWAL_EXTENSION/FAILURE each: Apple's rules refuse
+    /// them now, or `failsInMass`).
+    func advance(_ mass: inout MassExtension, nowMs: Int64, state: inout State) {
+        let handled = mass.waiting.prefix(mass.batch)
+        mass.waiting.removeFirst(handled.count)
+        for originalTransactionId in handled {
+            guard let (customer, purchase) = subscription(originalTransactionId) else { continue }
+            let expires = (purchase.latestTransaction.expiresDate ?? 0) + Self.shift(originalTransactionId, state.extensions)
+            if refusal(purchase, extensions: state.extensions, nowMs: nowMs) == nil, !Self.failsInMass(originalTransactionId, mass.requestIdentifier) {
+                _ = extend(
+                    customer, purchase, days: mass.days, reason: mass.reason, identifier: mass.requestIdentifier, mass: mass.requestIdentifier, nowMs: nowMs,
+                    state: &state
+                )
+                mass.succeeded += 1
+            } else {
+                mass.failed += 1
+                state.signedLater.append(
+                    notification(
+                        .renewalExtension, subtype: .failure, customer, purchase, expires: expires, key: "\(originalTransactionId) \(mass.requestIdentifier)", nowMs: nowMs
+                    )
+                )
+            }
         }
     }
 
@@ -275,8 +312,9 @@ extension SimulatedAPI {
         var failedCount: Int64?
     }
 
-    /// The status: not complete at the first request, complete (with its counts) from the second
-    /// on: Apple works through the subscribers over time.
+    /// The status: Apple works through the subscribers over time, a third of them at each
+    /// status request; complete (with its counts, and the SUMMARY notification signed) once every
+    /// one is handled, never at the first request.
     func massExtensionStatus(productId: String, requestIdentifier: String, now: Date) -> Answer {
         guard UUID(uuidString: requestIdentifier) != nil else { return .error(400, 4_000_011, "Invalid request. The request identifier is invalid.") }
         let nowMs = Int64(now.timeIntervalSince1970 * 1000)
@@ -285,7 +323,8 @@ extension SimulatedAPI {
                 return .error(404, 4_040_009, "The server didn't find a subscription-renewal-date extension request for this requestIdentifier and productId combination.")
             }
             mass.statusRequests += 1
-            if mass.completeDate == nil, mass.statusRequests >= 2 {
+            if mass.completeDate == nil { advance(&mass, nowMs: nowMs, state: &state) }
+            if mass.completeDate == nil, mass.waiting.isEmpty, mass.statusRequests >= 2 {
                 mass.completeDate = nowMs
                 state.signedLater.append(summaryNotification(mass, nowMs: nowMs))
             }

@@ -113,6 +113,16 @@ package enum CompensationRules {
         }
     }
 
+    /// The missed notifications that grant access but were recorded (or followed by a grant the
+    /// live server received) before the access the ledger held ended: a renewal Apple charged
+    /// early and the run recorded before the old period ran out. They denied nothing.
+    package static func deniedNothing(_ missed: [MissedGrant]) -> Int {
+        missed.count { grant in
+            guard grants(type: grant.notificationType, subtype: grant.subtype), denialStart(of: grant) != nil else { return false }
+            return hoursDenied(by: grant) == 0
+        }
+    }
+
     /// The hours `grant` denied access: from `denialStart` to the earlier of its recording and a
     /// later grant the live server received; nil when it never denied.
     package static func hoursDenied(by grant: MissedGrant) -> Double? {
@@ -127,7 +137,7 @@ package enum CompensationRules {
     package static func hurt(_ missed: [MissedGrant], minimumHours: Double, now: Date) -> [Hurt] {
         var bySubscription: [String: Hurt] = [:]
         for grant in missed {
-            guard let hours = hoursDenied(by: grant) else { continue }
+            guard let hours = hoursDenied(by: grant), hours > 0 else { continue }
             guard grant.status == 1, let expires = grant.expiresDate, expires > now else { continue }
             guard hours >= minimumHours else { continue }
             let all = (bySubscription[grant.originalTransactionId]?.notificationUUIDs ?? []) + [grant.notificationUUID]

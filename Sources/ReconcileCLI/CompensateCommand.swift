@@ -12,10 +12,15 @@ struct CompensateCommand: AsyncParsableCommand {
         discussion: """
             After the window was recovered (run), for every configured app and environment (--app, --environment \
             narrow): the auto-renewable subscriptions with a notification signed in [--start, --end) that the live \
-            server missed (recovered by a run) and that kept or gave access (the types whose policy grants access: \
-            DID_RENEW, SUBSCRIBED, OFFER_REDEEMED, DID_CHANGE_RENEWAL_PREF/UPGRADE, REFUND_REVERSED, RENEWAL_EXTENDED), \
-            whose access the ledger denied for at least --min-hours (from the notification's signedDate to its \
-            recording, or to an earlier grant the live server received), and that the ledger holds active now. Each \
+            server missed (recovered by a run) and whose absence denied access (DID_RENEW, SUBSCRIBED, REFUND_REVERSED; \
+            never OFFER_REDEEMED, RENEWAL_EXTENDED or DID_CHANGE_RENEWAL_PREF, which come while the \
+            customer has access), for at least --min-hours: from when the access ended (a renewal: the later of its \
+            signedDate and the expiry the ledger held before it, since Apple charges up to 24 hours early; the others: \
+            the signedDate) to its recording, or to an earlier grant the live server received; and that the ledger \
+            holds active now. A renewal recorded before the old period ran out denied nothing. Apple's rules are \
+            applied before sending: a family member's share, an ASSIGNED seat, a free offer period or no paid period \
+            yet are skipped (not sent, no exit 3), and a subscription the other remedy of an overlapping window made \
+            good is skipped unless --again. Each \
             gets Extend a Subscription Renewal Date: --days, else ceil(hours denied / 24), 1 to 90 days. The \
             requestIdentifier is derived from the app, environment, originalTransactionId and the window, so the same \
             window compensated again sends nothing new (a request whose answer was lost is sent again, the same \
@@ -27,7 +32,8 @@ struct CompensateCommand: AsyncParsableCommand {
 
             --all-active --days N [--product ID] (with the outage's --start and --end): Extend Subscription Renewal Dates \
             for All Active Subscribers of each product (every product the ledger holds subscriptions of, or --product), \
-            once per outage (the requestIdentifier is derived from the pair, product, days and window), every product \
+            once per outage (the requestIdentifier is derived from the pair, product and window, not the days: a rerun \
+            with other days follows the same request), every product \
             first, then Get Status of Subscription Renewal Date Extensions every --poll-seconds until Apple completes \
             each (hours or days); stopped (SIGTERM, 130) or killed, the same command follows the same requests. The \
             report gives Apple's counts.

@@ -35,6 +35,9 @@ extension RecoveryReport {
         if compensation.windowStart != nil {
             let counts = compensation.byOutcome
             parts.append("\(compensation.extensions.count) hurt subscriptions (from \(compensation.missedGrants) missed notifications that grant access)")
+            if compensation.recordedBeforeAccessEnded > 0 {
+                parts.append("\(compensation.recordedBeforeAccessEnded) recorded before the access they continue ended (denied nothing)")
+            }
             for outcome in ["would_extend", "extended", "refused", "skipped", "pending"] where counts[outcome, default: 0] > 0 {
                 parts.append("\(counts[outcome]!) \(outcome.replacingOccurrences(of: "_", with: " "))")
             }
@@ -58,7 +61,8 @@ extension RecoveryReport {
         line("")
         if let start = compensation.windowStart, let end = compensation.windowEnd {
             line(
-                "Window \(start) to \(end): \(compensation.missedGrants) notifications that grant access were missed by the live server and recovered; "
+                "Window \(start) to \(end): \(compensation.missedGrants) notifications that grant access were missed by the live server and recovered "
+                    + "(\(compensation.recordedBeforeAccessEnded) of them before the access they continue ended: a renewal Apple charged early denies nothing until the old period runs out); "
                     + "\(compensation.extensions.count) subscriptions were denied access at least \(compensation.minimumHours ?? 0) hours and are active now. "
                     + (compensation.days.map { "Each gets \($0) days (--days)." } ?? "Each gets ceil(hours denied / 24) days.")
                     + (isDryRun ? " Dry run: nothing was sent or written." : "")
@@ -96,7 +100,8 @@ extension RecoveryReport {
         guard let compensation else { return "" }
         var html = "<h2 id=\"compensation\">Compensation</h2>\n"
         if let start = compensation.windowStart, let end = compensation.windowEnd {
-            html += "<p>Window \(HTMLPage.escape(start)) to \(HTMLPage.escape(end)): \(HTMLPage.count(compensation.missedGrants, "missed notification")) that grant access; "
+            html += "<p>Window \(HTMLPage.escape(start)) to \(HTMLPage.escape(end)): \(HTMLPage.count(compensation.missedGrants, "missed notification")) that grant access "
+                + "(\(compensation.recordedBeforeAccessEnded) recorded before the access they continue ended: denied nothing); "
                 + "\(HTMLPage.count(compensation.extensions.count, "subscription")) denied access at least \(compensation.minimumHours ?? 0) hours and active now."
                 + (isDryRun ? " <strong>Dry run: nothing was sent or written.</strong>" : "") + "</p>\n"
             if !compensation.extensions.isEmpty {

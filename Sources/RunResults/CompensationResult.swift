@@ -12,6 +12,9 @@ package struct CompensationResult: Sendable, Codable, Hashable {
     package var days: Int?
     /// Granting notifications the runs recovered in the window (what the hurt were chosen from).
     package var missedGrants = 0
+    /// Of those, the ones recorded before the access they continue ended (a renewal Apple charged
+    /// early, recovered before the old period ran out): they denied nothing.
+    package var recordedBeforeAccessEnded = 0
     package var extensions: [RenewalExtensionReport] = []
     package var massExtensions: [MassExtensionReport] = []
     /// Requests to Apple's extension endpoints.

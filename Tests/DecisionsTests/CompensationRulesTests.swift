@@ -77,6 +77,19 @@ struct CompensationRulesTests {
         #expect(hurt.first?.hoursDenied == 30)
     }
 
+    /// A renewal recorded before the old period ran out is counted as denying nothing and is
+    /// never hurt, even with --min-hours 0; one recorded after it is.
+    @Test func aRenewalRecordedBeforeTheAccessHeldEndedDeniedNothingEvenWithNoMinimum() {
+        let missed = [
+            Self.grant("DID_RENEW", id: "in-time", signedHoursAgo: 10, accessHeldHoursAgo: -2),
+            Self.grant("DID_RENEW", id: "late", signedHoursAgo: 10, accessHeldHoursAgo: 4),
+            Self.grant("RENEWAL_EXTENDED", id: "extended", signedHoursAgo: 10),
+        ]
+        #expect(CompensationRules.deniedNothing(missed) == 1)
+        let hurt = CompensationRules.hurt(missed, minimumHours: 0, now: Self.now)
+        #expect(hurt.map(\.originalTransactionId) == ["late"] && hurt.first?.hoursDenied == 4)
+    }
+
     @Test func theLongestDenialOfASubscriptionCounts() {
         let hurt = CompensationRules.hurt(
             [Self.grant("DID_RENEW", signedHoursAgo: 10), Self.grant("SUBSCRIBED", signedHoursAgo: 50), Self.grant("REFUND_REVERSED", signedHoursAgo: 20)],

@@ -161,15 +161,20 @@ struct CompensationTests {
                 default: #expect(entry.outcome == "extended" && !shared, "Apple refused none: \(entry)")
                 }
             }
-            // Hours from the ledger's own times of the missed notification, days by the rule, and
-            // the identifier derived from the window.
+            // Hours from the missed notification's recording back to when access ended: its
+            // signing, or for a renewal Apple charged early (up to 24 h before the period ended:
+            // the simulator's default) the old expiry, which is the renewal's purchase date
+            // (periods are contiguous). Days by the rule, and the identifier derived from the window.
             for entry in first.extensions {
-                let milliseconds = try await setup.count(
+                let missed = try #require(setup.harness.scenario.notifications.first { $0.uuid == entry.missedNotificationUUID })
+                let accessEnded = missed.type == .didRenew ? max(missed.signedDate, missed.transaction.purchaseDate ?? missed.signedDate) : missed.signedDate
+                let recorded = try await setup.count(
                     """
-                    SELECT (extract(epoch FROM recorded_at - signed_date) * 1000)::bigint FROM app_store.notifications
+                    SELECT (extract(epoch FROM recorded_at) * 1000)::bigint FROM app_store.notifications
                     WHERE notification_uuid = '\(entry.missedNotificationUUID)' AND source = 'history'
                     """
                 )
+                let milliseconds = Int64(recorded) - accessEnded
                 // The live server's own later grant may end the denial earlier (recorded before the
                 // run, seconds earlier here): within a minute of the recording.
                 #expect(abs(entry.hoursDenied - Double(milliseconds) / 3_600_000) <= 0.1 + 1.0 / 60, "\(entry.hoursDenied) h against \(Double(milliseconds) / 3_600_000) h")
@@ -389,18 +394,21 @@ struct CompensationTests {
             let made = setup.harness.api.renewalExtensions.filter { $0.mass != nil }
             #expect(first.succeededCount == Int64(made.count) && made.count > 0)
             #expect(setup.harness.api.requestCounts["massExtendRenewalDate"] == 1)
-            #expect(setup.harness.api.requestCounts["massExtensionStatus"] == 2, "not complete, then complete")
+            // Apple works through the subscribers over time: a third at each status request.
+            #expect(setup.harness.api.requestCounts["massExtensionStatus"] == 3, "not complete twice, then complete")
             #expect(try await setup.count("SELECT count(*) FROM app_store.mass_extensions WHERE complete AND succeeded_count = \(made.count)") == 1)
             let again = try #require(try await setup.run().compensate(scope, mode: .apply).compensated?.massExtensions.first)
             #expect(again.resumed && again.outcome == "complete")
-            #expect(setup.harness.api.requestCounts["massExtendRenewalDate"] == 1 && setup.harness.api.requestCounts["massExtensionStatus"] == 2)
-            #expect(setup.harness.api.notificationsSignedLater.filter { $0.type == .renewalExtended }.count == made.count)
+            #expect(setup.harness.api.requestCounts["massExtendRenewalDate"] == 1 && setup.harness.api.requestCounts["massExtensionStatus"] == 3)
+            // A RENEWAL_EXTENDED for each extension: the mass extension's and the single ones its failures got.
+            #expect(setup.harness.api.notificationsSignedLater.filter { $0.type == .renewalExtended }.count == setup.harness.api.renewalExtensions.count)
             // Apple's RENEWAL_EXTENSION/SUMMARY (its `summary` in place of `data`) verifies and is recorded as any other.
             let summaries = setup.harness.api.notificationsSignedLater.filter { $0.type == .renewalExtension && $0.subtype == .summary }
             #expect(summaries.count == 1 && summaries.first?.summary?.succeededCount == Int64(made.count))
+            // The command recorded it from Get Notification History (with the FAILUREs) once Apple completed.
+            #expect(try await setup.count("SELECT count(*) FROM app_store.notifications WHERE notification_type = 'RENEWAL_EXTENSION' AND subtype = 'SUMMARY' AND source = 'history'") == 1)
             let ingest = NotificationIngest(verifier: try setup.harness.verifier(), store: setup.store)
-            #expect(try await ingest.ingest(signedPayloads: try summaries.map { try setup.harness.api.signNotification($0) }) == 1)
-            #expect(try await setup.count("SELECT count(*) FROM app_store.notifications WHERE notification_type = 'RENEWAL_EXTENSION' AND subtype = 'SUMMARY'") == 1)
+            #expect(try await ingest.ingest(signedPayloads: try summaries.map { try setup.harness.api.signNotification($0) }) == 0, "already recorded")
         }
     }
 
@@ -422,7 +430,7 @@ struct CompensationTests {
             let dry = try #require(try await setup.run().compensate(.allActive(days: 4, productId: product, intent: "outage", pollInterval: .milliseconds(10)), mode: .dryRun).compensated?.massExtensions.first)
             #expect(dry.outcome == "requested" && dry.resumed, "a dry run says it is under way: \(dry)")
             let resumed = try #require(try await setup.run().compensate(.allActive(days: 4, productId: product, intent: "outage", pollInterval: .milliseconds(10)), mode: .apply).compensated?.massExtensions.first)
-            #expect(resumed.resumed && resumed.outcome == "complete" && resumed.succeededCount == Int64(setup.harness.api.renewalExtensions.count), "\(resumed)")
+            #expect(resumed.resumed && resumed.outcome == "complete" && resumed.succeededCount == Int64(setup.harness.api.renewalExtensions.count { $0.mass != nil }), "\(resumed)")
             #expect(setup.harness.api.requestCounts["massExtendRenewalDate"] == 1, "followed, not sent again")
         }
     }
@@ -471,8 +479,10 @@ struct CompensationTests {
                 .allActive(days: 2, productId: nil, intent: "w", pollInterval: .milliseconds(10), window: window), mode: .apply
             ).compensated).massExtensions
             #expect(massReports.allSatisfy { $0.outcome == "complete" }, "\(massReports.map(\.outcome))")
+            // (The mass run itself sent the single extensions its failures get.)
+            let sentByTheMassRun = setup.harness.api.requestCounts["extendRenewalDate"] ?? 0
             let single = try await setup.compensate()
-            #expect(setup.harness.api.requestCounts["extendRenewalDate"] == nil, "nothing sent for what the mass remedy made good")
+            #expect(setup.harness.api.requestCounts["extendRenewalDate"] ?? 0 == sentByTheMassRun, "nothing sent for what the mass remedy made good")
             let excluded = single.extensions.filter { $0.rule == "other_remedy" }
             #expect(!excluded.isEmpty && excluded.allSatisfy { $0.outcome == "skipped" && $0.needsAPerson && $0.detail?.contains("mass extension") == true })
             #expect(single.extensions.allSatisfy { $0.rule == "other_remedy" || Self.ineligible($0) })
@@ -480,36 +490,49 @@ struct CompensationTests {
     }
 
     /// Issue 62, point 3: Apple's article says to retry each subscriber a mass extension could not
-    /// extend (RENEWAL_EXTENSION/FAILURE) with Extend a Subscription Renewal Date. Once the mass
-    /// extension is complete and its FAILURE notifications are recorded, the command that follows
-    /// it sends each failed subscriber the single extension once (reason 3, the mass request's
-    /// days, an identifier of the mass request and the subscription), skips those Apple's rules
-    /// refuse, and a rerun sends nothing more.
+    /// extend (RENEWAL_EXTENSION/FAILURE) with Extend a Subscription Renewal Date. Once Apple
+    /// completes the mass extension (over several status requests, failing some subscribers for
+    /// a passing reason), the command records its FAILURE notifications from Get Notification
+    /// History (no `serve` here) and sends each failed subscriber the single extension once
+    /// (reason 3, the mass request's days, an identifier of the mass request and the
+    /// subscription), skipping those Apple's rules refuse; a FAILURE recorded later (by `serve`)
+    /// is retried by the next run of the command, and a rerun sends nothing more.
     @Test func eachSubscriberAMassExtensionFailedGetsOneSingleExtension() async throws {
         try await Self.withSetup(seed: 529, customers: 40) { setup in
             try await setup.recover()
             let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
-            let eligible = try #require(setup.harness.scenario.customers.lazy.flatMap(\.subscriptions).first { purchase in
+            func eligible(_ purchase: Scenario.Purchase) -> Bool {
                 purchase.subscriptionStatus == .active && (purchase.latestTransaction.expiresDate ?? 0) > nowMs + 3_600_000
                     && purchase.latestTransaction.inAppOwnershipType != "FAMILY_SHARED" && purchase.latestTransaction.offerDiscountType != "FREE_TRIAL"
                     && (purchase.latestTransaction.price ?? 1) > 0
-            })
-            let product = try #require(eligible.latestTransaction.productId)
+            }
+            let product = try #require(setup.harness.scenario.customers.lazy.flatMap(\.subscriptions).first(where: eligible)?.latestTransaction.productId)
             let window = setup.outage
             let scope = Compensation.Scope.allActive(days: 2, productId: product, intent: "failures", pollInterval: .milliseconds(10), window: window)
             let first = try #require(try await setup.run().compensate(scope, mode: .apply).compensated)
             #expect(first.massExtensions.first?.outcome == "complete")
             let massIdentifier = try #require(first.massExtensions.first.flatMap { UUID(uuidString: $0.requestIdentifier) })
-            // Apple's FAILURE notifications, as serve records them: the simulator's own, and one for
-            // a subscriber Apple failed for a passing reason.
-            var failures = setup.harness.api.notificationsSignedLater.filter { $0.type == .renewalExtension && $0.subtype == .failure }
-            let template = try #require(setup.harness.scenario.notifications.last { $0.originalTransactionId == eligible.originalTransactionId })
+            // Every FAILURE Apple signed has its line in the same run; the ones Apple failed for a
+            // passing reason were extended by a single request each.
+            let signedFailures = setup.harness.api.notificationsSignedLater.filter { $0.type == .renewalExtension && $0.subtype == .failure }
+            #expect(Set(first.extensions.map(\.originalTransactionId)) == Set(signedFailures.map(\.originalTransactionId)), "\(first.extensions.map(\.outcome))")
+            let retried = first.extensions.filter { $0.outcome == "extended" }
+            try #require(!retried.isEmpty, "the mass extension failed some eligible subscribers: \(first.extensions.map { "\($0.outcome) \($0.rule ?? "")" })")
+            let singlesOfTheFirstRun = setup.harness.api.renewalExtensions.filter { $0.mass == nil }
+            #expect(singlesOfTheFirstRun.count == retried.count && Set(singlesOfTheFirstRun.map(\.originalTransactionId)) == Set(retried.map(\.originalTransactionId)))
+            #expect(Int64(signedFailures.count) == first.massExtensions.first?.failedCount)
+            // A FAILURE serve records later, for a subscriber the mass extension did extend.
+            let extendedInMass = Set(setup.harness.api.renewalExtensions.filter { $0.mass != nil }.map(\.originalTransactionId))
+            let target = try #require(setup.harness.scenario.customers.lazy.flatMap(\.subscriptions).first { purchase in
+                eligible(purchase) && purchase.latestTransaction.productId == product && extendedInMass.contains(purchase.originalTransactionId)
+            })
+            let template = try #require(setup.harness.scenario.notifications.last { $0.originalTransactionId == target.originalTransactionId })
             var planted = template
             planted.uuid = UUID().uuidString.lowercased()
             (planted.type, planted.subtype, planted.signedDate) = (.renewalExtension, .failure, Int64(Date().timeIntervalSince1970 * 1000))
-            failures.append(planted)
             let ingest = NotificationIngest(verifier: try setup.harness.verifier(), store: setup.store)
-            _ = try await ingest.ingest(signedPayloads: try failures.map { try setup.harness.api.signNotification($0) })
+            #expect(try await ingest.ingest(signedPayloads: [try setup.harness.api.signNotification(planted)]) == 1)
+            let eligible = target
             let singlesBefore = setup.harness.api.renewalExtensions.filter { $0.mass == nil }.count
             let second = try #require(try await setup.run().compensate(scope, mode: .apply).compensated)
             #expect(second.massExtensions.first?.resumed == true && setup.harness.api.requestCounts["massExtendRenewalDate"] == 1)

@@ -178,7 +178,11 @@ package struct RecoveryHarness: Sendable {
             SELECT transaction_id || '|' || CASE WHEN signed_date > \(worldNow) THEN 'at-request' ELSE signed_date::text END || '|'
                 || coalesce(revocation_date::text, '') || '|' || coalesce(expires_date::text, '') FROM app_store.transactions ORDER BY 1
             """,
-            "SELECT original_transaction_id || '|' || coalesce(status::text, '') || '|' || coalesce(expires_date::text, '') || '|' || coalesce(auto_renew_status::text, '') || '|' || last_signed_date::text FROM app_store.subscriptions ORDER BY 1",
+            // A subscription pass 2 repaired holds the signing of Apple's answer (signed at request time).
+            """
+            SELECT original_transaction_id || '|' || coalesce(status::text, '') || '|' || coalesce(expires_date::text, '') || '|' || coalesce(auto_renew_status::text, '') || '|'
+                || CASE WHEN last_signed_date > \(worldNow) THEN 'at-request' ELSE last_signed_date::text END FROM app_store.subscriptions ORDER BY 1
+            """,
             "SELECT environment || '|' || account_id || '|' || coalesce(revision, '') FROM app_store.accounts ORDER BY 1",
             "SELECT kind || '|' || outcome FROM app_store.runs ORDER BY started_at",
             "SELECT reason || '|' || coalesce(notification_uuid, '') FROM app_store.rejected_payloads ORDER BY 1",

@@ -30,6 +30,11 @@ package struct Compensation: Sendable {
     let logger: Logger
     let stop: StopRequest
     let now: @Sendable () -> Date
+    /// Records the notifications Apple signed about the mass extensions since a date (their
+    /// RENEWAL_EXTENSION/FAILURE and SUMMARY, from Get Notification History), so that the
+    /// failures are retried by the same command even without `serve`; nil: only what the ledger
+    /// already holds.
+    var recordMassNotifications: MassExtending.RecordNotifications?
 
     func run(_ scope: Scope, dryRun: Bool, runId: UUID?) async throws -> CompensationResult {
         let endpoints: [Endpoint] = [.extendRenewalDate, .massExtendRenewalDate, .massExtensionStatus]
@@ -42,7 +47,9 @@ package struct Compensation: Sendable {
             result = CompensationResult(days: days)
             let products: [String]
             if let productId { products = [productId] } else { products = try await store.subscriptionProducts(pair: pair) }
-            let mass = MassExtending(client: client, store: store, pair: pair, logger: logger, stop: stop, now: now)
+            let mass = MassExtending(
+                client: client, store: store, pair: pair, logger: logger, stop: stop, now: now, recordNotifications: recordMassNotifications
+            )
             let remedies = again ? [] : try await store.earlierRemedies(pair: pair)
             (result.massExtensions, result.extensions, result.stopped) = try await mass.run(
                 products, days: days, intent: intent, window: window, remedies: remedies, dryRun: dryRun, runId: runId, pollInterval: pollInterval)
@@ -59,6 +66,7 @@ package struct Compensation: Sendable {
             pair: pair, start: start, end: end, types: CompensationRules.typesThatMayGrant, grantTypes: CompensationRules.typesThatGrant
         )
         result.missedGrants = missed.count
+        result.recordedBeforeAccessEnded = CompensationRules.deniedNothing(missed)
         let remedies = again ? [] : try await store.earlierRemedies(pair: pair)
         for hurt in CompensationRules.hurt(missed, minimumHours: minimumHours, now: now()) {
             if stop.isRequested {

@@ -22,6 +22,11 @@ struct MassExtending: Sendable {
     let logger: Logger
     let stop: StopRequest
     let now: @Sendable () -> Date
+    let recordNotifications: RecordNotifications?
+
+    /// Records the RENEWAL_EXTENSION notifications Apple signed since a date (verified, as pass 1
+    /// records any), under the run's row.
+    typealias RecordNotifications = @Sendable (_ since: Date, _ runId: UUID?) async throws -> Void
 
     /// One product's request as the run goes.
     struct Product: Sendable {
@@ -47,7 +52,13 @@ struct MassExtending: Sendable {
             started[index].report.detail = "stopped before Apple completed it: the same command follows it"
         }
         var retries: [RenewalExtensionReport] = []
-        for product in started where product.record.complete && !stop.isRequested {
+        // Apple's FAILURE notifications for what completed, from Get Notification History: the
+        // ledger may not hold them yet (no `serve`, or it was down).
+        let completed = started.filter(\.record.complete)
+        if !dryRun, !stop.isRequested, let recordNotifications, let since = completed.map(\.record.requestedAt).min() {
+            try await recordNotifications(since, runId)
+        }
+        for product in completed where !stop.isRequested {
             retries += try await retryFailures(product.record, dryRun: dryRun, runId: runId)
         }
         return (started.map(\.report), retries, stop.isRequested)
@@ -60,7 +71,7 @@ struct MassExtending: Sendable {
     /// rules skips it. A later run of the same command finds the ones recorded since.
     func retryFailures(_ mass: MassExtensionRecord, dryRun: Bool, runId: UUID?) async throws -> [RenewalExtensionReport] {
         let failures = try await store.massExtensionFailures(pair: pair, productId: mass.productId, since: mass.requestedAt)
-        let compensation = Compensation(client: client, store: store, pair: pair, logger: logger, stop: stop, now: now)
+        let compensation = Compensation(client: client, store: store, pair: pair, logger: logger, stop: stop, now: now, recordMassNotifications: nil)
         let window = (mass.windowStart ?? mass.requestedAt)..<max(mass.windowEnd ?? mass.requestedAt, mass.windowStart ?? mass.requestedAt)
         var reports: [RenewalExtensionReport] = []
         var seen: Set<String> = []

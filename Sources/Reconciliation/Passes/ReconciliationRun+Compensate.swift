@@ -11,7 +11,16 @@ extension ReconciliationRun {
     package func compensate(_ scope: Compensation.Scope, mode: RunMode) async throws -> RunResult {
         try await LedgerDatabase.checkReachable(databaseURL, logger: logger)
         let pair = verifier.configuration.pair
-        let compensation = Compensation(client: client, store: store, pair: pair, logger: logger, stop: stop, now: now)
+        let recovery = NotificationRecovery(client: client, verifier: verifier, store: store, logger: logger, progress: progress, stop: stop, now: now)
+        let (environment, now) = (pair.environment, now)
+        let compensation = Compensation(
+            client: client, store: store, pair: pair, logger: logger, stop: stop, now: now,
+            recordMassNotifications: { since, runId in
+                // A minute before the request: Apple's clock and ours.
+                let window = try OutageWindow(start: since.addingTimeInterval(-60), end: now(), environment: environment, now: now())
+                _ = try await recovery.run(.init(window: window, runId: runId, checkpoints: false, onlyTypes: [.renewalExtension]))
+            }
+        )
         let compensateAll = { @Sendable () async throws -> RunResult in
             try await recorded(.compensate, mode: mode, window: nil, shard: .whole) { result in
                 defer { progress.finish() }
