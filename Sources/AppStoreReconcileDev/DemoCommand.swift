@@ -104,6 +104,9 @@ struct DemoCommand: AsyncParsableCommand {
                     \(summary.subscriptions) subscriptions (\(summary.activeSubscriptions) active), \(summary.runs) runs recorded; by App Store:
                     """)
                 try await DemoDeployment.ledgerByAppStore(database, logger: logger).forEach { print($0) }
+                let limited = world.worlds.reduce(0) { $0 + $1.rateLimitedCount }
+                let requests = world.worlds.reduce(0) { $0 + $1.requestCounts.values.reduce(0, +) }
+                print("Apple's rate limits (50 requests a second in Production, 5 in Sandbox), enforced: \(limited) of \(requests) requests answered 429.")
             }
 
             try await VerificationDemo.show()

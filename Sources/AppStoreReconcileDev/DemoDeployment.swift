@@ -22,7 +22,8 @@ enum DemoDeployment {
     /// three events reached neither the webhook nor the history (a refund, a renewal, an expiry):
     /// only pass 2, through Get Transaction History, sets those customers right.
     static func world(customers: Int) throws -> SimulatedDeployment {
-        try SimulatedDeployment(apps: apps, configure: { configuration in
+        // Apple's rate limits, enforced: the tool paces itself by Apple's documented rates.
+        try SimulatedDeployment(apps: apps, options: SimulatorOptions.applesRateLimits, configure: { configuration in
             let production = configuration.environment == .production
             configuration.seed = 2026 + (configuration.bundleId == apps[0].bundleId ? 0 : 2) + (production ? 0 : 1)
             configuration.customers = production ? customers : max(1, customers / 4)

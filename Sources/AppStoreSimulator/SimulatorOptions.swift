@@ -1,9 +1,19 @@
 import Foundation
+import SignedData
 
 /// How the simulator behaves beyond Apple's rules: its limits, its faults, its credentials.
 package struct SimulatorOptions: Sendable {
     /// Requests per second allowed per endpoint (Apple's figures are 50 in Production); nil: no limit.
     package var requestsPerSecond: Double?
+
+    /// Apple's limits: 50 requests a second in Production for most endpoints, a tenth of it in
+    /// Sandbox (each endpoint's share: `SimulatedAPI.rateShare`). What `simulate`,
+    /// `simulate-deployment` and the demo enforce; in-process tests choose their own.
+    package static func applesRateLimits(_ environment: AppStoreEnvironment) -> SimulatorOptions {
+        var options = SimulatorOptions()
+        options.requestsPerSecond = environment == .production ? 50 : 5
+        return options
+    }
     /// How long a pagination token stays usable before PaginationTokenExpiredError.
     package var paginationTokenLifetime: TimeInterval = 3600
     /// Share of requests answered 500 with GeneralInternalRetryableError (5000001).

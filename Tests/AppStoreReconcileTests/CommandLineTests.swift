@@ -250,6 +250,11 @@ struct CommandLineTests {
         }
         #expect(output.contains("subtype altered: rejected (bad_signature)"))
         #expect(output.contains("(1.00 per answer)"), "one Send Consumption Information request per answer")
+        // The simulator enforces Apple's rate limits in the demo; the tool paces itself within them.
+        #expect(output.contains("Sandbox), enforced: 0 of "), "no request answered 429: \(output.suffix(600))")
+        // Apple charges renewals up to 24 h early: some missed renewals were recorded before the old period ran out.
+        let compensate = output.split(separator: "\n").filter { $0.contains("hurt subscriptions (from ") }
+        #expect(compensate.count == 4 && compensate.contains { $0.contains("recorded before the access they continue ended (denied nothing)") }, "\(compensate)")
     }
 }
 
