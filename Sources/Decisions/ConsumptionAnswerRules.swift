@@ -63,7 +63,8 @@ package enum ConsumptionAnswerRules {
             case .familyShared: "a family member's share (Family Sharing): Apple takes no consumption answer about it (4000185), so none was sent"
             case .assigned: "an ASSIGNED (multiseat) transaction: Apple takes no consumption answer about it (4000227), so none was sent"
             case .advancedCommerce:
-                "an Advanced Commerce API purchase: Send Consumption Information takes no answer about it (AdvancedCommerceTransactionNotSupportedError), so none was sent"
+                "an Advanced Commerce API purchase: Send Consumption Information takes no answer about it (AdvancedCommerceTransactionNotSupportedError), so none was sent; "
+                    + "Apple takes answers about such purchases only through the deprecated Send Consumption Information V1, which this release does not send"
             }
         }
     }
