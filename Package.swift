@@ -105,7 +105,8 @@ let package = Package(
         .target(
             name: "Ledger",
             dependencies: [
-                "LedgerModel", "SignedData", "FailureKind",
+                // Decisions: what a row owes (SubscriptionDue), stored with it by the one writer.
+                "LedgerModel", "SignedData", "FailureKind", "Decisions",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),

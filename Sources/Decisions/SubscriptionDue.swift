@@ -1,8 +1,10 @@
 import Foundation
 import LedgerModel
 
-/// What Apple owes a subscription next, and by when (issue 64, point 1: the first step, the pure
-/// rule; the stored column, the view and the nightly's use of it are still to build). From the
+/// What Apple owes a subscription next, and by when (issue 64, point 1). Every writer of
+/// `app_store.subscriptions` stores it with the row (`due_at`, `expected`), which
+/// `app_store.overdue_subscriptions`, `serve`'s gauge and `status` read; pass 2's `Overdue` rule
+/// selects the accounts it makes overdue. From the
 /// state the ledger holds: an active subscription renewing automatically must see DID_RENEW,
 /// DID_FAIL_TO_RENEW or EXPIRED by its expiry; one whose auto-renew is off an EXPIRED by its
 /// expiry; one in billing grace a DID_RENEW/BILLING_RECOVERY or GRACE_PERIOD_EXPIRED by the grace
@@ -50,7 +52,7 @@ package struct SubscriptionDue: Hashable, Sendable {
 
     /// How long past its due time `subscription` is at `now`, once more than `after` has passed
     /// (`overdueAfter`, 1 hour by default); nil while nothing is overdue.
-    package static func overdue(_ subscription: SubscriptionRecord, now: Date, after: TimeInterval = GapRules.expiryTolerance) -> TimeInterval? {
+    package static func overdue(_ subscription: SubscriptionRecord, now: Date, after: TimeInterval = GapRules.defaultOverdueAfter) -> TimeInterval? {
         guard let due = of(subscription) else { return nil }
         let late = now.timeIntervalSince(due.dueAt)
         return late > after ? late : nil

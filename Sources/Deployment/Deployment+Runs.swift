@@ -64,12 +64,13 @@ extension Deployment {
         let databaseURL = try databaseURL()
         let database = LedgerDatabase.client(databaseURL, logger: logger)
         let store = LedgerStore(client: database, logger: logger)
-        let services = parts.map { made in
+        let services = zip(pairs, parts).map { pair, made in
             made.map { parts in
-                let run = ReconciliationRun(
+                var run = ReconciliationRun(
                     client: parts.client, verifier: parts.verifier, store: store, databaseURL: databaseURL, logger: logger,
                     progress: parts.telling.progress, events: parts.telling.events, writeMetricsFile: { try $0.write(to: $1) }
                 )
+                run.overdueAfter = pair.overdueAfter
                 return RunService(run, job: parts.job, stopRequested: parts.telling.stopRequested)
             }
         }

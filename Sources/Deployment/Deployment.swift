@@ -20,10 +20,16 @@ package struct Deployment: Sendable {
         /// For a Production pair, the same app's Sandbox settings when the file lists that
         /// environment, selected or not: where `import` asks about IDs Production does not know.
         package var sandboxSettings: Settings?
+        /// The file's `overdueAfter`: how long past its due time a notification Apple owes is overdue.
+        package var overdueAfter: TimeInterval = Pair.defaultOverdueAfter
+        /// Without a file, or when it does not say: an hour (`GapRules.defaultOverdueAfter`).
+        package static let defaultOverdueAfter: TimeInterval = 3600
 
         package init(
-            pair: AppStorePair, settings: Settings, deliverTo: String? = nil, refundFacts: RefundFactsQuery? = nil, sandboxSettings: Settings? = nil
+            pair: AppStorePair, settings: Settings, deliverTo: String? = nil, refundFacts: RefundFactsQuery? = nil, sandboxSettings: Settings? = nil,
+            overdueAfter: TimeInterval = Pair.defaultOverdueAfter
         ) {
+            self.overdueAfter = overdueAfter
             self.pair = pair
             self.settings = settings
             self.deliverTo = deliverTo
@@ -77,7 +83,7 @@ package struct Deployment: Sendable {
                     Pair(
                         pair: AppStorePair(bundleId: app.bundleId, environment: environment), settings: settings(environment),
                         deliverTo: app.deliverTo[environment], refundFacts: try app.refundFacts.map { try Self.refundFacts($0, of: app.bundleId, in: file.path) },
-                        sandboxSettings: sandbox
+                        sandboxSettings: sandbox, overdueAfter: file.overdueAfter ?? Pair.defaultOverdueAfter
                     )
                 )
             }

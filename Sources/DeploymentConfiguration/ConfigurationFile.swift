@@ -8,6 +8,7 @@ import Yams
 /// ```yaml
 /// database: postgresql://…                 # DATABASE_URL wins when set
 /// rootCertificates: [/etc/appstore/AppleRootCA-G3.cer]
+/// overdueAfter: 1h                         # optional: how late a notification Apple owes is overdue
 /// apps:
 ///   - bundleId: com.example.app
 ///     appAppleId: 1234567890               # required when Production is listed
@@ -51,6 +52,9 @@ package struct ConfigurationFile: Sendable, Hashable {
     package var path: String
     package var database: String?
     package var rootCertificates: [String]?
+    /// How long past its due time a notification Apple owes counts as overdue (`overdueAfter`:
+    /// `90m`, `1h`, `2h`, `1d`; nil: the default hour).
+    package var overdueAfter: TimeInterval? = nil
     package var apps: [App]
 
     /// Every (app, environment) pair the file names, in its order.
@@ -84,7 +88,7 @@ package struct ConfigurationFile: Sendable, Hashable {
             // Only where: the parser's message quotes the line, which may hold a password.
             throw reader.error(nil, "is not valid YAML\(Self.where(error))")
         }
-        let top = try reader.mapping(root, at: nil, keys: ["database", "rootCertificates", "apps"])
+        let top = try reader.mapping(root, at: nil, keys: ["database", "rootCertificates", "overdueAfter", "apps"])
         var file = ConfigurationFile(path: path, database: nil, rootCertificates: nil, apps: [])
         file.database = try top["database"].map { try reader.string($0, at: "database") }
         file.rootCertificates = try top["rootCertificates"].map { node in
@@ -92,6 +96,7 @@ package struct ConfigurationFile: Sendable, Hashable {
             guard !paths.isEmpty else { throw reader.error("rootCertificates", "names no file") }
             return paths
         }
+        file.overdueAfter = try top["overdueAfter"].map { try reader.duration($0, at: "overdueAfter", within: 0...7 * 86_400) }
         guard let appsNode = top["apps"] else { throw reader.error("apps", "is missing: list at least one app") }
         guard let list = appsNode.sequence, !list.isEmpty else { throw reader.error("apps", "must be a list of at least one app") }
         var seen: Set<String> = []
@@ -153,6 +158,16 @@ private struct Reader {
             found[text] = value
         }
         return found
+    }
+
+    /// A duration: a number and its unit, `s`, `m`, `h` or `d` (`90m`, `1h`), within `range` seconds.
+    func duration(_ node: Node, at key: String, within range: ClosedRange<TimeInterval>) throws -> TimeInterval {
+        let text = try string(node, at: key)
+        let units: [Character: TimeInterval] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
+        guard let unit = text.last.flatMap({ units[$0] }), let value = Double(text.dropLast()), value.isFinite, range.contains(value * unit) else {
+            throw error(key, "must be a duration from \(Int(range.lowerBound))s to \(Int(range.upperBound / 86_400))d, such as 90m, 1h or 1d\(line(node))")
+        }
+        return value * unit
     }
 
     func string(_ node: Node, at key: String) throws -> String {

@@ -7,7 +7,9 @@ import SignedData
 /// What `serve`'s `/metrics` reads from the ledger at each scrape, for the alerts a team needs
 /// wherever its jobs run (a Kubernetes CronJob has no textfile collector): when each kind of run
 /// last succeeded for each configured App Store, and the refund requests still to answer with the
-/// soonest deadline. Two indexed queries, whatever the ledger's size; `serve` reads them at most
+/// soonest deadline, and the subscriptions Apple owes a notification it has not sent (issue 64:
+/// a webhook losing notifications is seen within the hour). Three indexed queries, whatever the
+/// ledger's size; `serve` reads them at most
 /// once per `LedgerGaugeCache` interval, whoever scrapes.
 package struct LedgerGauges: Hashable, Sendable {
     package struct RunKey: Hashable, Sendable {
@@ -35,10 +37,16 @@ package struct LedgerGauges: Hashable, Sendable {
     package var lastSuccess: [RunKey: Date] = [:]
     /// Refund requests not yet answered whose deadline is still ahead, by App Store.
     package var unansweredConsumptionRequests: [AppStorePair: Unanswered] = [:]
+    /// Subscriptions Apple owes a notification past `overdueAfter` (`LedgerStore.overdueCounts`),
+    /// by App Store; absent: none.
+    package var overdueSubscriptions: [AppStorePair: Int] = [:]
 
-    package init(lastSuccess: [RunKey: Date] = [:], unansweredConsumptionRequests: [AppStorePair: Unanswered] = [:]) {
+    package init(
+        lastSuccess: [RunKey: Date] = [:], unansweredConsumptionRequests: [AppStorePair: Unanswered] = [:], overdueSubscriptions: [AppStorePair: Int] = [:]
+    ) {
         self.lastSuccess = lastSuccess
         self.unansweredConsumptionRequests = unansweredConsumptionRequests
+        self.overdueSubscriptions = overdueSubscriptions
     }
 
     /// The kinds whose last success is exposed: the scheduled ones.
@@ -47,7 +55,7 @@ package struct LedgerGauges: Hashable, Sendable {
 
 extension LedgerStore {
     /// The ledger's figures for `pairs` (the configured App Stores only: rows of others add no series).
-    package func gauges(for pairs: [AppStorePair], now: Date) async throws -> LedgerGauges {
+    package func gauges(for pairs: [AppStorePair], now: Date, overdueAfter: TimeInterval = 3600) async throws -> LedgerGauges {
         var gauges = LedgerGauges()
         let configured = Set(pairs)
         // The newest of each (App Store, kind, outcome): a few index lookups (runs_app_kind_finished_idx),
@@ -85,6 +93,7 @@ extension LedgerStore {
             let pair = AppStorePair(bundleId: bundleId, environment: AppStoreEnvironment(rawValue: environment))
             if configured.contains(pair) { gauges.unansweredConsumptionRequests[pair] = .init(count: count, nextDeadline: deadline) }
         }
+        gauges.overdueSubscriptions = try await overdueCounts(for: pairs, now: now, after: overdueAfter)
         return gauges
     }
 }

@@ -27,6 +27,8 @@ package struct Migrator: Sendable {
         package var alreadyApplied: Int
         /// The conversion of signed payloads stored before migration 0021 (`StoredJWSConversion`).
         package var conversion = StoredJWSConversion.Outcome()
+        /// Subscriptions written before migration 0029 given what they owe (`DueBackfill`).
+        package var dueFilled = 0
     }
 
     package func migrate(_ client: PostgresClient, logger: Logger) async throws -> Outcome {
@@ -37,6 +39,7 @@ package struct Migrator: Sendable {
                 try await connection.query("SELECT set_config('lock_timeout', \(lockTimeout.postgresSetting), false)", logger: logger)
                 var outcome = try await migrateHoldingLock(connection, logger: logger)
                 outcome.conversion = try await StoredJWSConversion().run(on: connection, logger: logger)
+                outcome.dueFilled = try await DueBackfill().run(on: connection, logger: logger)
                 try await connection.query("SELECT set_config('lock_timeout', '0', false)", logger: logger)
                 try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 return outcome

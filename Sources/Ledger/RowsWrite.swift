@@ -1,3 +1,4 @@
+import Decisions
 import Foundation
 import LedgerModel
 import NIOCore
@@ -153,11 +154,12 @@ extension LedgerStore {
                     ON CONFLICT DO NOTHING
                     RETURNING 1
                 ), written_subscriptions AS (
-                    INSERT INTO app_store.subscriptions (\(SubscriptionRecord.selectList()))
-                    SELECT \(SubscriptionRecord.values(from: "r"))
-                    FROM jsonb_to_recordset(\(Parameter.subscriptions.sql)) AS r(\(SubscriptionRecord.recordsetTypes))
+                    INSERT INTO app_store.subscriptions (\(SubscriptionRecord.selectList()), due_at, expected)
+                    SELECT \(SubscriptionRecord.values(from: "r")), timestamptz 'epoch' + r.due_ms * interval '1 millisecond', r.expected
+                    FROM jsonb_to_recordset(\(Parameter.subscriptions.sql)) AS r(\(SubscriptionRecord.recordsetTypes), due_ms bigint, expected text)
                     ON CONFLICT (bundle_id, environment, original_transaction_id) DO UPDATE SET
                         \(SubscriptionRecord.updateList(table: "app_store.subscriptions")),
+                        due_at = EXCLUDED.due_at, expected = EXCLUDED.expected,
                         updated_at = CASE WHEN \(subscriptionChanges) THEN now() ELSE app_store.subscriptions.updated_at END
                     WHERE app_store.subscriptions.last_signed_date < EXCLUDED.last_signed_date
                         OR (app_store.subscriptions.last_signed_date = EXCLUDED.last_signed_date
@@ -248,7 +250,8 @@ extension LedgerStore {
             values[.notifications] = RowJSON.array(notifications, extra: { ["object_key": .hex(objects.notificationKeys[$0])] })
             values[.consumptionRequests] = RowJSON.array(batch.consumptionRequests)
             values[.transactions] = RowJSON.array(transactions, extra: { ["object_key": .hex(objects.transactionKeys[$0])] })
-            values[.subscriptions] = RowJSON.array(subscriptions)
+            // What each row owes, by the rule (SubscriptionDue), written with it: every column it reads is replaced whole.
+            values[.subscriptions] = RowJSON.array(subscriptions, extra: { SubscriptionDue.of(subscriptions[$0]).jsonFields })
             values[.subscriptionChanges] = RowJSON.array(changes)
             values[.headers] = objects.headersJSON
             values[.objects] = objects.objectsJSON

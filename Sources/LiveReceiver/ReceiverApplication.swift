@@ -41,6 +41,8 @@ package struct ReceiverSettings: Sendable {
     /// Where each App Store's recorded notifications are forwarded (none: not forwarded), and how.
     package var forwardTo: [AppStorePair: DeliveryTarget] = [:]
     package var forwardPolicy = DeliveryPolicy(rounds: 1)
+    /// The configuration's `overdueAfter`, for `/metrics`' count of overdue subscriptions.
+    package var overdueAfter: Double = 3600
 
     package init() {}
 }
@@ -82,6 +84,7 @@ package struct ReceiverApplication: Sendable {
             bodyTimeout: settings.bodyTimeout
         )
         routes.skipsClosedConnections = true
+        routes.overdueAfter = settings.overdueAfter
         self.init(routes, batched: batched, settings: settings, logger: logger, onListening: onListening)
     }
 

@@ -39,6 +39,8 @@ package struct ReceiverRoutes: Sendable {
     package var skipsClosedConnections = false
     /// The present, for the ledger's figures on /metrics (a test's own clock in tests).
     package var now: @Sendable () -> Date = { Date() }
+    /// How long past its due time a notification Apple owes counts as overdue (the configuration's `overdueAfter`).
+    package var overdueAfter: TimeInterval = 3600
     /// The "answered 400/503" log lines, at most one per kind of answer per 10 s.
     let logThrottle = Locked(LogThrottle(interval: .seconds(10)))
 
@@ -115,7 +117,7 @@ package struct ReceiverRoutes: Sendable {
         // The ledger's figures for the alerts (last successes, refund requests to answer);
         // left out when the ledger does not answer in time.
         let pairs = metrics.pairs
-        let ledger = pairs.isEmpty ? nil : await Self.read(through: ledgerGauges) { try await store.gauges(for: pairs, now: now()) }
+        let ledger = pairs.isEmpty ? nil : await Self.read(through: ledgerGauges) { try await store.gauges(for: pairs, now: now(), overdueAfter: overdueAfter) }
         var response = Self.text(200, metrics.text(forwards: forwards, ledger: ledger))
         response.headers[.contentType] = "text/plain; version=0.0.4"
         return response

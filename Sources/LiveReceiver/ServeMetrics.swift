@@ -188,6 +188,10 @@ package final class ServeMetrics: Sendable {
                     help: "The soonest deadline of the refund requests not yet answered, UNIX seconds. Alert when it is near."
                 )
             }
+            out.set(
+                "appstore_reconcile_overdue_subscriptions", labels, Double(ledger.overdueSubscriptions[pair] ?? 0),
+                help: "Subscriptions Apple owes a notification (a renewal, a failure, an expiry) due more than overdueAfter ago, with nothing recorded since: the webhook may be losing notifications."
+            )
         }
         return out.text
     }

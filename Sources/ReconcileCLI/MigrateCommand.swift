@@ -14,7 +14,7 @@ struct MigrateCommand: AsyncParsableCommand {
             app_store.schema_migrations. Running it again changes nothing. It refuses to run if an applied \
             migration file was edited since. Concurrent runs wait for each other (advisory lock). Rows \
             written before migration 0021 have their signed payloads converted to the compact form, and \
-            rows written before 0023 get its columns from their stored payloads, in batches of a fraction \
+            rows written before 0023 get its columns from their stored payloads, and subscriptions written before 0029 what Apple owes them (due_at, expected), in batches of a fraction \
             of a second each, while the ledger stays in use; an interrupted run resumes there. Only DATABASE_URL is needed.
             """
     )
@@ -38,6 +38,9 @@ struct MigrateCommand: AsyncParsableCommand {
                 let longest = Int(outcome.conversion.longestBatch.components.seconds * 1000)
                     + Int(outcome.conversion.longestBatch.components.attoseconds / 1_000_000_000_000_000)
                 print("Stored each signed payload once (migration 0021): \(outcome.conversion.batches) batches, the longest \(longest) ms.")
+            }
+            if outcome.dueFilled > 0 {
+                print("Stored what Apple owes \(outcome.dueFilled) subscriptions written before migration 0029.")
             }
         }
     }

@@ -11,6 +11,8 @@ extension ServeCommand {
     func appStores(_ pairs: [Deployment.Pair]) throws -> (ReceiverSettings, [SignedDataVerifier]) {
         let online = onlineChecks ? OnlineChecks(transport: HTTPOCSPTransport()) : nil
         var settings = self.settings
+        // One value for the whole file.
+        settings.overdueAfter = pairs.first?.overdueAfter ?? Deployment.Pair.defaultOverdueAfter
         var verifiers: [SignedDataVerifier] = []
         for pair in pairs {
             verifiers.append(try pair.verifier(onlineChecks: online))

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Decisions
 import Deployment
 import Foundation
 import Ledger
@@ -12,7 +13,10 @@ struct StatusCommand: AsyncParsableCommand {
         abstract: "Show the last runs, the time since the last success, and whether a run is in progress.",
         discussion: """
             Reads app_store.runs and the run lock. Alert on the age of the last success (nightly runs should keep \
-            it under a day) and on rejected payloads. Needs only DATABASE_URL. --json prints the same for scripts.
+            it under a day) and on rejected payloads. Also counts, per App Store, the subscriptions Apple owes a \
+            notification (a renewal, a billing failure, an expiry) due more than --overdue-after ago with nothing \
+            recorded since (app_store.overdue_subscriptions): the webhook may be losing notifications, and the next \
+            nightly repairs them. Needs only DATABASE_URL. --json prints the same for scripts.
             """
     )
 
@@ -22,7 +26,19 @@ struct StatusCommand: AsyncParsableCommand {
     @Option(help: "How many recent runs to show.")
     var limit = 10
 
+    @Option(
+        help: "How long past its due time a notification Apple owes counts as overdue (the configuration's overdueAfter): 90m, 1h, 1d.",
+        transform: Self.duration)
+    var overdueAfter: TimeInterval = 3600
+
     @OptionGroup var database: DatabaseOptions
+
+    static func duration(_ text: String) throws -> TimeInterval {
+        guard let seconds = OutageDetection.parseDuration(text), seconds <= 7 * 86_400 else {
+            throw ValidationError("expected a duration up to 7d, such as 90m, 1h or 1d, not '\(text.prefix(40))'")
+        }
+        return seconds
+    }
 
     struct Status: Codable {
         var lastSuccess: LedgerStore.RunSummary?
@@ -33,6 +49,10 @@ struct StatusCommand: AsyncParsableCommand {
         /// With runs of more than one App Store among the recent ones: each one's last success
         /// ("com.example.app Sandbox"), so that one that stopped succeeding is not hidden by another.
         var lastSuccessByAppStore: [String: LedgerStore.RunSummary?]?
+        /// Subscriptions Apple owes a notification more than `overdueAfterSeconds` past due, per
+        /// App Store ("com.example.app Production"; those with none left out).
+        var overdueSubscriptions: [String: Int]
+        var overdueAfterSeconds: Int
     }
 
     func run() async throws {
@@ -50,11 +70,14 @@ struct StatusCommand: AsyncParsableCommand {
                     byPair = [:]
                     for pair in pairs.sorted() { byPair?[pair.description] = .some(try await store.lastSuccessfulRun(pair: pair)) }
                 }
+                let overdue = try await store.overdueCounts(for: nil, now: Date(), after: overdueAfter)
                 return Status(
                     lastSuccess: lastSuccess,
                     secondsSinceLastSuccess: lastSuccess?.finishedAt.map { Int(Date().timeIntervalSince($0)) },
                     running: held, lockHolder: holder.map { "\($0.kind) run \($0.id.uuidString.lowercased()) on \($0.host ?? "?") (pid \($0.pid.map(String.init) ?? "?")) since \($0.startedAt.formatted(.iso8601))" },
-                    runs: runs, lastSuccessByAppStore: byPair
+                    runs: runs, lastSuccessByAppStore: byPair,
+                    overdueSubscriptions: Dictionary(uniqueKeysWithValues: overdue.map { ($0.key.description, $0.value) }),
+                    overdueAfterSeconds: Int(overdueAfter)
                 )
             }
             if json {
@@ -71,6 +94,16 @@ struct StatusCommand: AsyncParsableCommand {
             }
             for (pair, last) in (status.lastSuccessByAppStore ?? [:]).sorted(by: { $0.key < $1.key }) {
                 print("  \(pair): \(last.flatMap { run in run.finishedAt.map { "\(run.kind) run finished \($0.formatted(.iso8601)), \(Self.age(Int(Date().timeIntervalSince($0)))) ago" } } ?? "none recorded").")
+            }
+            let overdueTotal = status.overdueSubscriptions.values.reduce(0, +)
+            if overdueTotal == 0 {
+                print("Overdue: none (no notification Apple owes is more than \(Self.age(status.overdueAfterSeconds)) past due).")
+            } else {
+                print(
+                    "Overdue: \(overdueTotal) subscriptions Apple owes a notification more than \(Self.age(status.overdueAfterSeconds)) past due "
+                        + "(the webhook may be losing them; the next nightly repairs them; app_store.overdue_subscriptions lists them):"
+                )
+                for (pair, count) in status.overdueSubscriptions.sorted(by: { $0.key < $1.key }) { print("  \(pair): \(count)") }
             }
             print(status.running ? "In progress: \(status.lockHolder ?? "a run (no row recorded yet)")." : "In progress: nothing (the run lock is free).")
             guard !status.runs.isEmpty else { return }

@@ -258,6 +258,39 @@ struct StatusCommandTests {
             #expect(counts["customersChecked"] != nil, "the run row holds both passes' counts")
         }
     }
+
+    /// Issue 64: status counts the subscriptions Apple owes a notification past due, per App
+    /// Store, with the operator's overdueAfter; a bad duration is a usage error.
+    @Test func statusCountsTheSubscriptionsAppleOwesANotificationPastDue() async throws {
+        let harness = try RecoveryHarness(customers: 4, seed: 72, outageHours: 20)
+        try await RunCommandTests.withSetup(harness) { environment, client, scratch in
+            // The outage left subscriptions whose notifications were missed: Apple owes them.
+            let missed = try await BuiltBinary.run(["status"], environment: environment)
+            #expect(missed.standardOutput.contains("Overdue: ") && !missed.standardOutput.contains("Overdue: none"), "\(missed.combined)")
+            let run = try await BuiltBinary.run(["run"] + RunCommandTests.window(harness) + ["--report-dir", scratch.path + "/r"], environment: environment)
+            #expect(run.exitCode == 0, "\(run.combined)")
+            let clean = try await BuiltBinary.run(["status"], environment: environment)
+            #expect(clean.standardOutput.contains("Overdue: none"), "recovered and repaired: \(clean.combined)")
+            // One subscription's renewal was due three hours ago and never recorded, its account last verified a day ago.
+            try await client.query(
+                """
+                UPDATE app_store.subscriptions SET status = 1, due_at = now() - interval '3 hours', expected = 'renewal_or_failure'
+                WHERE original_transaction_id = (SELECT min(original_transaction_id) FROM app_store.subscriptions)
+                """, logger: harness.logger)
+            try await client.query("UPDATE app_store.accounts SET verified_at = now() - interval '1 day'", logger: harness.logger)
+            let text = try await BuiltBinary.run(["status"], environment: environment)
+            #expect(text.standardOutput.contains("Overdue: 1 subscriptions Apple owes a notification more than 60 min past due"), "\(text.combined)")
+            #expect(text.standardOutput.contains("  \(harness.pair.description): 1"))
+            let later = try await BuiltBinary.run(["status", "--overdue-after", "4h"], environment: environment)
+            #expect(later.standardOutput.contains("Overdue: none"), "due 3 h ago is not overdue after 4 h: \(later.combined)")
+            let json = try await BuiltBinary.run(["status", "--json"], environment: environment)
+            let decoded = try JSONDecoder().decode([String: JSONValue].self, from: Data(json.standardOutput.utf8))
+            #expect(decoded["overdueSubscriptions"] == .object([harness.pair.description: .number(1)]), "\(json.standardOutput)")
+            #expect(decoded["overdueAfterSeconds"] == .number(3600))
+            let bad = try await BuiltBinary.run(["status", "--overdue-after", "soon"], environment: environment)
+            #expect(bad.exitCode == 64, "\(bad.combined)")
+        }
+    }
 }
 
 @Suite("Graceful stop")

@@ -48,6 +48,10 @@ import Testing
         (twoApps.replacingOccurrences(of: "    appAppleId: 1234567890\n", with: ""), "apps[0].appAppleId"),
         (twoApps.replacingOccurrences(of: "com.example.other", with: "com.example.app"), "apps[1].bundleId"),
         (twoApps.replacingOccurrences(of: "[Sandbox]", with: "[Staging]"), "apps[1].environments"),
+        ("overdueAfter: soon\n" + twoApps, "overdueAfter"),
+        ("overdueAfter: -1h\n" + twoApps, "overdueAfter"),
+        ("overdueAfter: 8d\n" + twoApps, "overdueAfter"),
+        ("overdueAfter: 60\n" + twoApps, "overdueAfter"),
     ])
     func aWrongKeyIsNamed(text: String, key: String) {
         do {
@@ -59,6 +63,14 @@ import Testing
         } catch {
             Issue.record("not a ConfigurationFileError: \(error)")
         }
+    }
+
+    @Test func overdueAfterIsADurationAndAnHourWhenNotGiven() throws {
+        #expect(try Self.parse(Self.twoApps).overdueAfter == nil, "not given: the default hour applies")
+        #expect(try Self.parse("overdueAfter: 90m\n" + Self.twoApps).overdueAfter == 5_400)
+        #expect(try Self.parse("overdueAfter: 2h\n" + Self.twoApps).overdueAfter == 7_200)
+        #expect(try Self.parse("overdueAfter: 1d\n" + Self.twoApps).overdueAfter == 86_400)
+        #expect(try Self.parse("overdueAfter: 0s\n" + Self.twoApps).overdueAfter == 0)
     }
 
     @Test func aKeyFileThatCannotBeReadIsNamedWithoutItsContent() {

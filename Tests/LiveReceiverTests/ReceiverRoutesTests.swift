@@ -94,8 +94,9 @@ struct ReceiverRoutesTests {
 
     /// What the alerts need wherever the jobs run (a CronJob has no textfile collector): /metrics
     /// reads from the ledger, at each scrape, when each scheduled kind of run last succeeded for
-    /// each configured App Store, and the refund requests still to answer with the soonest
-    /// deadline; nothing for an App Store not configured, nothing answered or past its deadline.
+    /// each configured App Store, the refund requests still to answer with the soonest deadline,
+    /// and the subscriptions Apple owes a notification past due (issue 64); nothing for an App
+    /// Store not configured, nothing answered or past its deadline.
     @Test func theMetricsTellTheLastSuccessesAndTheRefundRequestsStillToAnswerFromTheLedger() async throws {
         let harness = try RecoveryHarness(customers: 1, seed: 74)
         let pair = harness.pair
@@ -125,6 +126,16 @@ struct ReceiverRoutesTests {
                     (gen_random_uuid(), \(environment), \(bundle), '4', \(now), \(now.addingTimeInterval(-60)), NULL),
                     (gen_random_uuid(), \(environment), 'com.example.other', '5', \(now), \(nextDeadline), NULL)
                 """)
+            // Apple owes two of this App Store's subscriptions a notification more than an hour past
+            // due, a third is due in the future, another App Store's is not configured.
+            try await ledger.query(
+                """
+                INSERT INTO app_store.subscriptions (original_transaction_id, environment, bundle_id, last_signed_date, status, expires_date, due_at, expected) VALUES
+                    ('11', \(environment), \(bundle), \(now), 1, \(now.addingTimeInterval(-7_200)), \(now.addingTimeInterval(-7_200)), 'renewal_or_failure'),
+                    ('12', \(environment), \(bundle), \(now), 4, \(now.addingTimeInterval(-86_400)), \(now.addingTimeInterval(-5_400)), 'grace_outcome'),
+                    ('13', \(environment), \(bundle), \(now), 1, \(now.addingTimeInterval(86_400)), \(now.addingTimeInterval(86_400)), 'renewal_or_failure'),
+                    ('14', \(environment), 'com.example.other', \(now), 1, \(now.addingTimeInterval(-7_200)), \(now.addingTimeInterval(-7_200)), 'renewal_or_failure')
+                """)
             let labels = "bundle_id=\"\(bundle)\",environment=\"\(environment)\""
             // The ledger's figures are left out of a scrape the ledger does not answer within 3 s
             // (under the whole suite on two cores it may not): scrape until one it answered.
@@ -141,11 +152,15 @@ struct ReceiverRoutesTests {
             #expect(text.contains("appstore_reconcile_last_success_timestamp_seconds{kind=\"consumption-requests\",\(labels)} \(checked.timeIntervalSince1970)\n"))
             #expect(text.contains("appstore_reconcile_consumption_requests_unanswered{\(labels)} 2.0\n"), "two unanswered ahead of their deadline")
             #expect(text.contains("appstore_reconcile_consumption_request_next_deadline_timestamp_seconds{\(labels)} \(nextDeadline.timeIntervalSince1970)\n"))
+            #expect(text.contains("appstore_reconcile_overdue_subscriptions{\(labels)} 2.0\n"), "two overdue, one not yet due")
             #expect(!text.contains("com.example.other"), "an App Store not configured adds no series")
 
             try await ledger.query("UPDATE app_store.consumption_requests SET answered_date = now() WHERE bundle_id = \(bundle)")
+            // The missed notifications recorded: nothing is owed any more.
+            try await ledger.query("UPDATE app_store.subscriptions SET status = 2, due_at = NULL, expected = NULL WHERE original_transaction_id IN ('11', '12')")
             let after = try await scrape()
             #expect(after.contains("appstore_reconcile_consumption_requests_unanswered{\(labels)} 0.0\n"))
+            #expect(after.contains("appstore_reconcile_overdue_subscriptions{\(labels)} 0.0\n"))
             #expect(!after.contains("appstore_reconcile_consumption_request_next_deadline_timestamp_seconds{"), "no deadline left: no series, not its last value")
         }
     }

@@ -17,7 +17,9 @@ import Testing
 struct ChangeFeedTests {
     /// The witness, and the feed's documented form of a row (its columns; times as UNIX ms under
     /// `_ms`; absent values left out; the stored JWS and the bookkeeping times not repeated),
-    /// written here from the catalog rather than from the code's column tables.
+    /// written here from the catalog rather than from the code's column tables. What the tool
+    /// derives from a row (`due_at`, `expected`: migration 0029) is not what the row says: the
+    /// feed leaves it out, and so does the witness.
     static let witnessSQL = [
         "CREATE TABLE public.witness (seq bigserial PRIMARY KEY, tbl text NOT NULL, key text NOT NULL, old jsonb, new jsonb NOT NULL)",
         """
@@ -40,7 +42,8 @@ struct ChangeFeedTests {
                     THEN to_jsonb(round(extract(epoch FROM (r ->> a.attname)::timestamptz) * 1000)::bigint) ELSE r -> a.attname END)
             FROM pg_attribute a
             WHERE a.attrelid = tbl AND a.attnum > 0 AND NOT a.attisdropped
-                AND a.attname NOT IN ('signed_transaction', 'recorded_at', 'updated_at', 'renewal_signed_date') AND r -> a.attname <> 'null'::jsonb
+                AND a.attname NOT IN ('signed_transaction', 'recorded_at', 'updated_at', 'renewal_signed_date', 'due_at', 'expected')
+                AND r -> a.attname <> 'null'::jsonb
         $$
         """,
     ]

@@ -8,15 +8,12 @@ package enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
     case recoveredInWindow = "recovered-in-window"
     /// A payload of this customer was rejected or left for retry in the window.
     case payloadRejected = "payload-rejected"
-    /// The subscription is recorded active, but its expiry (and grace period) have passed with
-    /// no renewal or expiry recorded since.
-    case activeButExpired = "active-but-expired"
-    /// The subscription is recorded in its billing grace period (status 4), but the grace
-    /// period ended with no renewal, expiry or grace-period expiry recorded since.
-    case gracePeriodEnded = "grace-period-ended"
-    /// The subscription is recorded in billing retry (status 3), but Apple's billing retry (up to
-    /// 60 days after the expiry) is over with no renewal or expiry recorded since.
-    case billingRetryEnded = "billing-retry-ended"
+    /// Apple owes the subscription a notification whose due time passed over `overdueAfter` ago
+    /// with nothing recorded since (`SubscriptionDue`: recorded active past its expiry and grace
+    /// period, in billing grace past its end, in billing retry past Apple's 60 days). It replaced
+    /// `active-but-expired`, `grace-period-ended` and `billing-retry-ended` (issue 64), which
+    /// selected the same accounts.
+    case overdue
     /// The subscription row is older than the customer's newest transaction.
     case rowOlderThanTransactions = "row-older-than-transactions"
     /// A renewal was purchased after the previous period had expired, with no billing failure
@@ -47,7 +44,7 @@ extension GapReason {
     package var needsTransactionHistory: Bool {
         switch self {
         case .payloadRejected, .transactionChainGap, .refundFlow, .named, .imported: true
-        case .recoveredInWindow, .activeButExpired, .gracePeriodEnded, .billingRetryEnded, .rowOlderThanTransactions, .skippedStep,
+        case .recoveredInWindow, .overdue, .rowOlderThanTransactions, .skippedStep,
             .contradictedByTransactions:
             false
         }

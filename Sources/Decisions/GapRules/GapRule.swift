@@ -18,26 +18,30 @@ package protocol GapRule: Sendable {
 
 /// The rules pass 2 applies to every customer the ledger holds.
 package enum GapRules {
-    /// Every rule, in the order a report lists their reasons.
-    package static let all: [any GapRule] = [
-        ActiveButExpired(), GracePeriodEnded(), BillingRetryEnded(), RowOlderThanTransactions(),
-        TransactionChainGap(), SkippedStep(), UncheckedRefundFlow(), ContradictedByTransactions(),
-    ]
-
-    /// The reasons of the rules that select `view` at `now`.
-    package static func evaluate(_ view: CustomerLedgerView, now: Date) -> [GapReason] {
-        all.filter { $0.selects(view, now: now) }.map(\.reason)
+    /// Every rule, in the order a report lists their reasons, with Apple's notifications overdue
+    /// `overdueAfter` past their due time.
+    package static func all(overdueAfter: TimeInterval = defaultOverdueAfter) -> [any GapRule] {
+        [
+            Overdue(after: overdueAfter), RowOlderThanTransactions(), TransactionChainGap(), SkippedStep(), UncheckedRefundFlow(),
+            ContradictedByTransactions(),
+        ]
     }
 
-    /// How long after an expiry a renewal may still legitimately be on its way.
-    package static let expiryTolerance: TimeInterval = 3600
+    /// The reasons of the rules that select `view` at `now`.
+    package static func evaluate(_ view: CustomerLedgerView, now: Date, overdueAfter: TimeInterval = defaultOverdueAfter) -> [GapReason] {
+        all(overdueAfter: overdueAfter).filter { $0.selects(view, now: now) }.map(\.reason)
+    }
+
+    /// How long after its due time a notification Apple owes may still legitimately be on its way
+    /// (`overdueAfter`'s default): Apple retries a failed delivery an hour later first.
+    package static let defaultOverdueAfter: TimeInterval = 3600
 
     /// How long Apple retries billing after a failed renewal ("for up to 60 days").
     package static let billingRetryDuration: TimeInterval = 60 * 86_400
 
-    /// `end` plus the tolerance has passed, and the account was not verified since.
-    static func isOverdue(_ end: Date, _ view: CustomerLedgerView, now: Date) -> Bool {
-        let overdue = end.addingTimeInterval(expiryTolerance)
+    /// `end` plus `after` has passed, and the account was not verified since.
+    static func isOverdue(_ end: Date, _ view: CustomerLedgerView, now: Date, after: TimeInterval) -> Bool {
+        let overdue = end.addingTimeInterval(after)
         guard overdue < now else { return false }
         return view.verifiedAt.map { $0 < overdue } ?? true
     }

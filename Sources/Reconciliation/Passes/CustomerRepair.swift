@@ -30,6 +30,8 @@ package struct CustomerRepair: Sendable {
     package let progress: any RunProgress
     package let concurrency: Int
     package let stop: StopRequest
+    /// How long past its due time a notification Apple owes selects its account (`Overdue`).
+    package var overdueAfter: TimeInterval = GapRules.defaultOverdueAfter
 
     package init(
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, logger: Logger,
@@ -69,7 +71,7 @@ package struct CustomerRepair: Sendable {
             cursor = last.originalTransactionId
             let extra = try await more(views.map(\.originalTransactionId))
             for view in views {
-                let ruled = Set(GapRules.evaluate(view, now: now))
+                let ruled = Set(GapRules.evaluate(view, now: now, overdueAfter: overdueAfter))
                 let added = extra[view.originalTransactionId]
                 let reasons = ruled.union(added?.reasons ?? [])
                 guard !reasons.isEmpty else { continue }

@@ -33,6 +33,9 @@ package struct ReconciliationRun: Sendable {
     /// Writes a run's figures to its metrics file (`Request.metricsFile`) as it ends: the
     /// renderer is the reports' (the composition root passes `RunMetrics.write`).
     package let writeMetricsFile: @Sendable (RunMetrics, String) throws -> Void
+    /// The configuration's `overdueAfter`: how long past its due time a notification Apple owes
+    /// selects the account for pass 2 (`Overdue`).
+    package var overdueAfter: TimeInterval = GapRules.defaultOverdueAfter
 
     package init(
         client: AppStoreServerAPIClient, verifier: SignedDataVerifier, store: LedgerStore, databaseURL: DatabaseURL, logger: Logger,
@@ -187,9 +190,10 @@ package struct ReconciliationRun: Sendable {
 
     /// Pass 2, after the other shards' pass 1; nil when stopped on request.
     func passTwo(_ request: Request, window: OutageWindow, after passOne: PassOneResult) async throws -> PassTwoResult? {
-        let repair = CustomerRepair(
+        var repair = CustomerRepair(
             client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: request.repairConcurrency, stop: stop
         )
+        repair.overdueAfter = overdueAfter
         defer { progress.finish() }
         do {
             if !request.shard.isWhole, !request.dryRun { try await waitForOtherShards(request, window: window) }
@@ -309,7 +313,9 @@ package struct ReconciliationRun: Sendable {
     package func repairAccounts(_ choice: AccountChoice, mode: RunMode, concurrency: Int) async throws -> RunResult {
         try await LedgerDatabase.checkReachable(databaseURL, logger: logger)
         let dryRun = mode == .dryRun
-        let repair = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: concurrency, stop: stop)
+        var configured = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: concurrency, stop: stop)
+        configured.overdueAfter = overdueAfter
+        let repair = configured
         var targets: [CustomerRepair.Target] = []
         switch choice {
         case .ledgerScan:
