@@ -56,6 +56,10 @@
 //    account against the history pages it needs (goal ≤ 1.2 × pages + 1), the share of the busier
 //    endpoint's limit used (goal ≥ 90%), CPU-ms per account; peak memory importing the same accounts
 //    from 10,000 and 100,000 lines (goal: flat, ≤ 1.2×).
+// 13. With --overdue [--overdue-subscriptions 1000000], and nothing else: issue 64's overdue query
+//    on a ledger of a million subscriptions (OverdueAtScale): serve's and status's count and the
+//    view's, median times and the plan's blocks (goal: an index range scan, < 100 ms), and
+//    migrate's fill of what older rows owe, per 1,000 rows.
 
 import AppStoreSimulator
 import Foundation
@@ -106,6 +110,17 @@ if arguments.contains("--import") {
     await attempt("import") {
         rows += try await ImportRuns(binary: binary, logger: logger).measure(
             accounts: option("--import-accounts").flatMap(Int.init) ?? 1000, memoryAccounts: option("--import-memory-accounts").flatMap(Int.init) ?? 200)
+    }
+    printTable(rows)
+    exit(0)
+}
+
+if arguments.contains("--overdue") {
+    say("13. What Apple owes, on a ledger of \(option("--overdue-subscriptions") ?? "1000000") subscriptions…")
+    await attempt("overdue") {
+        var scale = OverdueAtScale(logger: logger)
+        if let count = option("--overdue-subscriptions").flatMap(Int.init), count >= 1_000 { scale.subscriptions = count }
+        rows += try await scale.measure()
     }
     printTable(rows)
     exit(0)

@@ -435,13 +435,13 @@ struct CustomerLife {
                 // is dropped only now, after its random draws, so that silencing one notification
                 // leaves the rest of the world exactly as it was.
                 if configuration.silencedNotifications.contains(uuid) { continue }
-                notifications.append(
-                    Scenario.Notification(
-                        uuid: uuid, type: event.type, subtype: event.subtype, signedDate: event.date,
-                        customer: index, originalTransactionId: originalTransactionId, transaction: event.transaction,
-                        renewalInfo: event.renewal, status: event.status, sendAttempts: attempts
-                    )
+                var notification = Scenario.Notification(
+                    uuid: uuid, type: event.type, subtype: event.subtype, signedDate: event.date,
+                    customer: index, originalTransactionId: originalTransactionId, transaction: event.transaction,
+                    renewalInfo: event.renewal, status: event.status, sendAttempts: attempts
                 )
+                notification.lostSilently = attempts.last?.result == "SUCCESS" && Scenario.Notification.isLost(uuid: uuid, share: configuration.silentLossShare)
+                notifications.append(notification)
             }
             var latest = current
             latest.signedDate = now

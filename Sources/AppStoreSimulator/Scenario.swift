@@ -29,6 +29,12 @@ package struct Scenario: Sendable {
         package var renewalLead: TimeInterval = 86_400
         /// Deliveries attempted in here failed.
         package var outage: Range<Date>?
+        /// Share of the notifications delivered outside the outage that a proxy answered 200
+        /// without passing them on (issue 64, point 5): Apple recorded the attempt as SUCCESS (its
+        /// history and its failures-only query say so, `detect-outage` sees nothing), and the live
+        /// server never received them. Chosen by a hash of each notification's UUID, no random
+        /// draw: the rest of the world is the one the same seed makes without losses.
+        package var silentLossShare: Double = 0
         /// Chance that a period ends in a plain renewal; the rest is split among voluntary
         /// expiry, billing trouble, refunds, price increases, withdrawn products and downgrades.
         package var renewalShare: Double = 0.70
@@ -102,8 +108,23 @@ package struct Scenario: Sendable {
         /// (`transaction` is then empty and `customer` -1).
         package var summary: RenewalExtensionSummary? = nil
 
-        /// Whether a live server received it (some attempt succeeded).
-        package var delivered: Bool { sendAttempts.contains { $0.result == "SUCCESS" } }
+        /// Apple's attempt succeeded (a 200), but what answered did not pass it on (`silentLossShare`).
+        package var lostSilently = false
+
+        /// Whether a live server received it (some attempt succeeded, and it was not lost silently).
+        package var delivered: Bool { !lostSilently && sendAttempts.contains { $0.result == "SUCCESS" } }
+
+        /// Whether a proxy losing this share of deliveries loses this one: a fraction of its
+        /// UUID's FNV-1a hash, so the choice needs no random draw.
+        static func isLost(uuid: String, share: Double) -> Bool {
+            guard share > 0 else { return false }
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in uuid.utf8 {
+                hash ^= UInt64(byte)
+                hash = hash &* 0x0000_0100_0000_01b3
+            }
+            return Double(hash >> 11) / Double(UInt64(1) << 53) < share
+        }
     }
 
     package struct SendAttemptRecord: Sendable, Hashable {

@@ -25,6 +25,9 @@ extension RecoveryReport {
             line += "; repairs: \(counts.customersChecked) accounts checked, \(counts.customersRepaired) \(isDryRun ? "would change" : "changed")"
                 + (counts.customersFailed > 0 ? ", \(counts.customersFailed) failed" : "")
                 + " (\(counts.subscriptionStatusesRequests) statuses and \(counts.transactionHistoryRequests) transaction history requests)"
+            if counts.lossesMendedOutsideWindow > 0 {
+                line += "; \(counts.lossesMendedOutsideWindow) account(s) \(isDryRun ? "would be" : "were") mended that Apple owed a notification the webhook did not record (overdue), outside this window"
+            }
         }
         if counts.rateLimited > 0 {
             let endpoints = counts.rateLimitedByEndpoint.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
@@ -196,6 +199,22 @@ extension RecoveryReport {
                     line("| \(repair.originalTransactionId) | \(repair.reasons.joined(separator: ", ")) | \((repair.failure ?? "").replacingOccurrences(of: "|", with: "/")) |")
                 }
                 line("")
+            }
+            if !counts.repairReasons.isEmpty {
+                line("| selected because | accounts | \(isDryRun ? "would change" : "changed") |")
+                line("| --- | ---: | ---: |")
+                for (reason, count) in counts.repairReasons.sorted(by: { $0.key < $1.key }) {
+                    line("| \(reason) | \(count.selected) | \(count.changed) |")
+                }
+                line("")
+                if counts.lossesMendedOutsideWindow > 0 {
+                    line(
+                        "\(counts.lossesMendedOutsideWindow) account(s) \(isDryRun ? "would be" : "were") mended that Apple owed a notification "
+                            + "(`overdue`) and that nothing recovered in the window explains: notifications lost outside any outage "
+                            + "(see docs/operations.md#notifications-overdue)."
+                    )
+                    line("")
+                }
             }
             line("| account | selected because | transactions added | changed | changes |")
             line("| --- | --- | --- | --- | --- |")

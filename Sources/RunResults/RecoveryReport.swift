@@ -111,6 +111,25 @@ package struct RecoveryReport: Sendable, Codable {
         /// Each was waited out until its `Retry-After` by every request to that endpoint.
         package var rateLimited = 0
         package var rateLimitedByEndpoint: [String: Int] = [:]
+        /// Pass 2, per reason (GapReason's names, `overdue`, `recovered-in-window`, …): the
+        /// accounts the reason selected and those of them whose rows changed. An account selected
+        /// for several reasons counts under each: what each rule costs (requests) and finds.
+        package var repairReasons: [String: ReasonCount] = [:]
+        /// Pass 2: accounts changed that Apple owed a notification (`overdue`) and that no
+        /// notification recovered in the run's window explains: losses outside any outage
+        /// noticed, which the webhook did not record.
+        package var lossesMendedOutsideWindow = 0
+    }
+
+    /// How many accounts one reason selected for pass 2, and how many of them it changed.
+    package struct ReasonCount: Sendable, Codable, Hashable {
+        package var selected = 0
+        package var changed = 0
+
+        package init(selected: Int = 0, changed: Int = 0) {
+            self.selected = selected
+            self.changed = changed
+        }
     }
 
     package struct Missed: Sendable, Codable {

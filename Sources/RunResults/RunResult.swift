@@ -79,6 +79,14 @@ package struct PassTwoResult: Sendable {
             counts.transactionHistoryRequests += repair.transactionHistoryRequests
             counts.subscriptionStatusesRequests += repair.subscriptionStatusesRequests
             counts.rejected += repair.rejected
+            let changed = repair.outcome == .repaired
+            for reason in repair.reasons {
+                counts.repairReasons[reason, default: .init()].selected += 1
+                if changed { counts.repairReasons[reason, default: .init()].changed += 1 }
+            }
+            if changed, repair.reasons.contains(GapReason.overdue.rawValue), !repair.reasons.contains(GapReason.recoveredInWindow.rawValue) {
+                counts.lossesMendedOutsideWindow += 1
+            }
         }
     }
 }
@@ -161,6 +169,8 @@ package struct RunResult: Sendable {
             counts.transactionHistoryRequests = two.transactionHistoryRequests
             counts.subscriptionStatusesRequests = two.subscriptionStatusesRequests
             counts.rejected += two.rejected
+            counts.repairReasons = two.repairReasons
+            counts.lossesMendedOutsideWindow = two.lossesMendedOutsideWindow
         }
         counts.rateLimited = api.rateLimited
         counts.rateLimitedByEndpoint = Dictionary(uniqueKeysWithValues: api.rateLimitedByEndpoint.map { ($0.key.rawValue, $0.value) })

@@ -43,8 +43,8 @@ extension GapReason {
     /// one-time transactions, refunds), or the subscription statuses alone tell the truth.
     package var needsTransactionHistory: Bool {
         switch self {
-        case .payloadRejected, .transactionChainGap, .refundFlow, .named, .imported: true
-        case .recoveredInWindow, .overdue, .rowOlderThanTransactions, .skippedStep,
+        case .payloadRejected, .transactionChainGap, .refundFlow, .overdue, .named, .imported: true
+        case .recoveredInWindow, .rowOlderThanTransactions, .skippedStep,
             .contradictedByTransactions:
             false
         }
