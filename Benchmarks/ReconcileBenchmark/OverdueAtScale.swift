@@ -2,6 +2,7 @@ import Foundation
 import Ledger
 import Logging
 import PostgresNIO
+import SignedData
 import ThrowawayPostgres
 
 /// Issue 64's benchmark (part 13): what Apple owes, on a ledger of a million subscriptions. The
