@@ -105,6 +105,15 @@ package struct OverdueSubscription: Hashable, Sendable {
 }
 
 extension LedgerStore {
+    /// The subscriptions `s` with their accounts' verifications `a` (left joined: an account
+    /// never verified has none), what both overdue reads select from (as the view of 0029 does).
+    static let subscriptionsWithTheirAccounts = """
+        FROM app_store.subscriptions s
+        LEFT JOIN app_store.account_members m
+            ON m.bundle_id = s.bundle_id AND m.environment = s.environment AND m.original_transaction_id = s.original_transaction_id
+        LEFT JOIN app_store.accounts a ON a.bundle_id = m.bundle_id AND a.environment = m.environment AND a.account_id = m.account_id
+        """
+
     /// How many subscriptions of each of `pairs` Apple owes a notification due more than `after`
     /// ago at `now`, with nothing recorded and the account not verified since (what
     /// `app_store.overdue_subscriptions` lists): a range scan of `subscriptions_due_idx` over the
@@ -115,10 +124,7 @@ extension LedgerStore {
         let rows = try await client.query(
             """
             SELECT s.bundle_id, s.environment, count(*)
-            FROM app_store.subscriptions s
-            LEFT JOIN app_store.account_members m
-                ON m.bundle_id = s.bundle_id AND m.environment = s.environment AND m.original_transaction_id = s.original_transaction_id
-            LEFT JOIN app_store.accounts a ON a.bundle_id = m.bundle_id AND a.environment = m.environment AND a.account_id = m.account_id
+            \(unescaped: Self.subscriptionsWithTheirAccounts)
             WHERE s.due_at < \(now.addingTimeInterval(-after))
                 AND (a.verified_at IS NULL OR a.verified_at < s.due_at + make_interval(secs => \(after)))
                 AND (\(pairs == nil) OR (s.bundle_id, s.environment) IN (SELECT * FROM unnest(\(ordered.map(\.bundleId))::text[], \(ordered.map(\.environment.rawValue))::text[])))
@@ -138,10 +144,7 @@ extension LedgerStore {
         let rows = try await client.query(
             """
             SELECT s.original_transaction_id, s.expected, s.due_at
-            FROM app_store.subscriptions s
-            LEFT JOIN app_store.account_members m
-                ON m.bundle_id = s.bundle_id AND m.environment = s.environment AND m.original_transaction_id = s.original_transaction_id
-            LEFT JOIN app_store.accounts a ON a.bundle_id = m.bundle_id AND a.environment = m.environment AND a.account_id = m.account_id
+            \(unescaped: Self.subscriptionsWithTheirAccounts)
             WHERE s.due_at < \(now.addingTimeInterval(-after))
                 AND (a.verified_at IS NULL OR a.verified_at < s.due_at + make_interval(secs => \(after)))
                 AND s.bundle_id = \(pair.bundleId) AND s.environment = \(pair.environment.rawValue)
