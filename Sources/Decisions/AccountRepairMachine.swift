@@ -136,8 +136,10 @@ package struct AccountRepairMachine: Sendable {
     /// A named repair exists because someone believes the ledger is wrong: from the stored
     /// revision Apple returns only what changed since, and a wrong row Apple never touched would
     /// stay wrong. It fetches the whole history, then stores the new revision as any repair does;
-    /// so does an import, which takes the account whole.
-    private var startRevision: String? { target.reasons.contains(.named) || target.reasons.contains(.imported) ? nil : state.revision }
+    /// so does an import, which takes the account whole, and an audit, which compares it whole.
+    private var startRevision: String? {
+        target.reasons.contains(.named) || target.reasons.contains(.imported) || target.reasons.contains(.audited) ? nil : state.revision
+    }
 
     /// Apple no longer accepts the stored revision: forget it and fetch everything.
     package mutating func revisionRefused() -> Action {
@@ -324,6 +326,7 @@ package struct AccountRepairMachine: Sendable {
         report.refundsFound = plan.refundsFound.filter(changedTransactions.contains)
         report.revocationsFound = plan.revocationsFound.filter { changedTransactions.contains($0.transactionId) }
         report.changes = plan.changes.filter { $0.originalTransactionId.map(changedSubscriptions.contains) ?? false }
+        report.transactionChanges = plan.transactionChanges.filter { $0.transactionId.map(changedTransactions.contains) ?? false }
         report.outcome = changedTransactions.isEmpty && changedSubscriptions.isEmpty ? .unchanged : .repaired
     }
 

@@ -29,6 +29,8 @@ package struct AccountRepairReport: Sendable, Codable {
     package var revocationsFound: [RepairPlanner.RevocationFound] = []
     /// Each changed field of the subscription, before → after.
     package var changes: [RepairPlanner.Change] = []
+    /// Each changed field of a transaction the ledger held (in report.json only when there is one).
+    package var transactionChanges: [RepairPlanner.Change] = []
     package var outcome = Outcome.unchanged
     /// Why the account could not be checked (Apple's error code and message, or retries exhausted).
     package var failure: String?
@@ -53,7 +55,7 @@ package struct AccountRepairReport: Sendable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case originalTransactionId, reasons, reason, transactionsAdded, transactionsChanged, refundsFound, revocationsFound, changes, outcome
+        case originalTransactionId, reasons, reason, transactionsAdded, transactionsChanged, refundsFound, revocationsFound, changes, transactionChanges, outcome
         case transactionHistoryRequests, rejected, failure, account, members, fromStoredRevision, subscriptionStatusesRequests, environment, appleAnswer
     }
 
@@ -67,6 +69,7 @@ package struct AccountRepairReport: Sendable, Codable {
         try container.encode(refundsFound, forKey: .refundsFound)
         try container.encode(revocationsFound, forKey: .revocationsFound)
         try container.encode(changes, forKey: .changes)
+        if !transactionChanges.isEmpty { try container.encode(transactionChanges, forKey: .transactionChanges) }
         try container.encode(outcome, forKey: .outcome)
         try container.encode(transactionHistoryRequests, forKey: .transactionHistoryRequests)
         try container.encode(rejected, forKey: .rejected)
@@ -88,6 +91,7 @@ package struct AccountRepairReport: Sendable, Codable {
         refundsFound = try container.decode([String].self, forKey: .refundsFound)
         revocationsFound = try container.decodeIfPresent([RepairPlanner.RevocationFound].self, forKey: .revocationsFound) ?? []
         changes = try container.decode([RepairPlanner.Change].self, forKey: .changes)
+        transactionChanges = try container.decodeIfPresent([RepairPlanner.Change].self, forKey: .transactionChanges) ?? []
         outcome = try container.decode(Outcome.self, forKey: .outcome)
         transactionHistoryRequests = try container.decode(Int.self, forKey: .transactionHistoryRequests)
         rejected = try container.decode(Int.self, forKey: .rejected)

@@ -25,6 +25,8 @@ package enum RepairPlanner {
     package struct Change: Sendable, Hashable, Codable {
         /// The subscription the field belongs to (an account may have several).
         package var originalTransactionId: String?
+        /// The transaction the field belongs to, for a transaction's field (nil for a subscription's).
+        package var transactionId: String? = nil
         package var field: String
         package var before: String?
         package var after: String?
@@ -39,6 +41,8 @@ package enum RepairPlanner {
         /// Every revocation only this repair found, refunds or not, with its kind.
         package var revocationsFound: [RevocationFound] = []
         package var changes: [Change] = []
+        /// Each changed field of a transaction the ledger held, before → after.
+        package var transactionChanges: [Change] = []
     }
 
     /// A revocation a repair found: the transaction and what it is (`RevocationKind.name`, `.label`).
@@ -67,6 +71,9 @@ package enum RepairPlanner {
             guard existing.signedDate.unixMilliseconds <= record.signedDate.unixMilliseconds else { continue }
             if sameContent(existing, record) { continue }
             plan.transactionsChanged.append(record.transactionId)
+            plan.transactionChanges += TransactionRecord.differences(existing, record).map {
+                Change(originalTransactionId: record.originalTransactionId, transactionId: record.transactionId, field: $0.field, before: $0.before, after: $0.after)
+            }
             if existing.revocationDate == nil { plan.noteRevocation(of: record) }
             plan.batch.transactions.append(record)
         }

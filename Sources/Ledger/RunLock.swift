@@ -27,7 +27,7 @@ package enum RunLock {
 
     /// The kinds of run that take the same lock as `kind`.
     package static func kinds(sharing kind: RunKind) -> [RunKind] {
-        kind == .consumptionRequests ? [.consumptionRequests] : [.run, .nightly, .repair, .compensate]
+        kind == .consumptionRequests ? [.consumptionRequests] : [.run, .nightly, .repair, .compensate, .audit]
     }
 
     /// Shards up to this many have locks of their own.

@@ -14,6 +14,9 @@ package enum RunKind: String, Sendable, CaseIterable, Codable {
     /// `compensate`: renewal-date extensions for the subscribers an outage hurt (no window in
     /// its row); it shares `run`'s lock, so that it never reads a window being recovered.
     case compensate
+    /// `audit`: a random sample of the ledger's accounts compared with Apple (no window); with
+    /// `--repair` it shares `run`'s lock, without it takes none and writes only its own row.
+    case audit
 }
 
 /// How a run ended, as `app_store.runs.outcome` records it; the raw values are the column's

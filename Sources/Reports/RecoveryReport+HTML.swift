@@ -29,6 +29,8 @@ extension RecoveryReport {
         let summary = HTMLSummary(self, limits: limits)
         let title = compensation != nil
             ? compensationTitle
+            : audit != nil
+            ? auditTitle
             : run.window == nil
             ? (isDryRun ? "Dry run: repair from Apple's present state" : "Repair from Apple's present state")
             : (isDryRun ? "Dry run: what recovering this window would change" : "Recovery of missed App Store notifications")
@@ -45,6 +47,7 @@ extension RecoveryReport {
         write(answersSection(limits: limits))
         write(importSection(limits: limits))
         write(compensationSection(limits: limits))
+        write(auditSection(limits: limits))
         write(planSection())
         write(
             "<p class=\"muted\">Beside this file: report.md (the same run as text) and report.json (every entry of every list, for scripts). "
@@ -77,6 +80,7 @@ extension RecoveryReport {
         if counts.customersFailed > 0 { needs.append("\(HTMLPage.count(counts.customersFailed, "account")) Apple could not answer for") }
         if let answered = answersSentence { parts.append("refund requests: \(HTMLPage.escape(answered))") }
         if let compensated = compensationSentence { parts.append(HTMLPage.escape(compensated)) }
+        if let audited = auditSentence { parts.append(HTMLPage.escape(audited)) }
         if problems.answersNotSent > 0 {
             needs.append("<a href=\"#answers\">\(HTMLPage.count(problems.answersNotSent, "refund request"))</a> not answered (invalid facts, Apple's refusal or no reply)")
         }
@@ -92,6 +96,9 @@ extension RecoveryReport {
         }
         if problems.extensionsNotMade > 0 {
             needs.append("<a href=\"#compensation\">\(HTMLPage.count(problems.extensionsNotMade, "extension"))</a> refused by Apple or not answered")
+        }
+        if problems.accountsDiffering > 0 {
+            needs.append("<a href=\"#audit\">\(HTMLPage.count(problems.accountsDiffering, "account"))</a> differ from Apple and were not repaired")
         }
         if undelivered > 0 { needs.append("\(HTMLPage.count(undelivered, "notification")) not yet delivered to your handler") }
         let first = parts.joined(separator: "; ")

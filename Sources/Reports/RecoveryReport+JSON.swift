@@ -46,6 +46,8 @@ extension RecoveryReport {
         try write("{\n")
         // Only when asked for (`consumption-requests --answer`).
         if let answers { try write("  \"answers\" : " + (try encoded(answers, indent: "  ")) + ",\n") }
+        // Only for `audit`.
+        if let audit { try write("  \"audit\" : " + (try encoded(audit, indent: "  ")) + ",\n") }
         // Only for `compensate`.
         if let compensation { try write("  \"compensation\" : " + (try encoded(compensation, indent: "  ")) + ",\n") }
         try write("  \"counts\" : " + (try encoded(counts, indent: "  ")) + ",\n  \"customers\" : ")

@@ -58,6 +58,7 @@ extension RecoveryReport {
         writeAnswers(line)
         writeImport(line)
         writeCompensation(line)
+        writeAudit(line)
         writeCustomers(line)
         writeRepairs(line)
         writeDeliveryFailures(line)
@@ -66,7 +67,7 @@ extension RecoveryReport {
     /// The title, the run's facts and the summary.
     private func writeHeader(_ line: (String) -> Void) {
         let title = compensation != nil
-            ? compensationTitle : isDryRun ? "Dry run: what recovering this window would change" : "Recovery of missed App Store notifications"
+            ? compensationTitle : audit != nil ? auditTitle : isDryRun ? "Dry run: what recovering this window would change" : "Recovery of missed App Store notifications"
         line("# \(title)")
         line("")
         line("| | |")
@@ -74,10 +75,11 @@ extension RecoveryReport {
         if let window = run.window { line("| Window | \(window.start) to \(window.end) |") }
         if let bundleId = run.bundleId { line("| App | \(bundleId) |") }
         line("| Environment | \(run.environment) |")
-        line("| Mode | \(isDryRun ? "dry run: nothing was written" : "applied to the ledger") |")
+        line("| Mode | \(audit != nil && isDryRun ? "audit: compared only, the ledger was not changed" : isDryRun ? "dry run: nothing was written" : "applied to the ledger") |")
         line("| Run | \(run.id) (\(run.startedAt) to \(run.finishedAt)) |")
         line("")
-        line("**\(summaryLine.prefix(1).uppercased() + summaryLine.dropFirst()).**")
+        let headline = audit != nil ? auditSummaryLine : summaryLine
+        line("**\(headline.prefix(1).uppercased() + headline.dropFirst()).**")
         line("")
         if counts.rejected > 0 {
             line("⚠ \(counts.rejected) payload(s) failed verification and were not applied: see Rejected below.")

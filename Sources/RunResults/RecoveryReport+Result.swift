@@ -30,6 +30,7 @@ extension RecoveryReport {
         answers = result.answers?.answers
         imported = result.imported
         compensation = result.compensated
+        audit = result.audited
         outcome = result.outcome
         problems = result.problems
     }

@@ -220,6 +220,8 @@ package struct RecoveryReport: Sendable, Codable {
     package var imported: ImportResult?
     /// What `compensate` did; absent for every other run.
     package var compensation: CompensationResult?
+    /// What an `audit` found; absent for every other run.
+    package var audit: LedgerAuditReport?
     /// How the run ended (`app_store.runs.outcome`), and what in it needs a person: the run's
     /// result decides both (`RunResult.outcome`, `RunResult.problems`). Not part of the JSON.
     package var outcome = RunOutcome.succeeded
@@ -245,7 +247,7 @@ package struct RecoveryReport: Sendable, Codable {
     package typealias LedgerOverlay = Decisions.LedgerOverlay
 
     enum CodingKeys: String, CodingKey {
-        case run, counts, missed, rejected, customers, deliveryFailures, repairs, redelivery, timeline, answers, compensation
+        case run, counts, missed, rejected, customers, deliveryFailures, repairs, redelivery, timeline, answers, compensation, audit
     }
 
     package var isDryRun: Bool { run.mode == .dryRun }
@@ -257,9 +259,45 @@ package struct RecoveryReport: Sendable, Codable {
     package var undelivered: Int { problems.undelivered }
 
     /// Counts as the JSON object `app_store.runs.counts` holds.
-    package static func countsJSON(_ counts: Counts) -> String {
+    package static func countsJSON(_ counts: Counts, audit: LedgerAuditReport? = nil) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        return (try? String(decoding: encoder.encode(counts), as: UTF8.self)) ?? "{}"
+        guard let audit else { return (try? String(decoding: encoder.encode(counts), as: UTF8.self)) ?? "{}" }
+        return (try? String(decoding: encoder.encode(CountsWithAudit(counts: counts, audit: .init(audit))), as: UTF8.self)) ?? "{}"
+    }
+
+    /// An audit's row: its counts, and its figures under `audit` (serve's gauge reads `upperBound95`).
+    private struct CountsWithAudit: Encodable {
+        struct Figures: Encodable {
+            var requested: Int
+            var sampled: Int
+            var differing: Int
+            var upperBound95: Double?
+            var unknownToApple: Int
+            var notCompared: Int
+            var cutShort: Bool
+            var repaired: Bool
+
+            init(_ audit: LedgerAuditReport) {
+                requested = audit.requested
+                sampled = audit.sampled
+                differing = audit.differing
+                upperBound95 = audit.upperBound95
+                unknownToApple = audit.unknownToApple.count
+                notCompared = audit.notCompared
+                cutShort = audit.cutShort
+                repaired = audit.repaired
+            }
+        }
+
+        var counts: Counts
+        var audit: Figures
+
+        func encode(to encoder: any Encoder) throws {
+            try counts.encode(to: encoder)
+            enum Key: String, CodingKey { case audit }
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(audit, forKey: .audit)
+        }
     }
 }

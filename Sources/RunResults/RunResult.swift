@@ -128,6 +128,8 @@ package struct RunResult: Sendable {
     package var imported: ImportResult?
     /// What `compensate` did; nil for every other run.
     package var compensated: CompensationResult?
+    /// What an `audit` found; nil for every other run.
+    package var audited: LedgerAuditReport?
     /// What the API client did during the run (its 429s are the run's).
     package var api = APIRequestCounts()
     package var ending: Ending
@@ -196,7 +198,11 @@ package struct RunResult: Sendable {
         package var linesNotImported = 0
         /// Extensions Apple refused, or whose outcome is not known yet (`compensate`).
         package var extensionsNotMade = 0
-        package var any: Bool { rejected + retryLater + customersFailed + undelivered + answersNotSent + linesNotImported + extensionsNotMade > 0 }
+        /// Accounts an audit found differing from Apple and left as they are (no `--repair`).
+        package var accountsDiffering = 0
+        package var any: Bool {
+            rejected + retryLater + customersFailed + undelivered + answersNotSent + linesNotImported + extensionsNotMade + accountsDiffering > 0
+        }
     }
 
     package var problems: Problems {
@@ -204,7 +210,8 @@ package struct RunResult: Sendable {
         return Problems(
             rejected: counts.rejected, retryLater: counts.retryLater, customersFailed: counts.customersFailed, undelivered: undelivered,
             answersNotSent: answers?.needingAPerson ?? 0, linesNotImported: imported?.linesNotImported ?? 0,
-            extensionsNotMade: compensated?.needingAPerson ?? 0
+            extensionsNotMade: compensated?.needingAPerson ?? 0,
+            accountsDiffering: audited.map { $0.repaired ? 0 : $0.differing } ?? 0
         )
     }
 

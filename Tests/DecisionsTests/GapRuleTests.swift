@@ -34,7 +34,7 @@ struct GapRuleTests {
         case .skippedStep: return view(status: 2, expires: future, notifications: [("DID_RENEW", nil, 1_000), ("EXPIRED", "VOLUNTARY", 2_000)])
         case .refundFlow: return view(expires: future, notifications: [("DID_RENEW", nil, 1_000), ("REFUND", nil, 2_000)])
         case .contradictedByTransactions: return lateFailure()
-        case .recoveredInWindow, .payloadRejected, .named, .imported: return nil
+        case .recoveredInWindow, .payloadRejected, .named, .imported, .audited: return nil
         }
     }
 

@@ -36,6 +36,9 @@ package enum GapReason: String, Hashable, Sendable, Codable, CaseIterable {
     case named
     /// Named by a line of an `import`'s input: the account is imported whole.
     case imported
+    /// Drawn into an `audit`'s sample: compared whole (statuses, and the transaction history
+    /// from its start), as a named repair is.
+    case audited
 }
 
 extension GapReason {
@@ -43,7 +46,7 @@ extension GapReason {
     /// one-time transactions, refunds), or the subscription statuses alone tell the truth.
     package var needsTransactionHistory: Bool {
         switch self {
-        case .payloadRejected, .transactionChainGap, .refundFlow, .overdue, .named, .imported: true
+        case .payloadRejected, .transactionChainGap, .refundFlow, .overdue, .named, .imported, .audited: true
         case .recoveredInWindow, .rowOlderThanTransactions, .skippedStep,
             .contradictedByTransactions:
             false

@@ -227,7 +227,7 @@ package struct ReconciliationRun: Sendable {
             try await body(&result)
             result.api = client.counts
             result.finishedAt = now()
-            if let runId { try await store.finishRun(runId, outcome: result.outcome, countsJSON: RecoveryReport.countsJSON(result.counts)) }
+            if let runId { try await store.finishRun(runId, outcome: result.outcome, countsJSON: RecoveryReport.countsJSON(result.counts, audit: result.audited)) }
             return result
         } catch {
             progress.finish()

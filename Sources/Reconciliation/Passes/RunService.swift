@@ -21,6 +21,8 @@ package final class RunService: Service, Sendable {
         case importAccounts(ImportInput, mode: RunMode, concurrency: Int, sandbox: ReconciliationRun.PairParts? = nil)
         /// Extend the renewal dates of the subscribers an outage hurt (`compensate`).
         case compensate(Compensation.Scope, mode: RunMode)
+        /// Compare a random sample of the ledger's accounts with Apple, and mend them with `repair` (`audit`).
+        case audit(sample: Int, repair: Bool, concurrency: Int)
     }
 
     package let reconciliation: ReconciliationRun
@@ -50,6 +52,7 @@ package final class RunService: Service, Sendable {
                     case .importAccounts(let input, let mode, let concurrency, let sandbox):
                         try await reconciliation.importAccounts(input, mode: mode, concurrency: concurrency, sandbox: sandbox)
                     case .compensate(let scope, let mode): try await reconciliation.compensate(scope, mode: mode)
+                    case .audit(let sample, let repair, let concurrency): try await reconciliation.audit(sample: sample, repair: repair, concurrency: concurrency)
                     }
                 } onGracefulShutdown: {
                     stopRequested()

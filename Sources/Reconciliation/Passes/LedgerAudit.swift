@@ -1,0 +1,81 @@
+import AppStoreServerAPI
+import Decisions
+import Foundation
+import Ledger
+import Logging
+import SignedData
+
+/// `audit` (issue 64, point 2): draws a uniformly random sample of one App Store's subscriptions
+/// (`AuditSampler`, over the sample keys of migration 0030: a probe an index lookup, never the
+/// whole ledger), asks Apple about each one's account whole as a named repair does (Get All
+/// Subscription Statuses and the transaction history from its start, every answer verified), and
+/// compares field by field (`RepairPlanner`). Without `repair` it writes nothing to the ledger (the
+/// accounts are repaired as a dry run is); with it, Apple's answer is written over what differs.
+/// What it found is a `LedgerAuditReport`, its bound over what was compared: an audit cut short
+/// (stopped, Apple not answering) says so and keeps what it had.
+package struct LedgerAudit: Sendable {
+    package let repairPass: CustomerRepair
+    package let store: LedgerStore
+
+    package init(repairPass: CustomerRepair, store: LedgerStore) {
+        self.repairPass = repairPass
+        self.store = store
+    }
+
+    var pair: AppStorePair { repairPass.verifier.configuration.pair }
+
+    /// The sample: up to `wanted` originalTransactionIds, uniformly at random, and whether it is
+    /// every subscription of the App Store.
+    package func draw(_ wanted: Int) async throws -> (ids: [String], wholeLedger: Bool) {
+        guard let range = try await store.sampleKeyRange(pair: pair) else { return ([], true) }
+        var random = SystemRandomNumberGenerator()
+        var sampler = AuditSampler(wanted: wanted, lowest: range.lowest, highest: range.highest)
+        var action = sampler.start(using: &random)
+        while true {
+            switch action {
+            case .probe(let keys):
+                action = sampler.probed(try await store.subscriptions(atSampleKeys: keys, pair: pair), using: &random)
+            case .readAll:
+                var cursor: Int64?
+                while true {
+                    let rows = try await store.subscriptionsBySampleKey(pair: pair, after: cursor, limit: 5_000)
+                    guard let last = rows.last else { break }
+                    cursor = last.key
+                    sampler.offered(rows, using: &random)
+                }
+                action = sampler.streamEnded()
+            case .done(let ids, let wholeLedger):
+                return (ids, wholeLedger)
+            }
+        }
+    }
+
+    /// Draws the sample and compares (or, with `repair`, repairs) its accounts.
+    /// - Parameter runId: the run the writes belong to (with `repair`).
+    package func run(sample: Int, repair: Bool, runId: UUID?) async throws -> (audit: LedgerAuditReport, repairs: ReportList<RecoveryReport.Repair>, stopped: Bool) {
+        let drawn = try await draw(sample)
+        let targets = drawn.ids.map { CustomerRepair.Target(customer: $0, reasons: [.audited], needsTransactionHistory: true) }
+        let compared = try ReportList<RecoveryReport.Repair>()
+        var stopped = false
+        var cutShort = false
+        do {
+            _ = try await repairPass.repair(
+                dryRun: !repair, runId: runId,
+                finished: { _, entry in
+                    if let entry { compared.append(entry) }
+                    return entry
+                },
+                produce: { emit in for target in targets { try await emit(target) } }
+            )
+        } catch is RunStopped {
+            stopped = true
+        } catch let error as RetriesExhausted {
+            // Apple stopped answering: what was compared stands, and the audit says it was cut short.
+            repairPass.logger.warning("audit cut short: \(error)")
+            cutShort = true
+        }
+        var audit = LedgerAuditReport(requested: sample, wholeLedger: drawn.wholeLedger, repaired: repair, accounts: compared, stopped: stopped || cutShort)
+        if cutShort { audit.cutShort = true }
+        return (audit, compared, stopped)
+    }
+}
