@@ -8,7 +8,7 @@ import SignedData
 /// wherever its jobs run (a Kubernetes CronJob has no textfile collector): when each kind of run
 /// last succeeded for each configured App Store, and the refund requests still to answer with the
 /// soonest deadline, and the subscriptions Apple owes a notification it has not sent (issue 64:
-/// a webhook losing notifications is seen within the hour). Three indexed queries, whatever the
+/// a webhook losing notifications is seen within the hour), and the newest audit's bound. Four indexed queries, whatever the
 /// ledger's size; `serve` reads them at most
 /// once per `LedgerGaugeCache` interval, whoever scrapes.
 package struct LedgerGauges: Hashable, Sendable {
@@ -40,13 +40,18 @@ package struct LedgerGauges: Hashable, Sendable {
     /// Subscriptions Apple owes a notification past `overdueAfter` (`LedgerStore.overdueCounts`),
     /// by App Store; absent: none.
     package var overdueSubscriptions: [AppStorePair: Int] = [:]
+    /// The newest audit's upper bound (95%) of the share of accounts that differ from Apple
+    /// (`LedgerStore.auditBounds`), by App Store; absent: never audited.
+    package var auditDriftUpperBound: [AppStorePair: Double] = [:]
 
     package init(
-        lastSuccess: [RunKey: Date] = [:], unansweredConsumptionRequests: [AppStorePair: Unanswered] = [:], overdueSubscriptions: [AppStorePair: Int] = [:]
+        lastSuccess: [RunKey: Date] = [:], unansweredConsumptionRequests: [AppStorePair: Unanswered] = [:], overdueSubscriptions: [AppStorePair: Int] = [:],
+        auditDriftUpperBound: [AppStorePair: Double] = [:]
     ) {
         self.lastSuccess = lastSuccess
         self.unansweredConsumptionRequests = unansweredConsumptionRequests
         self.overdueSubscriptions = overdueSubscriptions
+        self.auditDriftUpperBound = auditDriftUpperBound
     }
 
     /// The kinds whose last success is exposed: the scheduled ones.
@@ -94,6 +99,7 @@ extension LedgerStore {
             if configured.contains(pair) { gauges.unansweredConsumptionRequests[pair] = .init(count: count, nextDeadline: deadline) }
         }
         gauges.overdueSubscriptions = try await overdueCounts(for: pairs, now: now, after: overdueAfter)
+        gauges.auditDriftUpperBound = try await auditBounds(for: pairs).mapValues(\.upperBound)
         return gauges
     }
 }

@@ -192,6 +192,12 @@ package final class ServeMetrics: Sendable {
                 "appstore_reconcile_overdue_subscriptions", labels, Double(ledger.overdueSubscriptions[pair] ?? 0),
                 help: "Subscriptions Apple owes a notification (a renewal, a failure, an expiry) due more than overdueAfter ago, with nothing recorded since: the webhook may be losing notifications."
             )
+            if let bound = ledger.auditDriftUpperBound[pair] {
+                out.set(
+                    "appstore_reconcile_audit_drift_upper_bound", labels, bound,
+                    help: "The newest audit's upper bound, at 95% confidence (exact binomial), of the share of accounts whose ledger rows differ from Apple's answer (0 to 1). Absent until an audit ran."
+                )
+            }
         }
         return out.text
     }

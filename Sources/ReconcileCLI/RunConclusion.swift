@@ -105,10 +105,11 @@ private func tellEnd(of run: RunResult, pair: AppStorePair, line: String, layout
     let prefix = layout.prefix(pair)
     switch layout {
     case .onePair:
-        print((run.dryRun ? "Dry run: " : "Done: ") + line)
+        // An audit without --repair compares and writes nothing: not a dry run of something else.
+        print((run.dryRun && run.audited == nil ? "Dry run: " : "Done: ") + line)
         print("Report: \(directory)/report.html (also report.md and report.json)")
     case .sideBySide:
-        print(prefix + (run.dryRun ? "dry run: " : "done: ") + line)
+        print(prefix + (run.dryRun && run.audited == nil ? "dry run: " : "done: ") + line)
     }
     if let moved = run.passOne?.startMovedTo, let window = run.passOne?.window {
         printError(
@@ -125,7 +126,10 @@ private func tellEnd(of run: RunResult, pair: AppStorePair, line: String, layout
     } else if problems.rejected > 0 {
         parts.append("\(problems.rejected) payload(s) rejected")
     }
-    if run.passTwo != nil || problems.customersFailed > 0 { parts.append("\(problems.customersFailed) account(s) Apple could not answer for") }
+    if (run.passTwo != nil && run.audited == nil) || problems.customersFailed > 0 {
+        parts.append("\(problems.customersFailed) account(s) Apple could not answer for")
+    }
+    if problems.accountsDiffering > 0 { parts.append("\(problems.accountsDiffering) account(s) differ from Apple, not repaired (audit --repair mends them)") }
     if problems.undelivered > 0 { parts.append("\(problems.undelivered) notification(s) not delivered to your handler (pending)") }
     if problems.linesNotImported > 0 { parts.append("\(problems.linesNotImported) input line(s) not imported (garbled, unknown to Apple, an invalid order)") }
     if problems.answersNotSent > 0 { parts.append("\(problems.answersNotSent) refund request(s) not answered (invalid facts, Apple's refusal or no reply)") }

@@ -104,6 +104,8 @@ extension RecoveryReport {
 
     /// What the ledger did not hold, and the re-delivery.
     private func writeMissed(_ line: (String) -> Void) {
+        // An audit recovers no window.
+        guard audit == nil else { return }
         line("## Missed notifications (\(missed.count))")
         line("")
         if missed.isEmpty {
@@ -153,6 +155,7 @@ extension RecoveryReport {
 
     /// The subscriptions the run changed (would change), before → after.
     private func writeCustomers(_ line: (String) -> Void) {
+        guard audit == nil else { return }
         line("## Customers whose subscription \(isDryRun ? "would change" : "changed") (\(customers.count))")
         line("")
         if customers.isEmpty {
@@ -240,6 +243,7 @@ extension RecoveryReport {
 
     /// Why Apple's deliveries failed: by first attempt result and by hour.
     private func writeDeliveryFailures(_ line: (String) -> Void) {
+        guard audit == nil else { return }
         line("## Why Apple's deliveries failed")
         line("")
         if deliveryFailures.byFirstAttemptResult.isEmpty {
