@@ -1,3 +1,4 @@
+import Decisions
 import DeploymentConfiguration
 import Foundation
 import Ledger
@@ -23,7 +24,9 @@ package struct Deployment: Sendable {
         /// The file's `overdueAfter`: how long past its due time a notification Apple owes is overdue.
         package var overdueAfter: TimeInterval = Pair.defaultOverdueAfter
         /// Without a file, or when it does not say: an hour (`GapRules.defaultOverdueAfter`).
-        package static let defaultOverdueAfter: TimeInterval = 3600
+        package static let defaultOverdueAfter: TimeInterval = GapRules.defaultOverdueAfter
+        /// The file's `audit`: the nightly's audit of a random sample (`NightlyAudit.standard` when it does not say).
+        package var audit = NightlyAudit.standard
 
         package init(
             pair: AppStorePair, settings: Settings, deliverTo: String? = nil, refundFacts: RefundFactsQuery? = nil, sandboxSettings: Settings? = nil,
@@ -85,6 +88,10 @@ package struct Deployment: Sendable {
                         deliverTo: app.deliverTo[environment], refundFacts: try app.refundFacts.map { try Self.refundFacts($0, of: app.bundleId, in: file.path) },
                         sandboxSettings: sandbox, overdueAfter: file.overdueAfter ?? Pair.defaultOverdueAfter
                     )
+                )
+                found[found.count - 1].audit = NightlyAudit(
+                    sample: file.auditSample ?? NightlyAudit.standard.sample,
+                    maxShareOfRateLimit: file.auditMaxShareOfRateLimit ?? NightlyAudit.standard.maxShareOfRateLimit
                 )
             }
         }

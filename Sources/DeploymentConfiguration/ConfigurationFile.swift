@@ -9,6 +9,9 @@ import Yams
 /// database: postgresql://…                 # DATABASE_URL wins when set
 /// rootCertificates: [/etc/appstore/AppleRootCA-G3.cer]
 /// overdueAfter: 1h                         # optional: how late a notification Apple owes is overdue
+/// audit:                                   # optional: the nightly's audit of a random sample
+///   sample: 300                            # accounts per App Store (0: none)
+///   maxShareOfRateLimit: 0.1               # of Apple's rate for the endpoints it calls
 /// apps:
 ///   - bundleId: com.example.app
 ///     appAppleId: 1234567890               # required when Production is listed
@@ -55,6 +58,10 @@ package struct ConfigurationFile: Sendable, Hashable {
     /// How long past its due time a notification Apple owes counts as overdue (`overdueAfter`:
     /// `90m`, `1h`, `2h`, `1d`; nil: the default hour).
     package var overdueAfter: TimeInterval? = nil
+    /// `audit.sample`: accounts per App Store the nightly's audit compares (nil: the default).
+    package var auditSample: Int? = nil
+    /// `audit.maxShareOfRateLimit`: the share of Apple's rate the nightly's audit may use, in (0, 1].
+    package var auditMaxShareOfRateLimit: Double? = nil
     package var apps: [App]
 
     /// Every (app, environment) pair the file names, in its order.
@@ -88,7 +95,7 @@ package struct ConfigurationFile: Sendable, Hashable {
             // Only where: the parser's message quotes the line, which may hold a password.
             throw reader.error(nil, "is not valid YAML\(Self.where(error))")
         }
-        let top = try reader.mapping(root, at: nil, keys: ["database", "rootCertificates", "overdueAfter", "apps"])
+        let top = try reader.mapping(root, at: nil, keys: ["database", "rootCertificates", "overdueAfter", "audit", "apps"])
         var file = ConfigurationFile(path: path, database: nil, rootCertificates: nil, apps: [])
         file.database = try top["database"].map { try reader.string($0, at: "database") }
         file.rootCertificates = try top["rootCertificates"].map { node in
@@ -97,6 +104,21 @@ package struct ConfigurationFile: Sendable, Hashable {
             return paths
         }
         file.overdueAfter = try top["overdueAfter"].map { try reader.duration($0, at: "overdueAfter", within: 0...7 * 86_400) }
+        if let node = top["audit"] {
+            let audit = try reader.mapping(node, at: "audit", keys: ["sample", "maxShareOfRateLimit"])
+            file.auditSample = try audit["sample"].map { node in
+                guard let text = node.string, let value = Int(text), (0...1_000_000).contains(value) else {
+                    throw reader.error("audit.sample", "must be a whole number of accounts from 0 (no audit) to 1000000\(reader.line(node))")
+                }
+                return value
+            }
+            file.auditMaxShareOfRateLimit = try audit["maxShareOfRateLimit"].map { node in
+                guard let text = node.string, let value = Double(text), value.isFinite, value > 0, value <= 1 else {
+                    throw reader.error("audit.maxShareOfRateLimit", "must be a share above 0 and at most 1, such as 0.1\(reader.line(node))")
+                }
+                return value
+            }
+        }
         guard let appsNode = top["apps"] else { throw reader.error("apps", "is missing: list at least one app") }
         guard let list = appsNode.sequence, !list.isEmpty else { throw reader.error("apps", "must be a list of at least one app") }
         var seen: Set<String> = []

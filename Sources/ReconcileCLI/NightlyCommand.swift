@@ -17,6 +17,11 @@ struct NightlyCommand: AsyncParsableCommand {
             run the next one starts from the last success, so nothing missed stays missed. The first nightly run \
             needs --start, or --from-retention-limit for all the history Apple keeps.
 
+            Then it audits a random sample of each App Store's accounts against Apple (as `audit --repair` does: \
+            what differs is mended, and the bound is recorded for serve's appstore_reconcile_audit_drift_upper_bound): \
+            the configuration's audit.sample accounts (default 300; 0: none) at no more than \
+            audit.maxShareOfRateLimit of Apple's rate (default 0.1). report.json's `audit` gives what it found.
+
             \(ExitStatus.summary)
             """
     )
@@ -36,6 +41,9 @@ struct NightlyCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Days a rejected payload is kept after it was last seen (app_store.rejected_payloads); 0 keeps them all.", valueName: "days"))
     var keepRejectedDays = 30
 
+    @Option(help: "Accounts per App Store the audit after the passes compares (0: no audit); default: the configuration's audit.sample, else 300.")
+    var auditSample: Int?
+
     @OptionGroup var recovery: RecoveryRunOptions
 
     @OptionGroup var options: ConfigurationOptions
@@ -43,6 +51,7 @@ struct NightlyCommand: AsyncParsableCommand {
     func validate() throws {
         guard overlapHours >= 0, settleMinutes >= 0 else { throw ValidationError("--overlap-hours and --settle-minutes must not be negative") }
         guard keepRejectedDays >= 0 else { throw ValidationError("--keep-rejected-days must not be negative") }
+        if let auditSample, auditSample < 0 { throw ValidationError("--audit-sample must not be negative (0: no audit)") }
     }
 
     func run() async throws {
@@ -59,7 +68,7 @@ struct NightlyCommand: AsyncParsableCommand {
                 }
             }
             let window = ReconciliationRun.WindowChoice.nightly(firstStart: firstStart, overlap: overlapHours * 3600, settle: settleMinutes * 60)
-            try await recovery.execute(recovery.request(kind: .nightly, window: window), configuration: options)
+            try await recovery.execute(recovery.request(kind: .nightly, window: window), configuration: options, auditSample: auditSample)
         }
     }
 }

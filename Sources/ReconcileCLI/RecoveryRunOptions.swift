@@ -113,7 +113,8 @@ extension RecoveryRunOptions {
     /// `answering`: answer each pair's open refund requests from its facts query, each query
     /// run under this timeout (`consumption-requests --answer`); a pair without facts is told
     /// and only recorded, no pair with facts is a configuration error.
-    func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions, answering: Duration? = nil) async throws {
+    /// `auditSample`: a nightly's audit sample in place of the configuration's.
+    func execute(_ request: ReconciliationRun.Request, configuration: ConfigurationOptions, answering: Duration? = nil, auditSample: Int? = nil) async throws {
         let deployment = try configuration.deployment()
         let layout = RunLayout(deployment)
         if let answering {
@@ -136,6 +137,11 @@ extension RecoveryRunOptions {
         ) { pair in
             var request = try self.request(request, for: pair, layout: layout)
             if let timeout = answering { request.answering = pair.refundFacts.map { RefundAnswering.Settings(query: $0, timeout: timeout) } }
+            if request.kind == .nightly {
+                var audit = pair.audit
+                if let auditSample { audit.sample = auditSample }
+                request.audit = audit
+            }
             return .recovery(request)
         }
         try conclude(results, layout: layout, reportDirectory: reportDir, dryRun: dryRun, title: "appstore-reconcile \(request.kind.rawValue)", summary: \.summaryLine)

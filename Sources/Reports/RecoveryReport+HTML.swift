@@ -29,7 +29,7 @@ extension RecoveryReport {
         let summary = HTMLSummary(self, limits: limits)
         let title = compensation != nil
             ? compensationTitle
-            : audit != nil
+            : audit != nil && run.window == nil
             ? auditTitle
             : run.window == nil
             ? (isDryRun ? "Dry run: repair from Apple's present state" : "Repair from Apple's present state")

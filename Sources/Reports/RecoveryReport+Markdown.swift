@@ -34,6 +34,7 @@ extension RecoveryReport {
             line += "; Apple rate-limited \(counts.rateLimited) request(s) with 429 (\(endpoints)), each endpoint held back until its Retry-After"
         }
         if let answered = answersSentence { line += "; refund requests: \(answered)" }
+        if let audited = auditSentence { line += "; audit: \(audited)" }
         if let redelivery {
             line += isDryRun
                 ? "; would re-deliver \(redelivery.pending) notification(s) to \(redelivery.target)"
@@ -67,7 +68,7 @@ extension RecoveryReport {
     /// The title, the run's facts and the summary.
     private func writeHeader(_ line: (String) -> Void) {
         let title = compensation != nil
-            ? compensationTitle : audit != nil ? auditTitle : isDryRun ? "Dry run: what recovering this window would change" : "Recovery of missed App Store notifications"
+            ? compensationTitle : audit != nil && run.window == nil ? auditTitle : isDryRun ? "Dry run: what recovering this window would change" : "Recovery of missed App Store notifications"
         line("# \(title)")
         line("")
         line("| | |")
@@ -104,8 +105,8 @@ extension RecoveryReport {
 
     /// What the ledger did not hold, and the re-delivery.
     private func writeMissed(_ line: (String) -> Void) {
-        // An audit recovers no window.
-        guard audit == nil else { return }
+        // An audit alone recovers no window.
+        guard audit == nil || run.window != nil else { return }
         line("## Missed notifications (\(missed.count))")
         line("")
         if missed.isEmpty {
@@ -155,7 +156,7 @@ extension RecoveryReport {
 
     /// The subscriptions the run changed (would change), before → after.
     private func writeCustomers(_ line: (String) -> Void) {
-        guard audit == nil else { return }
+        guard audit == nil || run.window != nil else { return }
         line("## Customers whose subscription \(isDryRun ? "would change" : "changed") (\(customers.count))")
         line("")
         if customers.isEmpty {
@@ -243,7 +244,7 @@ extension RecoveryReport {
 
     /// Why Apple's deliveries failed: by first attempt result and by hour.
     private func writeDeliveryFailures(_ line: (String) -> Void) {
-        guard audit == nil else { return }
+        guard audit == nil || run.window != nil else { return }
         line("## Why Apple's deliveries failed")
         line("")
         if deliveryFailures.byFirstAttemptResult.isEmpty {

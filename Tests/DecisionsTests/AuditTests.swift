@@ -118,3 +118,16 @@ enum AuditBoundProbe {
         return total
     }
 }
+
+@Suite("The nightly's audit")
+struct NightlyAuditTests {
+    @Test func itAsksAtItsShareOfTheSlowerEndpointsRate() {
+        #expect(NightlyAudit.standard.requestsPerSecond(statuses: 50, transactionHistory: 50) == 5)
+        #expect(NightlyAudit(sample: 10, maxShareOfRateLimit: 0.5).requestsPerSecond(statuses: 100, transactionHistory: 40) == 20)
+    }
+
+    @Test func itsDefaultSampleBoundsACleanLedgerUnderOnePercent() throws {
+        let bound = try #require(AuditBound.upperBound95(differing: 0, sampled: NightlyAudit.standard.sample))
+        #expect(bound < 0.01)
+    }
+}

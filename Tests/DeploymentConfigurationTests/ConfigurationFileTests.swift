@@ -52,6 +52,11 @@ import Testing
         ("overdueAfter: -1h\n" + twoApps, "overdueAfter"),
         ("overdueAfter: 8d\n" + twoApps, "overdueAfter"),
         ("overdueAfter: 60\n" + twoApps, "overdueAfter"),
+        ("audit:\n  sample: -1\n" + twoApps, "audit.sample"),
+        ("audit:\n  sample: many\n" + twoApps, "audit.sample"),
+        ("audit:\n  maxShareOfRateLimit: 0\n" + twoApps, "audit.maxShareOfRateLimit"),
+        ("audit:\n  maxShareOfRateLimit: 1.5\n" + twoApps, "audit.maxShareOfRateLimit"),
+        ("audit:\n  samples: 3\n" + twoApps, "audit.samples"),
     ])
     func aWrongKeyIsNamed(text: String, key: String) {
         do {
@@ -71,6 +76,14 @@ import Testing
         #expect(try Self.parse("overdueAfter: 2h\n" + Self.twoApps).overdueAfter == 7_200)
         #expect(try Self.parse("overdueAfter: 1d\n" + Self.twoApps).overdueAfter == 86_400)
         #expect(try Self.parse("overdueAfter: 0s\n" + Self.twoApps).overdueAfter == 0)
+    }
+
+    @Test func theNightlysAuditTakesItsSampleAndShareOrLeavesTheDefaults() throws {
+        let plain = try Self.parse(Self.twoApps)
+        #expect(plain.auditSample == nil && plain.auditMaxShareOfRateLimit == nil, "not given: the defaults apply")
+        let set = try Self.parse("audit:\n  sample: 3000\n  maxShareOfRateLimit: 0.25\n" + Self.twoApps)
+        #expect(set.auditSample == 3_000 && set.auditMaxShareOfRateLimit == 0.25)
+        #expect(try Self.parse("audit:\n  sample: 0\n" + Self.twoApps).auditSample == 0, "0: no audit")
     }
 
     @Test func aKeyFileThatCannotBeReadIsNamedWithoutItsContent() {

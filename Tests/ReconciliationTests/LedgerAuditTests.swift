@@ -5,6 +5,7 @@ import Ledger
 import LedgerModel
 import PostgresNIO
 import Reconciliation
+import Reports
 import RunResults
 import SignedData
 import TestSupport
@@ -79,6 +80,38 @@ struct LedgerAuditTests {
                 #expect(try await harness.mismatches(store).isEmpty)
                 let after = try #require(try await run.audit(sample: 100_000, repair: false, concurrency: 4).audited)
                 #expect(after.differing == 0)
+            }
+        }
+    }
+
+    @Test func theNightlyAuditsASampleAfterItsPassesMendsWhatDiffersAndRecordsItsBound() async throws {
+        let harness = try RecoveryHarness(customers: 30, seed: 65, outageHours: 0)
+        let pair = harness.pair
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await harness.seedDeliveredNotifications(store)
+                let run = try harness.reconciliation(store, url, client: try harness.client(baseURL))
+                _ = try await run.audit(sample: 100_000, repair: true, concurrency: 4)
+                let planted = harness.scenario.customers.prefix(2).map(\.originalTransactionId)
+                for id in planted {
+                    try await client.query("UPDATE app_store.subscriptions SET product_id = 'planted.product' WHERE original_transaction_id = \(id)")
+                }
+                var request = ReconciliationRun.Request(
+                    kind: .nightly, window: .nightly(firstStart: Date().addingTimeInterval(-2 * 3600), overlap: 0, settle: 0), mode: .apply)
+                request.audit = NightlyAudit(sample: 100_000, maxShareOfRateLimit: 1)
+                let result = try await run.execute(request)
+                let audit = try #require(result.audited, "the nightly audited")
+                #expect(audit.repaired && audit.wholeLedger && audit.differing == 2 && Set(audit.differingAccounts) == Set(planted))
+                #expect(result.outcome == .succeeded, "mended: nothing needs a person")
+                #expect(try await harness.mismatches(store).isEmpty)
+                #expect(try await store.auditBounds(for: [pair])[pair]?.upperBound == audit.upperBound95)
+                let report = try RecoveryReport(result)
+                #expect(report.summaryLine.contains("audit: ") && report.markdown().contains("## Audit"))
+
+                // A sample of 0 is no audit.
+                request.audit = NightlyAudit(sample: 0, maxShareOfRateLimit: 1)
+                #expect(try await run.execute(request).audited == nil)
             }
         }
     }

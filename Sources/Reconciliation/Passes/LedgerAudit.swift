@@ -16,10 +16,14 @@ import SignedData
 package struct LedgerAudit: Sendable {
     package let repairPass: CustomerRepair
     package let store: LedgerStore
+    /// Spaces the accounts so that the audit's requests stay within a share of Apple's rate (the
+    /// nightly's audit); nil: the client's own limits alone (`audit`).
+    package let pace: RateLimiter?
 
-    package init(repairPass: CustomerRepair, store: LedgerStore) {
+    package init(repairPass: CustomerRepair, store: LedgerStore, pace: RateLimiter? = nil) {
         self.repairPass = repairPass
         self.store = store
+        self.pace = pace
     }
 
     var pair: AppStorePair { repairPass.verifier.configuration.pair }
@@ -61,11 +65,21 @@ package struct LedgerAudit: Sendable {
         do {
             _ = try await repairPass.repair(
                 dryRun: !repair, runId: runId,
-                finished: { _, entry in
-                    if let entry { compared.append(entry) }
+                finished: { [pace] _, entry in
+                    guard let entry else { return nil }
+                    compared.append(entry)
+                    // Past the two slots the account took as it started: one for each further page.
+                    for _ in 0..<max(0, entry.subscriptionStatusesRequests + entry.transactionHistoryRequests - 2) { try await pace?.acquire() }
                     return entry
                 },
-                produce: { emit in for target in targets { try await emit(target) } }
+                produce: { [pace] emit in
+                    for target in targets {
+                        // An account asks at least twice: its statuses and a page of its history.
+                        try await pace?.acquire()
+                        try await pace?.acquire()
+                        try await emit(target)
+                    }
+                }
             )
         } catch is RunStopped {
             stopped = true

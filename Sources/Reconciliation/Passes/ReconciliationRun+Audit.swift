@@ -43,4 +43,29 @@ extension ReconciliationRun {
             return try await recorded(.audit, mode: .apply, window: nil, shard: .whole, body)
         }
     }
+
+    /// The nightly's audit, after its passes and under its lock: `audit.sample` accounts, paced at
+    /// `audit.maxShareOfRateLimit` of Apple's rate, what differs mended (a nightly writes), and its
+    /// figures recorded in a row of kind `audit` of their own, whose bound serve's gauge reads.
+    /// nil when stopped on request.
+    func nightlyAudit(_ audit: NightlyAudit, runId: UUID?) async throws -> LedgerAuditReport? {
+        let pair = verifier.configuration.pair
+        let rates = client.configuration.requestsPerSecond
+        let pace = audit.requestsPerSecond(statuses: rates[.subscriptionStatuses] ?? 50, transactionHistory: rates[.transactionHistory] ?? 50)
+        var repairPass = CustomerRepair(client: client, verifier: verifier, store: store, logger: logger, progress: progress, concurrency: 1, stop: stop)
+        repairPass.overdueAfter = overdueAfter
+        let auditor = LedgerAudit(repairPass: repairPass, store: store, pace: RateLimiter(requestsPerSecond: pace, clock: client.configuration.clock))
+        let startedAt = now()
+        let before = client.counts
+        let found = try await auditor.run(sample: audit.sample, repair: true, runId: runId)
+        defer { progress.finish() }
+        guard !found.stopped else { return nil }
+        var counts = PassTwoResult(repairs: found.repairs, startedAt: startedAt, finishedAt: now()).counts
+        counts.rateLimited = client.counts.rateLimited - before.rateLimited
+        _ = try await store.recordFinishedRun(
+            kind: .audit, pair: pair, startedAt: startedAt, outcome: found.audit.cutShort || !found.audit.unknownToApple.isEmpty ? .succeededWithRejections : .succeeded,
+            countsJSON: RecoveryReport.countsJSON(counts, audit: found.audit)
+        )
+        return found.audit
+    }
 }

@@ -31,6 +31,9 @@ extension ReconciliationRun {
         /// Answer the open refund requests after pass 1, from these facts (`consumption-requests
         /// --answer`); nil: none is answered.
         package var answering: RefundAnswering.Settings?
+        /// After the passes, audit a random sample of the ledger against Apple and mend what
+        /// differs (`nightly`: the configuration's `audit`); nil, or a sample of 0: no audit.
+        package var audit: NightlyAudit?
 
         package init(
             kind: RunKind, window: WindowChoice, mode: RunMode, onlyFailures: Bool = false, repair: Bool = true, repairConcurrency: Int = 8,

@@ -172,6 +172,13 @@ package struct ReconciliationRun: Sendable {
                 }
                 result.passTwo = passTwo
             }
+            if let audit = request.audit, audit.sample > 0, !request.dryRun {
+                guard let audited = try await nightlyAudit(audit, runId: result.runId) else {
+                    result.ending = .stopped
+                    return
+                }
+                result.audited = audited
+            }
             if let target = request.deliverTo {
                 let redelivery = try await redeliver(to: target, request: request, wouldRecord: passOne.overlay.wouldRecord)
                 result.redelivery = redelivery
