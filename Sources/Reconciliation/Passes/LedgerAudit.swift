@@ -31,13 +31,32 @@ package struct LedgerAudit: Sendable {
     /// The sample: up to `wanted` originalTransactionIds, uniformly at random, and whether it is
     /// every subscription of the App Store.
     package func draw(_ wanted: Int) async throws -> (ids: [String], wholeLedger: Bool) {
-        guard let range = try await store.sampleKeyRange(pair: pair) else { return ([], true) }
+        let drawn = try await Self.draw(wanted, pair: pair, store: store)
+        return (drawn.ids, drawn.wholeLedger)
+    }
+
+    /// What drawing cost, besides the sample: the keys looked up (the sampler's memory is a
+    /// number per key tried) and the rows read when probing could not pay.
+    package struct DrawCost: Sendable {
+        package var probes = 0
+        package var lookups = 0
+        package var rowsRead = 0
+
+        package init() {}
+    }
+
+    /// The sample of `pair`'s subscriptions, and what drawing it cost.
+    package static func draw(_ wanted: Int, pair: AppStorePair, store: LedgerStore) async throws -> (ids: [String], wholeLedger: Bool, cost: DrawCost) {
+        var cost = DrawCost()
+        guard let range = try await store.sampleKeyRange(pair: pair) else { return ([], true, cost) }
         var random = SystemRandomNumberGenerator()
         var sampler = AuditSampler(wanted: wanted, lowest: range.lowest, highest: range.highest)
         var action = sampler.start(using: &random)
         while true {
             switch action {
             case .probe(let keys):
+                cost.probes += keys.count
+                cost.lookups += 1
                 action = sampler.probed(try await store.subscriptions(atSampleKeys: keys, pair: pair), using: &random)
             case .readAll:
                 var cursor: Int64?
@@ -45,11 +64,12 @@ package struct LedgerAudit: Sendable {
                     let rows = try await store.subscriptionsBySampleKey(pair: pair, after: cursor, limit: 5_000)
                     guard let last = rows.last else { break }
                     cursor = last.key
+                    cost.rowsRead += rows.count
                     sampler.offered(rows, using: &random)
                 }
                 action = sampler.streamEnded()
             case .done(let ids, let wholeLedger):
-                return (ids, wholeLedger)
+                return (ids, wholeLedger, cost)
             }
         }
     }
