@@ -27,6 +27,8 @@ struct EndToEnd {
         var remainder: String
         var customersChecked: Int
         var customersRepaired: Int
+        /// Per pass 2 rule: accounts it selected, and of those the accounts whose rows changed.
+        var repairReasons: [String: (selected: Int, changed: Int)] = [:]
         var transactionHistoryRequests: Int
         var statusesRequests: Int
         var passOneSeconds: Double
@@ -171,6 +173,7 @@ struct EndToEnd {
             exitCode: usage.0
         )
         result.reportBytes = (size("report.html"), size("report.json"), size("report.md"))
+        result.repairReasons = (report.counts.repairReasons ?? [:]).mapValues { ($0.selected, $0.changed) }
         let windowStart = UnixMilliseconds(start.timeIntervalSince1970 * 1000)
         var perPair: [String: Int] = [:]
         for notification in scenario.notifications
@@ -206,6 +209,12 @@ struct ReportFigures: Decodable {
         var apiRequests: Int
         var customersChecked: Int
         var customersRepaired: Int
+        struct ReasonCount: Decodable {
+            var selected: Int
+            var changed: Int
+        }
+        /// Pass 2's accounts per rule that selected them (an account selected by two counts under both).
+        var repairReasons: [String: ReasonCount]?
     }
     var run: Run
     var counts: Counts

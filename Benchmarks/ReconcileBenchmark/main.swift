@@ -244,6 +244,11 @@ if !arguments.contains("--skip-end-to-end") {
             )
         )
         rows.append(Row(section: "requests", figure: "\(label): accounts checked / accounts whose rows changed", value: "\(result.customersChecked) / \(result.customersRepaired)"))
+        // Issue 64, point 3: what each rule costs and finds (an account two rules select counts under both).
+        for (reason, count) in result.repairReasons.sorted(by: { $0.key < $1.key }) {
+            let perChanged = count.changed == 0 ? "none changed" : number(Double(count.selected) / Double(count.changed), 1) + " checked per changed"
+            rows.append(Row(section: "requests", figure: "\(label): pass 2 rule \(reason): accounts selected / changed", value: "\(count.selected) / \(count.changed) (\(perChanged))"))
+        }
         rows.append(
             Row(
                 section: "requests", figure: "\(label): time its requests take at Apple's limit (50/s per endpoint)",

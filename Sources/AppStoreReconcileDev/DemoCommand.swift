@@ -96,6 +96,7 @@ struct DemoCommand: AsyncParsableCommand {
                     }
                     try await DemoRefundAnswers.answer(planted, world: world, config: config, reportDir: reportDir, databaseURL: urlText, database: database, logger: logger)
                     try await DemoCompensation.dryRun(world: world, config: config, reportDir: reportDir, databaseURL: urlText)
+                    try await DemoAudit.run(config: config, reportDir: reportDir, databaseURL: urlText)
                 }
                 let summary = try await LedgerSummary.read(database, logger: logger)
                 print("""
@@ -111,7 +112,7 @@ struct DemoCommand: AsyncParsableCommand {
 
             try await VerificationDemo.show()
             print(
-                "\nReports: \(reportDir)/dry-run, \(reportDir)/run, \(reportDir)/second-run, \(reportDir)/answers, \(reportDir)/compensate: report.html in each links every App Store's own "
+                "\nReports: \(reportDir)/dry-run, \(reportDir)/run, \(reportDir)/second-run, \(reportDir)/answers, \(reportDir)/compensate, \(reportDir)/audit: report.html in each links every App Store's own "
                     + "(<bundleId>/<environment>/report.html to open in a browser, report.md as text, report.json for scripts).")
         }
     }

@@ -1,3 +1,4 @@
+import Decisions
 import Foundation
 import LedgerModel
 import Logging
@@ -60,7 +61,7 @@ package struct LedgerGauges: Hashable, Sendable {
 
 extension LedgerStore {
     /// The ledger's figures for `pairs` (the configured App Stores only: rows of others add no series).
-    package func gauges(for pairs: [AppStorePair], now: Date, overdueAfter: TimeInterval = 3600) async throws -> LedgerGauges {
+    package func gauges(for pairs: [AppStorePair], now: Date, overdueAfter: TimeInterval = GapRules.defaultOverdueAfter) async throws -> LedgerGauges {
         var gauges = LedgerGauges()
         let configured = Set(pairs)
         // The newest of each (App Store, kind, outcome): a few index lookups (runs_app_kind_finished_idx),

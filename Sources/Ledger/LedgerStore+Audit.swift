@@ -24,19 +24,29 @@ extension LedgerStore {
         return nil
     }
 
-    /// The App Store's subscriptions holding these sample keys.
+    /// Keys per statement: few enough that the planner looks each up in the index
+    /// (`subscriptions_sample_key_idx`) rather than reading the table (the benchmark's EXPLAIN
+    /// of a full statement says which it chose).
+    package static let sampleKeysPerStatement = 500
+
+    /// The App Store's subscriptions holding these sample keys, a statement per
+    /// `sampleKeysPerStatement` of them.
     package func subscriptions(atSampleKeys keys: [Int64], pair: AppStorePair) async throws -> [(key: Int64, originalTransactionId: String)] {
-        guard !keys.isEmpty else { return [] }
-        let rows = try await client.query(
-            """
-            SELECT sample_key, original_transaction_id FROM app_store.subscriptions
-            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND sample_key = ANY(\(keys)::bigint[])
-            """,
-            logger: logger
-        )
         var found: [(key: Int64, originalTransactionId: String)] = []
-        for try await (key, id) in rows.decode((Int64, String).self) { found.append((key, id)) }
+        for start in stride(from: 0, to: keys.count, by: Self.sampleKeysPerStatement) {
+            let chunk = Array(keys[start..<min(start + Self.sampleKeysPerStatement, keys.count)])
+            let rows = try await client.query(Self.sampleProbe(chunk, pair: pair), logger: logger)
+            for try await (key, id) in rows.decode((Int64, String).self) { found.append((key, id)) }
+        }
         return found
+    }
+
+    /// One statement of probes (the benchmark explains it too).
+    package static func sampleProbe(_ keys: [Int64], pair: AppStorePair, explain: Bool = false) -> PostgresQuery {
+        """
+        \(unescaped: explain ? "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) " : "")SELECT sample_key, original_transaction_id FROM app_store.subscriptions
+        WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND sample_key = ANY(\(keys)::bigint[])
+        """
     }
 
     /// Up to `limit` of the App Store's subscriptions after the sample key `cursor`, in key order.

@@ -42,7 +42,7 @@ package struct ReceiverSettings: Sendable {
     package var forwardTo: [AppStorePair: DeliveryTarget] = [:]
     package var forwardPolicy = DeliveryPolicy(rounds: 1)
     /// The configuration's `overdueAfter`, for `/metrics`' count of overdue subscriptions.
-    package var overdueAfter: Double = 3600
+    package var overdueAfter: Double = GapRules.defaultOverdueAfter
 
     package init() {}
 }

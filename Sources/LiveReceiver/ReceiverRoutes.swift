@@ -40,7 +40,7 @@ package struct ReceiverRoutes: Sendable {
     /// The present, for the ledger's figures on /metrics (a test's own clock in tests).
     package var now: @Sendable () -> Date = { Date() }
     /// How long past its due time a notification Apple owes counts as overdue (the configuration's `overdueAfter`).
-    package var overdueAfter: TimeInterval = 3600
+    package var overdueAfter: TimeInterval = GapRules.defaultOverdueAfter
     /// The "answered 400/503" log lines, at most one per kind of answer per 10 s.
     let logThrottle = Locked(LogThrottle(interval: .seconds(10)))
 

@@ -29,7 +29,7 @@ struct StatusCommand: AsyncParsableCommand {
     @Option(
         help: "How long past its due time a notification Apple owes counts as overdue (the configuration's overdueAfter): 90m, 1h, 1d.",
         transform: Self.duration)
-    var overdueAfter: TimeInterval = 3600
+    var overdueAfter: TimeInterval = GapRules.defaultOverdueAfter
 
     @OptionGroup var database: DatabaseOptions
 

@@ -253,6 +253,8 @@ struct CommandLineTests {
         // The simulator enforces Apple's rate limits in the demo; the tool paces itself within them.
         #expect(output.contains("Sandbox), enforced: 0 of "), "no request answered 429: \(output.suffix(600))")
         #expect(output.split(separator: "\n").count { $0.contains("hurt subscriptions (from ") } == 4, "compensate --dry-run over the four App Stores")
+        // The audit states each App Store's bound.
+        #expect(output.split(separator: "\n").count { $0.contains("compared with Apple") && $0.contains("at 95% confidence at most") } == 4, "\(output.suffix(1500))")
     }
 }
 

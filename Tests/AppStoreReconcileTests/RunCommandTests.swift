@@ -341,7 +341,10 @@ struct NightlyCommandTests {
             #expect(none.standardError.contains("--start"))
 
             let firstStart = harness.scenario.configuration.now.addingTimeInterval(-harness.scenario.configuration.history - 3600)
-            let first = try await BuiltBinary.run(["nightly", "--start", firstStart.formatted(.iso8601), "--report-dir", scratch.path + "/b"], environment: environment)
+            // The nightly's audit goes at a tenth of the client's rate (a tenth of Production's in
+            // Sandbox): --rate-factor keeps this test quick, the audit whole.
+            let first = try await BuiltBinary.run(
+                ["nightly", "--start", firstStart.formatted(.iso8601), "--report-dir", scratch.path + "/b", "--rate-factor", "20"], environment: environment)
             #expect(first.exitCode == 0, "\(first.combined)")
             #expect(try await RecoveryHarness.historyUUIDs(client) == Set(harness.scenario.missedNotifications.map(\.uuid)))
 
@@ -350,11 +353,14 @@ struct NightlyCommandTests {
             let failed = try await store.startRun(kind: .nightly, pair: harness.pair, windowStart: Date(), windowEnd: Date())
             try await store.finishRun(failed, outcome: .failed, countsJSON: "{}")
             let lastSuccess = try #require(try await store.lastSuccessfulRun(kind: .nightly))
-            let second = try await BuiltBinary.run(["nightly", "--report-dir", scratch.path + "/c"], environment: environment)
+            let second = try await BuiltBinary.run(["nightly", "--report-dir", scratch.path + "/c", "--rate-factor", "20"], environment: environment)
             #expect(second.exitCode == 0, "\(second.combined)")
             let expectedStart = try #require(lastSuccess.windowEnd).addingTimeInterval(-7200).formatted(.iso8601)
             #expect(second.standardError.contains("Recovering \(expectedStart)"), "\(second.standardError)")
             #expect(second.standardOutput.contains("missed 0"))
+            // Each nightly audited the ledger after its passes, and recorded the bound.
+            #expect(second.standardOutput.contains("; audit: ") && second.standardOutput.contains("at 95% confidence at most"), "\(second.standardOutput)")
+            #expect(try await ImportCommandTests.count(client, "SELECT count(*) FROM app_store.runs WHERE kind = 'audit'") == 2)
         }
     }
 }
