@@ -3,17 +3,18 @@
 --
 -- Issue 64, point 2. `audit` asks Apple about a uniformly random sample of one App Store's
 -- subscriptions, without reading the ledger whole: each row gets a distinct key, in the order rows
--- are inserted, and the sampler draws keys uniformly from the App Store's range and keeps those a
--- row holds (Decisions' AuditSampler: rejection sampling, exact; one index lookup a probe). The key
--- says nothing about the row: it is left out of the change feed. Adding the column rewrites the
--- table once (its default is volatile), giving every existing row its key.
+-- are inserted, and the sampler draws keys uniformly from the keys' range and keeps those a row of
+-- the App Store holds (Decisions' AuditSampler: rejection sampling, exact; one index lookup a
+-- probe). The index is on the key alone: one led by (bundle_id, environment) was taken by the
+-- planner, in a ledger not yet analyzed, for the lookups by originalTransactionId the primary key
+-- serves. The key says nothing about the row: it is left out of the change feed. Adding the column
+-- rewrites the table once (its default is volatile), giving every existing row its key.
 
 CREATE SEQUENCE IF NOT EXISTS app_store.subscription_sample_key;
 ALTER TABLE app_store.subscriptions
     ADD COLUMN IF NOT EXISTS sample_key bigint NOT NULL DEFAULT nextval('app_store.subscription_sample_key');
 ALTER SEQUENCE app_store.subscription_sample_key OWNED BY app_store.subscriptions.sample_key;
-CREATE INDEX IF NOT EXISTS subscriptions_sample_key_idx
-    ON app_store.subscriptions (bundle_id, environment, sample_key) INCLUDE (original_transaction_id);
+CREATE UNIQUE INDEX IF NOT EXISTS subscriptions_sample_key_idx ON app_store.subscriptions (sample_key);
 
 -- 0029's row text, with the sample key left out too.
 CREATE OR REPLACE FUNCTION app_store.change_row_sql(tbl regclass, alias text) RETURNS text

@@ -435,6 +435,8 @@ struct CustomerLife {
                 // is dropped only now, after its random draws, so that silencing one notification
                 // leaves the rest of the world exactly as it was.
                 if configuration.silencedNotifications.contains(uuid) { continue }
+                // A type Apple stopped sending for a while: likewise dropped after its draws.
+                if let paused = configuration.unsentTypes[event.type], paused.contains(Date(timeIntervalSince1970: Double(event.date) / 1000)) { continue }
                 var notification = Scenario.Notification(
                     uuid: uuid, type: event.type, subtype: event.subtype, signedDate: event.date,
                     customer: index, originalTransactionId: originalTransactionId, transaction: event.transaction,

@@ -35,6 +35,11 @@ package struct Scenario: Sendable {
         /// server never received them. Chosen by a hash of each notification's UUID, no random
         /// draw: the rest of the world is the one the same seed makes without losses.
         package var silentLossShare: Double = 0
+        /// Types Apple stopped sending for a while (issue 64, point 5; developers have seen
+        /// EXPIRED stop arriving for days): the event happened and the truth has it, but a
+        /// notification of the type signed in the range was neither delivered nor kept in Apple's
+        /// history. Only what Apple owes (`overdue`) and its answers for the account reveal it.
+        package var unsentTypes: [NotificationType: Range<Date>] = [:]
         /// Chance that a period ends in a plain renewal; the rest is split among voluntary
         /// expiry, billing trouble, refunds, price increases, withdrawn products and downgrades.
         package var renewalShare: Double = 0.70

@@ -3,12 +3,12 @@ import Foundation
 /// Which subscriptions an audit asks Apple about: a uniformly random sample of one App Store's,
 /// without reading the ledger whole (issue 64, point 2). Each subscription row carries a sample
 /// key, distinct and given in order as rows are inserted (migration 0030), so the pair's keys
-/// lie in [lowest, highest] with gaps (rows of other App Stores, rows deleted). The sampler draws
-/// keys uniformly from that range, never the same twice, and keeps those a row holds: every row
-/// is then equally likely, exactly (rejection sampling), each probe one index lookup. When the
-/// range is too sparse for probing to pay (a small App Store beside a large one), it asks for
-/// every key of the pair instead, streamed, and keeps a uniform sample of them as they pass
-/// (reservoir sampling), in memory of the sample's size. A machine: the shell (`LedgerAudit`)
+/// lie in the ledger's [lowest, highest] with gaps (rows of other App Stores, rows deleted). The
+/// sampler draws keys uniformly from that range, never the same twice, and keeps those a row of
+/// the pair holds: every row is then equally likely, exactly (rejection sampling), each probe one
+/// index lookup. When the range is too sparse for probing to pay (a small App Store beside a large
+/// one), it asks for every row of the pair instead, streamed in any order, and keeps a uniform
+/// sample of them as they pass (reservoir sampling), in memory of the sample's size. A machine: the shell (`LedgerAudit`)
 /// executes its actions; the random numbers come from the caller.
 package struct AuditSampler: Sendable {
     package enum Action: Sendable, Equatable {
@@ -83,7 +83,7 @@ package struct AuditSampler: Sendable {
         return .probe(keys)
     }
 
-    /// A chunk of the pair's rows, streamed in key order (`readAll`).
+    /// A chunk of the pair's rows, streamed in any order (`readAll`).
     package mutating func offered(_ rows: [(key: Int64, originalTransactionId: String)], using random: inout some RandomNumberGenerator) {
         for row in rows {
             seen += 1

@@ -7,13 +7,14 @@ import SignedData
 // What `audit` reads (issue 64, point 2): one App Store's subscriptions by their sample keys
 // (migration 0030), a probe an index lookup, and the newest audit's bound for serve's gauge.
 extension LedgerStore {
-    /// The lowest and highest sample key of the App Store's subscriptions (two index lookups);
-    /// nil when it has none.
+    /// The lowest and highest sample key of the ledger's subscriptions (two index lookups), the
+    /// range the App Store's keys lie in; nil when the App Store has no subscription (a primary-key
+    /// lookup).
     package func sampleKeyRange(pair: AppStorePair) async throws -> (lowest: Int64, highest: Int64)? {
         let rows = try await client.query(
             """
             SELECT min(sample_key), max(sample_key) FROM app_store.subscriptions
-            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue)
+            WHERE EXISTS (SELECT 1 FROM app_store.subscriptions WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue))
             """,
             logger: logger
         )
@@ -49,15 +50,16 @@ extension LedgerStore {
         """
     }
 
-    /// Up to `limit` of the App Store's subscriptions after the sample key `cursor`, in key order.
-    package func subscriptionsBySampleKey(pair: AppStorePair, after cursor: Int64?, limit: Int) async throws
+    /// Up to `limit` of the App Store's subscriptions after the originalTransactionId `cursor`,
+    /// with their sample keys, in the primary key's order (only the App Store's rows are read).
+    package func subscriptionsWithSampleKeys(pair: AppStorePair, after cursor: String?, limit: Int) async throws
         -> [(key: Int64, originalTransactionId: String)]
     {
         let rows = try await client.query(
             """
             SELECT sample_key, original_transaction_id FROM app_store.subscriptions
-            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND sample_key > \(cursor ?? Int64.min)
-            ORDER BY sample_key LIMIT \(limit)
+            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id > \(cursor ?? "")
+            ORDER BY original_transaction_id LIMIT \(limit)
             """,
             logger: logger
         )

@@ -109,7 +109,7 @@ struct GapRuleTests {
 
     @Test func theReasonsARuleCannotFindAreTheOnesTheRunGives() {
         let ruled = Set(GapRules.all().map(\.reason))
-        #expect(Set(GapReason.allCases).subtracting(ruled) == [.recoveredInWindow, .payloadRejected, .named, .imported])
+        #expect(Set(GapReason.allCases).subtracting(ruled) == [.recoveredInWindow, .payloadRejected, .named, .imported, .audited])
     }
 
     @Test func anActiveSubscriptionPastItsExpiryIsAGapButOneJustExpiredIsNotYet() {

@@ -37,7 +37,8 @@ import Testing
         forwards.pending = 2
         let ledger = LedgerGauges(
             lastSuccess: [LedgerGauges.RunKey(kind: "nightly", pair: pair): Date(timeIntervalSince1970: 1_789_990_000)],
-            unansweredConsumptionRequests: [pair: .init(count: 2, nextDeadline: Date(timeIntervalSince1970: 1_790_000_000))]
+            unansweredConsumptionRequests: [pair: .init(count: 2, nextDeadline: Date(timeIntervalSince1970: 1_790_000_000))],
+            auditDriftUpperBound: [pair: 0.001]
         )
         return metrics.text(forwards: forwards, ledger: ledger)
     }

@@ -59,11 +59,11 @@ package struct LedgerAudit: Sendable {
                 cost.lookups += 1
                 action = sampler.probed(try await store.subscriptions(atSampleKeys: keys, pair: pair), using: &random)
             case .readAll:
-                var cursor: Int64?
+                var cursor: String?
                 while true {
-                    let rows = try await store.subscriptionsBySampleKey(pair: pair, after: cursor, limit: 5_000)
+                    let rows = try await store.subscriptionsWithSampleKeys(pair: pair, after: cursor, limit: 5_000)
                     guard let last = rows.last else { break }
-                    cursor = last.key
+                    cursor = last.originalTransactionId
                     cost.rowsRead += rows.count
                     sampler.offered(rows, using: &random)
                 }
