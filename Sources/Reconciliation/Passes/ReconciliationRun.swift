@@ -172,7 +172,8 @@ package struct ReconciliationRun: Sendable {
                 }
                 result.passTwo = passTwo
             }
-            if let audit = request.audit, audit.sample > 0, !request.dryRun {
+            // One audit per App Store: a sharded nightly's first shard audits, the others do not.
+            if let audit = request.audit, audit.sample > 0, !request.dryRun, request.shard.index == 0 {
                 guard let audited = try await nightlyAudit(audit, runId: result.runId) else {
                     result.ending = .stopped
                     return
