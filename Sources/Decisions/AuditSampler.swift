@@ -62,7 +62,8 @@ package struct AuditSampler: Sendable {
 
     private mutating func nextProbe(using random: inout some RandomNumberGenerator) -> Action {
         let remaining = wanted - chosen.count
-        guard remaining > 0 else { return finish(wholePair: false) }
+        // Probing ends only with the sample whole: every range it could not finish is read instead.
+        guard remaining > 0 else { return .done(chosen.sorted { $0.key < $1.key }.map(\.value), wholePair: false) }
         // How many keys of the range hold a row, from what probing found (a first guess of one in two).
         let density = tried.isEmpty ? 0.5 : max(Double(hits) / Double(tried.count), 1 / Double(rangeSize))
         let estimatedRows = density * Double(untried)
@@ -99,9 +100,5 @@ package struct AuditSampler: Sendable {
     /// Every row was offered.
     package func streamEnded() -> Action {
         .done(reservoir.sorted { $0.key < $1.key }.map(\.id), wholePair: seen <= wanted)
-    }
-
-    private func finish(wholePair: Bool) -> Action {
-        .done(chosen.sorted { $0.key < $1.key }.map(\.value), wholePair: wholePair)
     }
 }

@@ -28,13 +28,6 @@ package struct LedgerAudit: Sendable {
 
     var pair: AppStorePair { repairPass.verifier.configuration.pair }
 
-    /// The sample: up to `wanted` originalTransactionIds, uniformly at random, and whether it is
-    /// every subscription of the App Store.
-    package func draw(_ wanted: Int) async throws -> (ids: [String], wholeLedger: Bool) {
-        let drawn = try await Self.draw(wanted, pair: pair, store: store)
-        return (drawn.ids, drawn.wholeLedger)
-    }
-
     /// What drawing cost, besides the sample: the keys looked up (the sampler's memory is a
     /// number per key tried) and the rows read when probing could not pay.
     package struct DrawCost: Sendable {
@@ -77,7 +70,7 @@ package struct LedgerAudit: Sendable {
     /// Draws the sample and compares (or, with `repair`, repairs) its accounts.
     /// - Parameter runId: the run the writes belong to (with `repair`).
     package func run(sample: Int, repair: Bool, runId: UUID?) async throws -> (audit: LedgerAuditReport, repairs: ReportList<RecoveryReport.Repair>, stopped: Bool) {
-        let drawn = try await draw(sample)
+        let drawn = try await Self.draw(sample, pair: pair, store: store)
         let targets = drawn.ids.map { CustomerRepair.Target(customer: $0, reasons: [.audited], needsTransactionHistory: true) }
         let compared = try ReportList<RecoveryReport.Repair>()
         var stopped = false
@@ -108,8 +101,7 @@ package struct LedgerAudit: Sendable {
             repairPass.logger.warning("audit cut short: \(error)")
             cutShort = true
         }
-        var audit = LedgerAuditReport(requested: sample, wholeLedger: drawn.wholeLedger, repaired: repair, accounts: compared, stopped: stopped || cutShort)
-        if cutShort { audit.cutShort = true }
+        let audit = LedgerAuditReport(requested: sample, wholeLedger: drawn.wholeLedger, repaired: repair, accounts: compared, stopped: stopped || cutShort)
         return (audit, compared, stopped)
     }
 }
