@@ -158,6 +158,13 @@ struct EndToEnd {
         guard usage.0 == 0 || usage.0 == 3 else { throw BenchmarkError("appstore-reconcile run exited \(usage.0)") }
         let decoder = JSONDecoder()
         let report = try decoder.decode(ReportFigures.self, from: Data(contentsOf: URL(fileURLWithPath: reportDirectory + "/report.json")))
+        // RECONCILE_BENCH_KEEP_REPORTS=DIR keeps each run's report.json (as DIR/report-<notifications>.json), to read what pass 2 changed.
+        if let keep = ProcessInfo.processInfo.environment["RECONCILE_BENCH_KEEP_REPORTS"] {
+            try? FileManager.default.createDirectory(atPath: keep, withIntermediateDirectories: true)
+            let kept = keep + "/report-\(scenario.notifications.count)\(dryRun ? "-dry" : "").json"
+            try? FileManager.default.removeItem(atPath: kept)
+            try? FileManager.default.copyItem(atPath: reportDirectory + "/report.json", toPath: kept)
+        }
         let times = api.rateLimitTimes
         func size(_ name: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: reportDirectory + "/" + name))?[.size] as? Int) ?? 0 }
         var result = Result(
