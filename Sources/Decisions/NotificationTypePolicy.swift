@@ -30,6 +30,23 @@ package struct NotificationTypePolicy: Hashable, Sendable {
         case endOfAccessHeld
     }
 
+    /// Whether a notification of this type, recovered (or, in the refund flow, recorded live),
+    /// leaves the account's rows in doubt, so that pass 2 asks Apple (`RecoveryEvidence`).
+    package enum Doubt: Hashable, Sendable {
+        /// Its payload determines the rows it is about: the transaction Apple signed, the
+        /// renewal info and the status, applied as they are.
+        case none
+        /// A refund request: in doubt until a decision of its episode (REFUND, REFUND_DECLINED)
+        /// signed after it is recorded. The decision may be the notification that was lost.
+        case untilDecided
+        /// About a one-time purchase, in doubt: a refund or a revocation of a non-consumable may
+        /// come with copies (a restored purchase) no notification names. About a subscription,
+        /// its payload carries the revoked transaction, the renewal info and the status.
+        case forOneTimePurchases
+        /// The tool does not know what it determines (a type Apple does not document yet).
+        case always
+    }
+
     /// Recovered first in pass 1 (one query per documented subtype) before the unfiltered pass:
     /// what a backend's access decisions and Apple's deadlines depend on most.
     package var priorityInPassOne = false
@@ -48,6 +65,8 @@ package struct NotificationTypePolicy: Hashable, Sendable {
     package var access = Access.unchanged
     /// When missing it began to deny access, for a type that grants it (any subtype).
     package var denialStart = DenialStart.never
+    /// Whether recovering it leaves the account's rows in doubt (pass 2 by evidence).
+    package var leavesDoubt = Doubt.none
 
     /// What a notification of this type and subtype says of access: an upgrade grants the new
     /// product at once, a renewal failure in a grace period keeps access.
@@ -74,15 +93,19 @@ extension NotificationTypePolicy {
         .didFailToRenew: .init(explainsLapse: true, access: .withdraws),
         .gracePeriodExpired: .init(explainsLapse: true, access: .withdraws),
         .priceIncrease: .init(),
-        .refund: .init(refundFlow: true, refundEpisode: .decision, needsTransactionHistory: true, explainsLapse: true, access: .withdraws),
+        .refund: .init(
+            refundFlow: true, refundEpisode: .decision, needsTransactionHistory: true, explainsLapse: true, access: .withdraws,
+            leavesDoubt: .forOneTimePurchases),
         .refundDeclined: .init(refundFlow: true, refundEpisode: .decision, needsTransactionHistory: true),
         .consumptionRequest: .init(
-            priorityInPassOne: true, refundFlow: true, refundEpisode: .request, needsTransactionHistory: true, carriesDeadline: true),
+            priorityInPassOne: true, refundFlow: true, refundEpisode: .request, needsTransactionHistory: true, carriesDeadline: true,
+            leavesDoubt: .untilDecided),
         .renewalExtended: .init(access: .grants),
-        .revoke: .init(needsTransactionHistory: true, explainsLapse: true, access: .withdraws),
+        .revoke: .init(needsTransactionHistory: true, explainsLapse: true, access: .withdraws, leavesDoubt: .forOneTimePurchases),
         .test: .init(),
         .renewalExtension: .init(),
-        .refundReversed: .init(refundFlow: true, needsTransactionHistory: true, access: .grants, denialStart: .signedDate),
+        .refundReversed: .init(
+            refundFlow: true, needsTransactionHistory: true, access: .grants, denialStart: .signedDate, leavesDoubt: .forOneTimePurchases),
         .externalPurchaseToken: .init(),
         .oneTimeCharge: .init(needsTransactionHistory: true, access: .grants, denialStart: .signedDate),
         .rescindConsent: .init(),
@@ -93,8 +116,9 @@ extension NotificationTypePolicy {
         .unclaimSeats: .init(),
     ]
 
-    /// A type outside Apple's documented list: recovered by the unfiltered pass, nothing more.
-    package static let unknown = NotificationTypePolicy()
+    /// A type outside Apple's documented list: recovered by the unfiltered pass, and pass 2 asks
+    /// Apple about its account.
+    package static let unknown = NotificationTypePolicy(leavesDoubt: .always)
 
     /// The documented types whose policy has `property`, in Apple's order.
     package static func types(_ property: (NotificationTypePolicy) -> Bool) -> [NotificationType] {
@@ -115,5 +139,6 @@ extension NotificationType {
 extension NotificationTypePolicy {
     /// The lists pass 2's selections in the ledger take.
     package static let recoveredTypes = RecoveredTypes(
-        needingTransactionHistory: names(\.needsTransactionHistory), refundFlow: names(\.refundFlow))
+        needingTransactionHistory: names(\.needsTransactionHistory), refundFlow: names(\.refundFlow),
+        refundDecisions: types { $0.refundEpisode == .decision }.map(\.rawValue))
 }

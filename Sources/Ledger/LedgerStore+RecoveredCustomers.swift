@@ -13,15 +13,18 @@ extension LedgerStore {
     // recorded after its account's last check of the kind it needs (the transaction history for
     // `RecoveredTypes.needingTransactionHistory`, the statuses for the rest; `a` is its account, NULL: never checked).
 
-    /// Which of these customers have a notification recovered by the runs, and whether any of
-    /// those needs the transaction history (`types.needingTransactionHistory`).
+    /// Which of these customers have a notification recovered by the runs, with those
+    /// notifications (each with whether a refund decision was signed after it).
     package func recoveredCustomers(
         among customers: [String], pair: AppStorePair, from start: Date, to end: Date, sinceRun runId: UUID?, types: RecoveredTypes
-    ) async throws -> [String: Bool] {
+    ) async throws -> [String: [RecoveredNotification]] {
         guard !customers.isEmpty else { return [:] }
         let rows = try await client.query(
             """
-            SELECT n.original_transaction_id, bool_or(n.notification_type = ANY(\(types.needingTransactionHistory)))
+            SELECT n.original_transaction_id, array_agg(n.notification_type), array_agg(n.signed_date),
+                array_agg(n.notification_type = ANY(\(types.refundFlow)) AND EXISTS (SELECT 1 FROM app_store.notifications d
+                    WHERE d.bundle_id = n.bundle_id AND d.environment = n.environment AND d.original_transaction_id = n.original_transaction_id
+                        AND d.notification_type = ANY(\(types.refundDecisions)) AND d.signed_date > n.signed_date))
             FROM app_store.notifications n
             LEFT JOIN app_store.account_members m ON m.bundle_id = n.bundle_id AND m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
             LEFT JOIN app_store.accounts a ON a.bundle_id = m.bundle_id AND a.environment = m.environment AND a.account_id = m.account_id
@@ -36,19 +39,24 @@ extension LedgerStore {
             """,
             logger: logger
         )
-        var found: [String: Bool] = [:]
-        for try await (customer, needsHistory) in rows.decode((String, Bool).self) { found[customer] = needsHistory }
+        var found: [String: [RecoveredNotification]] = [:]
+        for try await (customer, types, signed, decided) in rows.decode((String, [String], [Date], [Bool]).self) {
+            found[customer] = Self.recorded(types, signed, decided)
+        }
         return found
     }
 
     /// Customers without a subscription row (one-time purchases) with a notification recovered by
-    /// the runs: up to `limit` after `cursor`, in order, and whether they need the transaction history.
+    /// the runs: up to `limit` after `cursor`, in order, with those notifications.
     package func customersRecoveredWithoutSubscription(
         pair: AppStorePair, from start: Date, to end: Date, sinceRun runId: UUID?, after cursor: String?, limit: Int, types: RecoveredTypes
-    ) async throws -> [(customer: String, needsTransactionHistory: Bool)] {
+    ) async throws -> [(customer: String, recorded: [RecoveredNotification])] {
         let rows = try await client.query(
             """
-            SELECT n.original_transaction_id, bool_or(n.notification_type = ANY(\(types.needingTransactionHistory)))
+            SELECT n.original_transaction_id, array_agg(n.notification_type), array_agg(n.signed_date),
+                array_agg(n.notification_type = ANY(\(types.refundFlow)) AND EXISTS (SELECT 1 FROM app_store.notifications d
+                    WHERE d.bundle_id = n.bundle_id AND d.environment = n.environment AND d.original_transaction_id = n.original_transaction_id
+                        AND d.notification_type = ANY(\(types.refundDecisions)) AND d.signed_date > n.signed_date))
             FROM app_store.notifications n
             LEFT JOIN app_store.account_members m ON m.bundle_id = n.bundle_id AND m.environment = n.environment AND m.original_transaction_id = n.original_transaction_id
             LEFT JOIN app_store.accounts a ON a.bundle_id = m.bundle_id AND a.environment = m.environment AND a.account_id = m.account_id
@@ -65,8 +73,33 @@ extension LedgerStore {
             """,
             logger: logger
         )
-        var found: [(customer: String, needsTransactionHistory: Bool)] = []
-        for try await (customer, needsHistory) in rows.decode((String, Bool).self) { found.append((customer, needsHistory)) }
+        var found: [(customer: String, recorded: [RecoveredNotification])] = []
+        for try await (customer, types, signed, decided) in rows.decode((String, [String], [Date], [Bool]).self) {
+            found.append((customer, Self.recorded(types, signed, decided)))
+        }
+        return found
+    }
+
+    static func recorded(_ types: [String], _ signed: [Date], _ decided: [Bool]) -> [RecoveredNotification] {
+        zip(types, zip(signed, decided)).map { RecoveredNotification(type: $0.0, signedDate: $0.1.0, decidedLater: $0.1.1) }
+    }
+
+    /// When each of these customers' latest refund decision (`types.refundDecisions`) was signed,
+    /// for those that have one: a dry run's recovered refund requests are decided by it when it
+    /// is later.
+    package func latestRefundDecisions(among customers: [String], pair: AppStorePair, types: RecoveredTypes) async throws -> [String: Date] {
+        guard !customers.isEmpty else { return [:] }
+        let rows = try await client.query(
+            """
+            SELECT original_transaction_id, max(signed_date) FROM app_store.notifications
+            WHERE original_transaction_id = ANY(\(customers)) AND bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue)
+                AND notification_type = ANY(\(types.refundDecisions))
+            GROUP BY 1
+            """,
+            logger: logger
+        )
+        var found: [String: Date] = [:]
+        for try await (customer, signed) in rows.decode((String, Date).self) { found[customer] = signed }
         return found
     }
 

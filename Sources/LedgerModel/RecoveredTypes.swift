@@ -1,3 +1,5 @@
+import Foundation
+
 /// The notification types pass 2's selections of recovered customers treat apart, as the ledger
 /// stores them: policy, given by the caller (`NotificationTypePolicy.recoveredTypes` in
 /// Decisions), not kept here.
@@ -6,9 +8,28 @@ package struct RecoveredTypes: Hashable, Sendable {
     package var needingTransactionHistory: [String]
     /// The refund flow: selected however they were recorded (live or recovered).
     package var refundFlow: [String]
+    /// A refund request's decisions (REFUND, REFUND_DECLINED): whether one was signed after a
+    /// recorded notification is part of the evidence the ledger returns.
+    package var refundDecisions: [String]
 
-    package init(needingTransactionHistory: [String], refundFlow: [String]) {
+    package init(needingTransactionHistory: [String], refundFlow: [String], refundDecisions: [String]) {
         self.needingTransactionHistory = needingTransactionHistory
         self.refundFlow = refundFlow
+        self.refundDecisions = refundDecisions
+    }
+}
+
+/// One notification the ledger recorded for a customer that pass 2 has not checked: its type,
+/// when Apple signed it, and whether a refund decision for the same customer was signed after
+/// it. Facts; `RecoveryEvidence` (Decisions) judges them.
+package struct RecoveredNotification: Hashable, Sendable {
+    package var type: String
+    package var signedDate: Date
+    package var decidedLater: Bool
+
+    package init(type: String, signedDate: Date, decidedLater: Bool = false) {
+        self.type = type
+        self.signedDate = signedDate
+        self.decidedLater = decidedLater
     }
 }

@@ -28,9 +28,9 @@ package struct PassOneResult: Sendable {
     /// originalTransactionIds read from rejected payloads: unverified, so pass 2 asks Apple only
     /// about those the ledger already knows from verified data.
     package var rejectedCustomers: Set<String> = []
-    /// A dry run's recoveries (customer → whether one of its notifications calls for the
-    /// transaction history): a real run's are in the ledger, where pass 2 finds them.
-    package var recoveredInDryRun: [String: Bool] = [:]
+    /// A dry run's recoveries (customer → the notifications it would record, for pass 2's
+    /// evidence, `RecoveryEvidence`): a real run's are in the ledger, where pass 2 finds them.
+    package var recoveredInDryRun: [String: [RecoveredNotification]] = [:]
     /// What a dry run's pass 1 would have written, for pass 2 to compare against (empty in a
     /// real run: what it wrote is in the ledger).
     package var overlay = RecoveryReport.LedgerOverlay()

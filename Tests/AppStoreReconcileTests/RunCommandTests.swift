@@ -38,11 +38,10 @@ struct RunCommandTests {
     }
 
     @Test func accountsAppleCannotAnswerForEndTheRunWithExit3AndAReportThatNamesThem() async throws {
-        let probe = try RecoveryHarness(customers: 40, seed: 32)
-        let missedAccounts = Array(Set(probe.scenario.missedNotifications.map(\.customer))).sorted()
-        try #require(missedAccounts.count >= 3)
+        let asked = try await RecoveryHarness(customers: 40, seed: 32).accountsPassTwoAsks()
+        try #require(!asked.isEmpty)
         var options = SimulatorOptions()
-        options.failingAccounts = [missedAccounts[0]: .accountNotFound]
+        options.failingAccounts = [asked[0]: .accountNotFound]
         let harness = try RecoveryHarness(customers: 40, seed: 32, options: options)
         try await Self.withSetup(harness) { environment, client, scratch in
             let directory = scratch.appendingPathComponent("r").path

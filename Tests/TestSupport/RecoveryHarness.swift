@@ -139,6 +139,23 @@ package struct RecoveryHarness: Sendable {
         return problems
     }
 
+    /// The accounts pass 2 asks Apple about in this world, sorted: both passes of the outage against a
+    /// fresh ledger seeded with what was delivered. For a test that needs accounts pass 2 is sure to
+    /// reach (it asks only where the evidence leaves doubt, so a missed notification alone is not enough).
+    package func accountsPassTwoAsks() async throws -> [Int] {
+        try await SimulatorServer.withRunning(api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: logger)
+                try await seedDeliveredNotifications(store)
+                let window = try window()
+                let result = try await reconciliation(store, url, client: try self.client(baseURL))
+                    .execute(.init(kind: .run, window: .fixed(start: window.start, end: window.end), mode: .apply))
+                let report = RecoveryReport(result)
+                return Set(report.repairs.compactMap { scenario.customer(forTransactionId: $0.originalTransactionId)?.index }).sorted()
+            }
+        }
+    }
+
     /// A run as the commands run one, wired to the simulator and this ledger.
     package func reconciliation(_ store: LedgerStore, _ url: DatabaseURL, client: AppStoreServerAPIClient) throws -> ReconciliationRun {
         ReconciliationRun(client: client, verifier: try verifier(), store: store, databaseURL: url, logger: logger)

@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import Decisions
 import Foundation
 import Ledger
+import LedgerModel
 import Logging
 import SignedData
 import Synchronization
@@ -373,42 +374,50 @@ extension CustomerRepair {
     package func afterRecovery(
         _ passOne: PassOneResult, window: OutageWindow, dryRun: Bool, shard: Shard = .whole, now: Date = Date()
     ) async throws -> ReportList<RecoveryReport.Repair> {
-        var named: [String: (reasons: Set<GapReason>, needsHistory: Bool)] = [:]
+        var named: [String: Named] = [:]
         // A rejected payload's IDs are unverified: Apple is asked only about those that verified
         // data in the ledger already holds, with those IDs.
         let rejectedCustomers = passOne.rejectedCustomers.filter(Self.isWellFormedTransactionId)
         for customer in try await store.knows(originalTransactionIds: Array(rejectedCustomers), pair: pair) where shard.owns(customer: customer) {
-            named[customer, default: ([], true)].reasons.insert(.payloadRejected)
+            named[customer, default: Named(needsHistory: true)].reasons.insert(.payloadRejected)
         }
+        let types = NotificationTypePolicy.recoveredTypes
         if dryRun {
-            for (customer, needsHistory) in passOne.recoveredInDryRun where shard.owns(customer: customer) {
-                named[customer, default: ([], false)].reasons.insert(.recoveredInWindow)
-                if needsHistory { named[customer]!.needsHistory = true }
+            // What the dry run would record, with the ledger's refund decisions signed after it
+            // (a real run finds both in the ledger).
+            let owned = passOne.recoveredInDryRun.filter { shard.owns(customer: $0.key) }
+            let decided = try await store.latestRefundDecisions(among: owned.keys.sorted(), pair: pair, types: types)
+            for (customer, recorded) in owned {
+                named[customer, default: Named()].recovered = recorded.map { notification in
+                    var notification = notification
+                    notification.decidedLater = (decided[customer].map { $0 > notification.signedDate }) ?? false
+                    return notification
+                }
             }
         }
         // A real run's recoveries are in the ledger: signed in the window, or recorded since the
         // run started, and not checked since (what an earlier run of the window that died before
         // its pass 2 recovered is checked now). The ledger also holds what a dry run must count
         // as a real run would: the refund-flow notifications recorded live, and what earlier runs
-        // recovered and pass 2 did not check.
+        // recovered and pass 2 did not check. Each customer's recorded notifications are judged
+        // together (`RecoveryEvidence`): only those that leave its rows in doubt select it.
         let runId = dryRun ? nil : passOne.runId
         let store = self.store
         let pair = self.pair
         // Only a dry run needs pass 1's overlay: a real run's pass 1 is in the ledger already.
-        return try await repair(dryRun: dryRun, overlay: dryRun ? passOne.overlay : .init(), runId: runId) { emit in
+        let overlay: RecoveryReport.LedgerOverlay = dryRun ? passOne.overlay : .init()
+        return try await repair(dryRun: dryRun, overlay: overlay, runId: runId) { emit in
             try await scan(
                 now: now,
                 more: { customers in
                     var extra: [String: (reasons: Set<GapReason>, needsHistory: Bool)] = [:]
                     let recovered = try await store.recoveredCustomers(
-                        among: customers, pair: pair, from: window.start, to: window.end, sinceRun: runId, types: NotificationTypePolicy.recoveredTypes)
-                    for (customer, needsHistory) in recovered {
-                        extra[customer] = ([.recoveredInWindow], needsHistory)
-                    }
+                        among: customers, pair: pair, from: window.start, to: window.end, sinceRun: runId, types: types)
                     for customer in customers {
-                        guard let more = named.removeValue(forKey: customer) else { continue }
-                        extra[customer, default: ([], false)].reasons.formUnion(more.reasons)
-                        if more.needsHistory { extra[customer]!.needsHistory = true }
+                        let more = named.removeValue(forKey: customer)
+                        let recorded = (recovered[customer] ?? []) + (more?.recovered ?? [])
+                        guard let target = Named.judged(more ?? Named(), recorded: recorded, oneTimePurchase: false) else { continue }
+                        extra[customer] = (target.reasons, target.needsHistory)
                     }
                     return extra
                 },
@@ -418,22 +427,44 @@ extension CustomerRepair {
             var cursor: String?
             while true {
                 let customers = try await store.customersRecoveredWithoutSubscription(
-                    pair: pair, from: window.start, to: window.end, sinceRun: runId, after: cursor, limit: 500, types: NotificationTypePolicy.recoveredTypes
+                    pair: pair, from: window.start, to: window.end, sinceRun: runId, after: cursor, limit: 500, types: types
                 )
                 guard let last = customers.last else { break }
                 cursor = last.customer
-                for (customer, needsHistory) in customers where shard.owns(customer: customer) {
+                for (customer, recorded) in customers where shard.owns(customer: customer) {
                     let more = named.removeValue(forKey: customer)
-                    let reasons = (more?.reasons ?? []).union([.recoveredInWindow])
-                    try await emit(
-                        Target(customer: customer, reasons: Self.ordered(reasons), needsTransactionHistory: needsHistory || (more?.needsHistory ?? false))
-                    )
+                    // In a dry run, pass 1 may be about to write the customer's subscription row.
+                    let oneTimePurchase = overlay.subscriptions[customer] == nil
+                    guard let target = Named.judged(more ?? Named(), recorded: recorded + (more?.recovered ?? []), oneTimePurchase: oneTimePurchase)
+                    else { continue }
+                    try await emit(Target(customer: customer, reasons: Self.ordered(target.reasons), needsTransactionHistory: target.needsHistory))
                 }
             }
-            // Named customers without a subscription row.
+            // Named customers without a subscription row in the ledger.
             for (customer, more) in named.sorted(by: { $0.key < $1.key }) {
-                try await emit(Target(customer: customer, reasons: Self.ordered(more.reasons), needsTransactionHistory: more.needsHistory))
+                let oneTimePurchase = overlay.subscriptions[customer] == nil
+                guard let target = Named.judged(more, recorded: more.recovered, oneTimePurchase: oneTimePurchase) else { continue }
+                try await emit(Target(customer: customer, reasons: Self.ordered(target.reasons), needsTransactionHistory: target.needsHistory))
             }
+        }
+    }
+
+    /// A customer pass 2 knows of before the ledger's scan reaches it: named by a rejected
+    /// payload, or (in a dry run) with notifications pass 1 would record.
+    struct Named {
+        var reasons: Set<GapReason> = []
+        var needsHistory = false
+        var recovered: [RecoveredNotification] = []
+
+        /// With what `recorded` calls for added (`recovered-in-window` when it leaves the rows in
+        /// doubt), or nil when nothing selects the customer.
+        static func judged(_ named: Named, recorded: [RecoveredNotification], oneTimePurchase: Bool) -> Named? {
+            var named = named
+            if let question = RecoveryEvidence.question(recorded, oneTimePurchase: oneTimePurchase) {
+                named.reasons.insert(.recoveredInWindow)
+                named.needsHistory = named.needsHistory || question.needsTransactionHistory
+            }
+            return named.reasons.isEmpty ? nil : named
         }
     }
 }

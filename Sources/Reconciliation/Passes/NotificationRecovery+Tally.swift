@@ -1,6 +1,7 @@
 import Decisions
 import Foundation
 import Ledger
+import LedgerModel
 import AppStoreServerAPI
 import Crypto
 import SignedData
@@ -33,8 +34,8 @@ extension NotificationRecovery {
         var rejectedPayloads: Set<SHA256Digest> = []
         /// Customers named by rejected payloads (unverified), for pass 2.
         var rejectedCustomers: Set<String> = []
-        /// A dry run's recoveries: customer → whether one calls for the transaction history.
-        var recoveredInDryRun: [String: Bool] = [:]
+        /// A dry run's recoveries: customer → the notifications it would record.
+        var recoveredInDryRun: [String: [RecoveredNotification]] = [:]
         /// Where the window starts once Apple's 180-day (30 in Sandbox) limit overtook its start
         /// while the run paged: the queries from then on start there.
         var retention = RetentionMoves()
@@ -88,9 +89,8 @@ extension NotificationRecovery {
                             ? decision.signedDate.map { ReportTimeline.iso(ConsumptionDeadline.deadline(firstAttempt: decision.firstAttemptDate, signedDate: $0)) } : nil
                     )
                 )
-                if dryRun, let customer = decision.originalTransactionId {
-                    let needsHistory = NotificationType(rawValue: decision.notificationType ?? "").policy.needsTransactionHistory
-                    recoveredInDryRun[customer] = (recoveredInDryRun[customer] ?? false) || needsHistory
+                if dryRun, let customer = decision.originalTransactionId, let signed = decision.signedDate {
+                    recoveredInDryRun[customer, default: []].append(RecoveredNotification(type: decision.notificationType ?? "", signedDate: signed))
                 }
                 if dryRun, delivering, let uuid = decision.notificationUUID, let signed = decision.signedDate {
                     wouldRecord.append((uuid, signed))
