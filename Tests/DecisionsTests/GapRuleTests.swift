@@ -32,7 +32,7 @@ struct GapRuleTests {
         case .rowOlderThanTransactions: return view(expires: future, signed: 1_000, transactions: [(900, future, 2_000)])
         case .transactionChainGap: return view(expires: future, signed: 5_000, transactions: [(1_000, 2_000, 1_000), (5_000, future, 5_000)])
         case .skippedStep: return view(status: 2, expires: future, notifications: [("DID_RENEW", nil, 1_000), ("EXPIRED", "VOLUNTARY", 2_000)])
-        case .refundFlow: return view(expires: future, notifications: [("DID_RENEW", nil, 1_000), ("CONSUMPTION_REQUEST", nil, 2_000)])
+        case .refundFlow: return view(expires: future, notifications: [("DID_RENEW", nil, 1_000), ("REFUND", nil, 2_000)])
         case .contradictedByTransactions: return lateFailure()
         case .recoveredInWindow, .payloadRejected, .named, .imported, .audited: return nil
         }
@@ -181,28 +181,15 @@ struct GapRuleTests {
         #expect(GapRules.evaluate(billing, now: now) == [.skippedStep])
     }
 
-    @Test func aRefundRequestNoLaterDecisionAnswersSelectsTheAccountWithItsHistoryUntilTheHistoryIsChecked() {
+    @Test func aRefundFlowNotificationRecordedSinceTheHistoryWasCheckedSelectsTheAccountWithItsHistory() {
         let future = now.timeIntervalSince1970 + 86_400
-        var request = view(expires: future, notifications: [("DID_RENEW", nil, 1_000), ("CONSUMPTION_REQUEST", nil, 2_000)])
-        request.notifications[1].recordedAt = Date(timeIntervalSince1970: 2_000)
-        #expect(GapRules.evaluate(request, now: now) == [.refundFlow], "live or recovered, never checked: the decision may be the lost notification")
-        #expect(GapReason.refundFlow.needsTransactionHistory)
-        request.transactionsVerifiedAt = Date(timeIntervalSince1970: 3_000)
-        #expect(GapRules.evaluate(request, now: now).isEmpty, "the history was checked after it")
-        // A decision of an earlier episode, signed before the request, does not answer it.
-        let earlier = view(expires: future, notifications: [("REFUND_DECLINED", nil, 1_500), ("CONSUMPTION_REQUEST", nil, 2_000)])
-        #expect(GapRules.evaluate(earlier, now: now) == [.refundFlow])
-    }
-
-    @Test func aSubscriptionsDecidedRequestRefundOrReversalIsDeterminedByItsPayloadAndSelectsNothing() {
-        let future = now.timeIntervalSince1970 + 86_400
-        for decision in ["REFUND", "REFUND_DECLINED"] {
-            let decided = view(expires: future, notifications: [("DID_RENEW", nil, 1_000), ("CONSUMPTION_REQUEST", nil, 2_000), (decision, nil, 2_500)])
-            #expect(GapRules.evaluate(decided, now: now).isEmpty, "a request decided by a \(decision) signed after it")
-        }
-        for type in ["REFUND", "REFUND_DECLINED", "REFUND_REVERSED"] {
-            let alone = view(expires: future, notifications: [("DID_RENEW", nil, 1_000), (type, nil, 2_000)])
-            #expect(GapRules.evaluate(alone, now: now).isEmpty, "\(type): the transaction it is about is in its payload")
+        for type in ["REFUND", "REFUND_DECLINED", "REFUND_REVERSED", "CONSUMPTION_REQUEST"] {
+            var refund = view(expires: future, notifications: [("DID_RENEW", nil, 1_000), (type, nil, 2_000)])
+            refund.notifications[1].recordedAt = Date(timeIntervalSince1970: 2_000)
+            #expect(GapRules.evaluate(refund, now: now) == [.refundFlow], "\(type), live or recovered, never checked")
+            #expect(GapReason.refundFlow.needsTransactionHistory)
+            refund.transactionsVerifiedAt = Date(timeIntervalSince1970: 3_000)
+            #expect(GapRules.evaluate(refund, now: now).isEmpty, "\(type): the history was checked after it")
         }
     }
 
