@@ -44,4 +44,27 @@ package struct LedgerOverlay: Sendable {
         }
     }
     package init() {}
+
+    /// The view a real run's gap rules would have of `customer` once pass 1 is written: the
+    /// ledger's (`ledger`, nil when it has no subscription row of the customer) with the rows
+    /// this dry run would write and the notifications it would record (`recovered`, newer than
+    /// any verification, as written now). Nil when neither has a subscription row.
+    package func view(of customer: String, ledger: CustomerLedgerView?, recovered: [RecoveredNotification]) -> CustomerLedgerView? {
+        guard let subscription = subscriptions[customer] ?? ledger?.subscription else { return nil }
+        var view = ledger ?? CustomerLedgerView(originalTransactionId: customer, subscription: nil, transactions: [], notifications: [])
+        view.subscription = subscription
+        let written = transactionsByCustomer[customer] ?? []
+        let replaced = Set(written.map(\.transactionId))
+        let facts = written.map { row in
+            CustomerLedgerView.TransactionFacts(
+                transactionId: row.transactionId, productType: row.productType, purchaseDate: row.purchaseDate, expiresDate: row.expiresDate,
+                revocationDate: row.revocationDate, signedDate: row.signedDate, isUpgraded: row.isUpgraded
+            )
+        }
+        view.transactions = (view.transactions.filter { !replaced.contains($0.transactionId) } + facts)
+            .sorted { ($0.purchaseDate ?? .distantFuture) < ($1.purchaseDate ?? .distantFuture) }
+        let added = recovered.map { CustomerLedgerView.NotificationFacts(type: $0.type, subtype: $0.subtype, signedDate: $0.signedDate, transactionId: $0.transactionId) }
+        view.notifications = (view.notifications + added).sorted { $0.signedDate < $1.signedDate }
+        return view
+    }
 }

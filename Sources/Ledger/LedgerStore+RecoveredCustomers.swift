@@ -154,14 +154,14 @@ extension LedgerStore {
         }
         let notificationRows = try await client.query(
             """
-            SELECT original_transaction_id, notification_type, subtype, signed_date, recorded_at FROM app_store.notifications
+            SELECT original_transaction_id, notification_type, subtype, signed_date, recorded_at, transaction_id FROM app_store.notifications
             WHERE original_transaction_id = ANY(\(ids)) AND bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) ORDER BY signed_date
             """,
             logger: logger
         )
-        for try await row in notificationRows.decode((String, String, String?, Date, Date).self) {
+        for try await row in notificationRows.decode((String, String, String?, Date, Date, String?).self) {
             guard let index = position[row.0] else { continue }
-            views[index].notifications.append(.init(type: row.1, subtype: row.2, signedDate: row.3, recordedAt: row.4))
+            views[index].notifications.append(.init(type: row.1, subtype: row.2, signedDate: row.3, recordedAt: row.4, transactionId: row.5))
         }
         return views
     }

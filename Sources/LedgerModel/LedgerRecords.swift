@@ -212,7 +212,10 @@ package struct CustomerLedgerView: Hashable, Sendable {
         package var signedDate: Date
         /// When the ledger recorded it (nil: unknown, taken as new).
         package var recordedAt: Date?
-        package init(type: String, subtype: String?, signedDate: Date, recordedAt: Date? = nil) {
+        /// The transaction it carries (nil: none, or unknown).
+        package var transactionId: String?
+        package init(type: String, subtype: String?, signedDate: Date, recordedAt: Date? = nil, transactionId: String? = nil) {
+            self.transactionId = transactionId
             self.recordedAt = recordedAt
             self.type = type
             self.subtype = subtype

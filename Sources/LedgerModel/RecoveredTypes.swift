@@ -26,8 +26,14 @@ package struct RecoveredNotification: Hashable, Sendable {
     package var type: String
     package var signedDate: Date
     package var decidedLater: Bool
+    /// A dry run's: the subtype and the transaction it carries, for the gap rules to judge the
+    /// ledger as the real run would leave it (`LedgerOverlay.view(of:ledger:recovered:)`).
+    package var subtype: String?
+    package var transactionId: String?
 
-    package init(type: String, signedDate: Date, decidedLater: Bool = false) {
+    package init(type: String, signedDate: Date, decidedLater: Bool = false, subtype: String? = nil, transactionId: String? = nil) {
+        self.subtype = subtype
+        self.transactionId = transactionId
         self.type = type
         self.signedDate = signedDate
         self.decidedLater = decidedLater

@@ -193,6 +193,55 @@ struct GapRuleTests {
         }
     }
 
+    /// Issue 64, point 3: a subscription's refund flow asks Apple only where it leaves doubt.
+    @Test func aDecidedRefundFlowAboutTheNewestTransactionAsksNothingButOneAboutAPlanUpgradedFromOrUndecidedAsks() {
+        let future = now.timeIntervalSince1970 + 86_400
+        // t0: the annual plan bought at 1,000; t1: the monthly plan the customer upgraded to at 5,000.
+        func refundFlow(_ notifications: [(String, TimeInterval, String?)]) -> CustomerLedgerView {
+            var refund = view(expires: future, transactions: [(1_000, future + 300 * 86_400, 1_000), (5_000, future, 5_000)])
+            refund.notifications = notifications.map { .init(type: $0.0, subtype: nil, signedDate: Date(timeIntervalSince1970: $0.1), transactionId: $0.2) }
+            return refund
+        }
+        for decision in ["REFUND", "REFUND_DECLINED", "REFUND_REVERSED"] {
+            #expect(GapRules.evaluate(refundFlow([(decision, 6_000, "t1")]), now: now).isEmpty, "\(decision) about the newest transaction")
+            #expect(GapRules.evaluate(refundFlow([(decision, 6_000, "t0")]), now: now) == [.refundFlow], "\(decision) about the plan upgraded from")
+            #expect(GapRules.evaluate(refundFlow([(decision, 6_000, "t9")]), now: now) == [.refundFlow], "\(decision) about a transaction the ledger lacks")
+            #expect(GapRules.evaluate(refundFlow([(decision, 6_000, nil)]), now: now) == [.refundFlow], "\(decision) without its transaction")
+        }
+        #expect(GapRules.evaluate(refundFlow([("CONSUMPTION_REQUEST", 6_000, "t1")]), now: now) == [.refundFlow], "undecided: the decision may be lost")
+        #expect(GapRules.evaluate(refundFlow([("CONSUMPTION_REQUEST", 6_000, "t1"), ("REFUND_DECLINED", 7_000, "t1")]), now: now).isEmpty)
+        #expect(
+            GapRules.evaluate(refundFlow([("REFUND_DECLINED", 5_500, "t1"), ("CONSUMPTION_REQUEST", 6_000, "t1")]), now: now) == [.refundFlow],
+            "a decision signed before the request does not decide it")
+        var upgraded = refundFlow([("REFUND_DECLINED", 6_000, "t1")])
+        upgraded.transactions[1].isUpgraded = true
+        #expect(GapRules.evaluate(upgraded, now: now).contains(.refundFlow), "the ledger knows the transaction was upgraded from")
+    }
+
+    /// A dry run's rules judge the ledger as the real run would leave it (`LedgerOverlay.view`).
+    @Test func aDryRunsViewHasTheRowsAndNotificationsPassOneWouldWrite() throws {
+        let future = now.timeIntervalSince1970 + 86_400
+        let ledger = view(expires: now.timeIntervalSince1970 - 7_200, transactions: [(1_000, now.timeIntervalSince1970 - 7_200, 1_000)])
+        #expect(GapRules.evaluate(ledger, now: now) == [.overdue], "as the ledger stands")
+        var overlay = LedgerOverlay()
+        var renewed = try #require(ledger.subscription)
+        renewed.expiresDate = Date(timeIntervalSince1970: future)
+        overlay.subscriptions["1"] = renewed
+        func transaction(_ id: String, purchased: TimeInterval, expires: TimeInterval) -> TransactionRecord {
+            TransactionRecord(
+                transactionId: id, originalTransactionId: "1", productId: "p", productType: "Auto-Renewable Subscription",
+                purchaseDate: Date(timeIntervalSince1970: purchased), expiresDate: Date(timeIntervalSince1970: expires), revocationDate: nil,
+                revocationReason: nil, isUpgraded: nil, signedDate: Date(timeIntervalSince1970: purchased), environment: nil, bundleId: nil, signedTransaction: "")
+        }
+        overlay.transactions = ["t1": transaction("t1", purchased: 5_000, expires: future)]
+        let recovered = [RecoveredNotification(type: "REFUND_DECLINED", signedDate: Date(timeIntervalSince1970: 6_000), transactionId: "t0")]
+        let seen = try #require(overlay.view(of: "1", ledger: ledger, recovered: recovered))
+        #expect(seen.transactions.map(\.transactionId) == ["t0", "t1"])
+        #expect(seen.notifications.map(\.type) == ["REFUND_DECLINED"])
+        #expect(GapRules.evaluate(seen, now: now) == [.refundFlow], "renewed, not overdue; the decision is about the plan upgraded from")
+        #expect(overlay.view(of: "2", ledger: nil, recovered: recovered) == nil, "no subscription row: a one-time purchase's")
+    }
+
     @Test func aSubscriptionPastItsGracePeriodOrPastItsBillingRetryIsAGap() {
         let hour: TimeInterval = 3600
         // Status 4: stale once the grace period has ended (an hour's tolerance).

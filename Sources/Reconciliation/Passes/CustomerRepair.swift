@@ -61,8 +61,10 @@ package struct CustomerRepair: Sendable {
 
     /// Streams through every subscription of this environment, in order: the gap rules' reasons,
     /// and `more`'s for the chunk (read once per chunk), decide who is a target.
+    /// - Parameter seen: the view the rules judge for the ledger's (a dry run's: with what pass 1 would write).
     func scan(
-        now: Date = Date(), chunk: Int = 500, more: ([String]) async throws -> [String: (reasons: Set<GapReason>, needsHistory: Bool)],
+        now: Date = Date(), chunk: Int = 500, seen: (CustomerLedgerView) -> CustomerLedgerView = { $0 },
+        more: ([String]) async throws -> [String: (reasons: Set<GapReason>, needsHistory: Bool)],
         _ found: (Target) async throws -> Void
     ) async throws {
         var cursor: String?
@@ -72,7 +74,7 @@ package struct CustomerRepair: Sendable {
             cursor = last.originalTransactionId
             let extra = try await more(views.map(\.originalTransactionId))
             for view in views {
-                let ruled = Set(GapRules.evaluate(view, now: now, overdueAfter: overdueAfter))
+                let ruled = Set(GapRules.evaluate(seen(view), now: now, overdueAfter: overdueAfter))
                 let added = extra[view.originalTransactionId]
                 let reasons = ruled.union(added?.reasons ?? [])
                 guard !reasons.isEmpty else { continue }
@@ -406,9 +408,25 @@ extension CustomerRepair {
         let pair = self.pair
         // Only a dry run needs pass 1's overlay: a real run's pass 1 is in the ledger already.
         let overlay: RecoveryReport.LedgerOverlay = dryRun ? passOne.overlay : .init()
+        // A dry run's gap rules judge the ledger as the real run would leave it: with pass 1's rows
+        // and the notifications it would record (a real run's are in the ledger).
+        let wouldRecord = named.mapValues(\.recovered)
+        let overdueAfter = self.overdueAfter
+        func ruledAsWritten(_ customer: String, ledger: CustomerLedgerView?) -> Named {
+            guard dryRun, let view = overlay.view(of: customer, ledger: ledger, recovered: wouldRecord[customer] ?? []) else { return Named() }
+            let ruled = GapRules.evaluate(view, now: now, overdueAfter: overdueAfter)
+            return Named(reasons: Set(ruled), needsHistory: ruled.contains(where: \.needsTransactionHistory))
+        }
+        func adding(_ ruled: Named, to named: Named?) -> Named {
+            var named = named ?? Named()
+            named.reasons.formUnion(ruled.reasons)
+            named.needsHistory = named.needsHistory || ruled.needsHistory
+            return named
+        }
         return try await repair(dryRun: dryRun, overlay: overlay, runId: runId) { emit in
             try await scan(
                 now: now,
+                seen: { view in dryRun ? overlay.view(of: view.originalTransactionId, ledger: view, recovered: wouldRecord[view.originalTransactionId] ?? []) ?? view : view },
                 more: { customers in
                     var extra: [String: (reasons: Set<GapReason>, needsHistory: Bool)] = [:]
                     let recovered = try await store.recoveredCustomers(
@@ -435,7 +453,8 @@ extension CustomerRepair {
                     let more = named.removeValue(forKey: customer)
                     // In a dry run, pass 1 may be about to write the customer's subscription row.
                     let oneTimePurchase = overlay.subscriptions[customer] == nil
-                    guard let target = Named.judged(more ?? Named(), recorded: recorded + (more?.recovered ?? []), oneTimePurchase: oneTimePurchase)
+                    let ruled = adding(ruledAsWritten(customer, ledger: nil), to: more)
+                    guard let target = Named.judged(ruled, recorded: recorded + (more?.recovered ?? []), oneTimePurchase: oneTimePurchase)
                     else { continue }
                     try await emit(Target(customer: customer, reasons: Self.ordered(target.reasons), needsTransactionHistory: target.needsHistory))
                 }
@@ -443,7 +462,8 @@ extension CustomerRepair {
             // Named customers without a subscription row in the ledger.
             for (customer, more) in named.sorted(by: { $0.key < $1.key }) {
                 let oneTimePurchase = overlay.subscriptions[customer] == nil
-                guard let target = Named.judged(more, recorded: more.recovered, oneTimePurchase: oneTimePurchase) else { continue }
+                guard let target = Named.judged(adding(ruledAsWritten(customer, ledger: nil), to: more), recorded: more.recovered, oneTimePurchase: oneTimePurchase)
+                else { continue }
                 try await emit(Target(customer: customer, reasons: Self.ordered(target.reasons), needsTransactionHistory: target.needsHistory))
             }
         }

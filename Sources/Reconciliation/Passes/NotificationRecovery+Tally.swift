@@ -50,6 +50,9 @@ extension NotificationRecovery {
         /// already recorded; a subscription change a newer live write overtook counts as stale.
         mutating func record(_ plan: RecoveryPlanner.PagePlan, outcome: LedgerBatchOutcome?, dryRun: Bool, delivering: Bool) {
             if dryRun { refundEpisodes.noteRefundEpisodes(of: plan.batch) }
+            // The transaction each notification the batch records carries (a dry run's pass 2 judges them).
+            let carried = dryRun
+                ? Dictionary(plan.batch.notifications.map { ($0.notificationUUID, $0.transactionId) }, uniquingKeysWith: { first, _ in first }) : [:]
             for decision in plan.decisions {
                 let action = RecoveryPlanner.settle(decision, batch: plan.batch, written: outcome)
                 if action != .retryLater, let result = decision.firstAttemptResult, let attempt = decision.firstAttemptDate {
@@ -90,7 +93,12 @@ extension NotificationRecovery {
                     )
                 )
                 if dryRun, let customer = decision.originalTransactionId, let signed = decision.signedDate {
-                    recoveredInDryRun[customer, default: []].append(RecoveredNotification(type: decision.notificationType ?? "", signedDate: signed))
+                    recoveredInDryRun[customer, default: []].append(
+                        RecoveredNotification(
+                            type: decision.notificationType ?? "", signedDate: signed, subtype: decision.subtype,
+                            transactionId: decision.notificationUUID.flatMap(UUID.init(uuidString:)).flatMap { carried[$0] } ?? nil
+                        )
+                    )
                 }
                 if dryRun, delivering, let uuid = decision.notificationUUID, let signed = decision.signedDate {
                     wouldRecord.append((uuid, signed))
