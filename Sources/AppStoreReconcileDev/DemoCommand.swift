@@ -18,9 +18,10 @@ struct DemoCommand: AsyncParsableCommand {
             Needs nothing configured. Starts a private PostgreSQL cluster (deleted at the end) and creates the \
             ledger; starts the App Store simulator for two apps, each in Production (--customers customers) and \
             Sandbox (a quarter of them), over a week with an outage of several hours; fills the ledger with what \
-            the live servers received; writes one configuration file of both apps in both environments; then \
-            runs appstore-reconcile run --config on it three times: a dry run (writes nothing, writes reports), \
-            the real run, and a second run that must apply nothing; then answers the refund requests the outage \
+            the live servers received; writes one configuration file of both apps in both environments; shows what \
+            Apple owes (status: the subscriptions whose next notification is overdue, found without naming the outage); \
+            then runs appstore-reconcile run --config on it three times: a dry run (writes nothing, writes reports), \
+            the real run, and a second run that must apply nothing; shows what Apple owes again; then answers the refund requests the outage \
             hid (consumption-requests --answer, from a table of usage the demo makes up) and checks again, which \
             must send nothing; then lists, in a dry run of compensate, the subscribers the outage locked out and the \
             renewal-date extension each would get. Prints where the reports are. DATABASE_URL is ignored so that the demo never touches a real ledger; pass \
@@ -82,6 +83,9 @@ struct DemoCommand: AsyncParsableCommand {
                     try text.write(toFile: config, atomically: true, encoding: .utf8)
                     print("\nOne configuration file for both apps in both environments (the database comes from DATABASE_URL), \(config):")
                     text.split(separator: "\n").forEach { print("    \($0)") }
+                    try await DemoOverdue.show(
+                        "What Apple owes, from the ledger alone (no outage named): subscriptions whose next notification is overdue.",
+                        databaseURL: urlText)
                     let start = Date().addingTimeInterval(-7 * 86_400 - 3600).formatted(.iso8601)
                     let end = Date().formatted(.iso8601)
                     for (name, extra, title) in [
@@ -94,6 +98,7 @@ struct DemoCommand: AsyncParsableCommand {
                         // 3: done, with payloads rejected (none here, but it is a success).
                         guard status == 0 || status == 3 else { throw DemoFailure("appstore-reconcile run exited \(status)") }
                     }
+                    try await DemoOverdue.show("What Apple owes after the recovery:", databaseURL: urlText)
                     try await DemoRefundAnswers.answer(planted, world: world, config: config, reportDir: reportDir, databaseURL: urlText, database: database, logger: logger)
                     try await DemoCompensation.dryRun(world: world, config: config, reportDir: reportDir, databaseURL: urlText)
                     try await DemoAudit.run(config: config, reportDir: reportDir, databaseURL: urlText)

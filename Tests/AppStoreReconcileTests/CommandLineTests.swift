@@ -253,6 +253,11 @@ struct CommandLineTests {
         // The simulator enforces Apple's rate limits in the demo; the tool paces itself within them.
         #expect(output.contains("Sandbox), enforced: 0 of "), "no request answered 429: \(output.suffix(600))")
         #expect(output.split(separator: "\n").count { $0.contains("hurt subscriptions (from ") } == 4, "compensate --dry-run over the four App Stores")
+        // What Apple owes, from the ledger alone: the outage's losses before the runs, none after them.
+        let owed = output.split(separator: "\n").filter { $0.hasPrefix("Overdue: ") }
+        #expect(owed.count == 2, "status before and after the recovery: \(owed)")
+        #expect(owed.first.map { $0.hasPrefix("Overdue: ") && !$0.hasPrefix("Overdue: none") } == true, "the outage's renewals are overdue: \(owed)")
+        #expect(owed.last?.hasPrefix("Overdue: none") == true, "the recovery leaves none: \(owed)")
         // The audit states each App Store's bound.
         #expect(output.split(separator: "\n").count { $0.contains("compared with Apple") && $0.contains("at 95% confidence at most") } == 4, "\(output.suffix(1500))")
     }
