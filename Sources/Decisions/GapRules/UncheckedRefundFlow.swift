@@ -12,7 +12,10 @@ import SignedData
 /// expiry (measured: selecting no decided refund flow left 5 of 25,188 accounts wrong in the
 /// benchmark's 100,000-notification world, each on the plan it had upgraded from). About the
 /// newest transaction the ledger holds, the notification's transaction, status and renewal info
-/// are the rows, and Apple is not asked.
+/// are the rows, and Apple is not asked. Apple's word that a refund flow's transaction may be an
+/// earlier one: App Store Commerce Engineering's accepted answer in developer forum thread 774755
+/// ("signedTransactionInfo refers to the transaction referenced by the action, in the case of a
+/// refund flow, that may not be the most recent transaction").
 package struct UncheckedRefundFlow: GapRule {
     package init() {}
     package var reason: GapReason { .refundFlow }
