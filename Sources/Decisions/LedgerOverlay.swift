@@ -51,9 +51,11 @@ package struct LedgerOverlay: Sendable {
     /// any verification, as written now). Nil when neither has a subscription row.
     package func view(of customer: String, ledger: CustomerLedgerView?, recovered: [RecoveredNotification]) -> CustomerLedgerView? {
         guard let subscription = subscriptions[customer] ?? ledger?.subscription else { return nil }
+        let written = transactionsByCustomer[customer] ?? []
+        // Most of a dry run's scan: a customer pass 1 leaves alone is seen as the ledger holds it.
+        if let ledger, subscriptions[customer] == nil, written.isEmpty, recovered.isEmpty { return ledger }
         var view = ledger ?? CustomerLedgerView(originalTransactionId: customer, subscription: nil, transactions: [], notifications: [])
         view.subscription = subscription
-        let written = transactionsByCustomer[customer] ?? []
         let replaced = Set(written.map(\.transactionId))
         let facts = written.map { row in
             CustomerLedgerView.TransactionFacts(
