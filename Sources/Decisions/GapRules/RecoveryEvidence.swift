@@ -12,10 +12,8 @@ import SignedData
 /// with a restored copy no notification names). What stays in doubt is each type's
 /// `NotificationTypePolicy.leavesDoubt`; contradictions, missing periods and overdue
 /// notifications are the gap rules' to find, whatever was recovered, and a subscription's
-/// refund-flow notifications stay `UncheckedRefundFlow`'s: one about a plan the customer upgraded
-/// from does not carry `isUpgraded` (Apple marks it in the transaction history only), so applied
-/// it can leave the row on the annual plan and its later expiry (measured: dropping that rule left
-/// 5 of 25,188 accounts wrong in the benchmark's 100,000-notification world).
+/// refund-flow notifications are `UncheckedRefundFlow`'s, which judges them by the transaction
+/// they carry (it may be an earlier one than the subscription's newest).
 package enum RecoveryEvidence {
     /// Whether Apple is asked, and whether for the transaction history.
     package struct Question: Hashable, Sendable {
