@@ -13,11 +13,27 @@ import SignedData
 package enum CompensationRules {
     /// The notification types that may grant access (some only with a subtype: the ledger
     /// selects by these, `grants(type:subtype:)` decides).
-    package static var typesThatMayGrant: [String] {
-        NotificationType.documented.filter { type in
-            let policy = type.policy
-            return policy.access == .grants || type.documentedSubtypes.contains { policy.access(type: type, subtype: $0) == .grants }
-        }.map(\.rawValue)
+    package static var typesThatMayGrant: [String] { NotificationType.documented.filter(mayGrant).map(\.rawValue) }
+
+    /// The types that record an extension of one subscription's renewal date, counted against
+    /// Apple's two in 365 days.
+    package static var typesThatExtend: [String] { NotificationTypePolicy.names(\.extendsRenewalDate) }
+
+    /// The types of an auto-renewable subscription whose absence, missed, denied access (compensate's
+    /// help names them): those that grant and began denying when missed. A one-time charge is about
+    /// other products than auto-renewable subscriptions.
+    package static var typesThatDeny: [String] {
+        NotificationType.documented.filter { $0 != .oneTimeCharge && $0.policy.denialStart != .never && mayGrant($0) }.map(\.rawValue)
+    }
+
+    /// The types that may grant access but never denied it when missed: they come while the
+    /// customer has access.
+    package static var typesThatNeverDeny: [String] {
+        NotificationType.documented.filter { $0.policy.denialStart == .never && mayGrant($0) }.map(\.rawValue)
+    }
+
+    private static func mayGrant(_ type: NotificationType) -> Bool {
+        type.policy.access == .grants || type.documentedSubtypes.contains { type.policy.access(type: type, subtype: $0) == .grants }
     }
 
     /// The types whose default is to grant: a later one the live server received gave access back.

@@ -61,6 +61,9 @@ package struct NotificationTypePolicy: Hashable, Sendable {
     package var explainsLapse = false
     /// Apple waits for an answer within a deadline (12 hours from its first send attempt).
     package var carriesDeadline = false
+    /// Apple extended one subscription's renewal date: one of the two extensions Apple allows a
+    /// subscription in 365 days (`compensate` counts these beside its own requests).
+    package var extendsRenewalDate = false
     /// What it says of access, by default (`access(subtype:)` refines it by subtype).
     package var access = Access.unchanged
     /// When missing it began to deny access, for a type that grants it (any subtype).
@@ -100,7 +103,7 @@ extension NotificationTypePolicy {
         .consumptionRequest: .init(
             priorityInPassOne: true, refundFlow: true, refundEpisode: .request, needsTransactionHistory: true, carriesDeadline: true,
             leavesDoubt: .untilDecided),
-        .renewalExtended: .init(access: .grants),
+        .renewalExtended: .init(extendsRenewalDate: true, access: .grants),
         .revoke: .init(needsTransactionHistory: true, explainsLapse: true, access: .withdraws, leavesDoubt: .forOneTimePurchases),
         .test: .init(),
         .renewalExtension: .init(),

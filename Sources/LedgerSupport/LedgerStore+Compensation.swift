@@ -75,16 +75,17 @@ extension LedgerStore {
 
     /// What the ledger knows of a subscription's extensions at `now`: in the last 365 days, the
     /// larger of the tool's own (extended or pending, other requests than `requestIdentifier`) and
-    /// the RENEWAL_EXTENDED notifications recorded; whether another request was made for the same
-    /// missed notification; and the row of `requestIdentifier`.
+    /// the notifications of `extensionTypes` recorded (Apple's word that it extended one); whether
+    /// another request was made for the same missed notification; and the row of `requestIdentifier`.
     package func extensionHistory(
-        pair: AppStorePair, originalTransactionId: String, notificationUUIDs: [UUID], requestIdentifier: UUID, now: Date
+        pair: AppStorePair, originalTransactionId: String, notificationUUIDs: [UUID], requestIdentifier: UUID, extensionTypes: [String], now: Date
     ) async throws -> ExtensionHistory {
         let rows = try await client.query(
             """
             WITH p AS (
                 SELECT \(pair.bundleId)::text AS bundle_id, \(pair.environment.rawValue)::text AS environment, \(originalTransactionId)::text AS otid,
-                    \(requestIdentifier)::uuid AS request, \(now.addingTimeInterval(-365 * 86_400))::timestamptz AS year_ago, \(notificationUUIDs)::uuid[] AS missed
+                    \(requestIdentifier)::uuid AS request, \(now.addingTimeInterval(-365 * 86_400))::timestamptz AS year_ago, \(notificationUUIDs)::uuid[] AS missed,
+                    \(extensionTypes)::text[] AS extension_types
             )
             SELECT
                 (SELECT count(*)::integer FROM app_store.renewal_extensions e, p
@@ -92,7 +93,7 @@ extension LedgerStore {
                     AND e.request_identifier <> p.request AND e.outcome IN ('extended', 'pending') AND e.requested_at > p.year_ago),
                 (SELECT count(*)::integer FROM app_store.notification_rows n, p
                  WHERE n.bundle_id = p.bundle_id AND n.environment = p.environment AND n.original_transaction_id = p.otid
-                    AND n.notification_type = 'RENEWAL_EXTENDED' AND n.signed_date > p.year_ago),
+                    AND n.notification_type = ANY (p.extension_types) AND n.signed_date > p.year_ago),
                 EXISTS (SELECT 1 FROM app_store.renewal_extensions e, p
                  WHERE e.bundle_id = p.bundle_id AND e.environment = p.environment AND e.original_transaction_id = p.otid
                     AND e.notification_uuids && p.missed AND e.request_identifier <> p.request AND e.outcome IN ('extended', 'pending'))

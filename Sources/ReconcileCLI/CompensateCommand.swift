@@ -12,8 +12,8 @@ struct CompensateCommand: AsyncParsableCommand {
         discussion: """
             After the window was recovered (run), for every configured app and environment (--app, --environment \
             narrow): the auto-renewable subscriptions with a notification signed in [--start, --end) that the live \
-            server missed (recovered by a run) and whose absence denied access (DID_RENEW, SUBSCRIBED, REFUND_REVERSED; \
-            never OFFER_REDEEMED, RENEWAL_EXTENDED or DID_CHANGE_RENEWAL_PREF, which come while the \
+            server missed (recovered by a run) and whose absence denied access (\(CompensationRules.typesThatDeny.joined(separator: ", ")); \
+            never \(CompensationRules.typesThatNeverDeny.joined(separator: ", ")), which come while the \
             customer has access), for at least --min-hours: from when the access ended (a renewal: the later of its \
             signedDate and the expiry the ledger held before it, since Apple charges up to 24 hours early; the others: \
             the signedDate) to its recording, or to an earlier grant the live server received; and that the ledger \
@@ -25,7 +25,7 @@ struct CompensateCommand: AsyncParsableCommand {
             requestIdentifier is derived from the app, environment, originalTransactionId and the window, so the same \
             window compensated again sends nothing new (a request whose answer was lost is sent again, the same \
             identifier). Apple allows two extensions of a subscription in 365 days: a third is skipped and reported. \
-            app_store.renewal_extensions keeps each one; the ledger's expiry moves when Apple's RENEWAL_EXTENDED \
+            app_store.renewal_extensions keeps each one; the ledger's expiry moves when Apple's \(CompensationRules.typesThatExtend.joined(separator: " or ")) \
             notification is recorded (serve, or the next run). --dry-run sends and writes nothing and lists who, how \
             long denied and the days each would get. Exit 3 when Apple refused any, or one is left pending or not sent \
             (the next compensate of the window sends it).

@@ -65,10 +65,10 @@ struct ConsumptionRequestsCommand: AsyncParsableCommand {
             )
             var request = recovery.request(kind: .consumptionRequests, window: window)
             request.repair = false
-            // Apple's decisions too: a CONSUMPTION_REQUEST signed after a REFUND or REFUND_DECLINED
-            // of its transaction is a new request (migration 0022), which the ledger can tell only
-            // once it holds the decision.
-            request.onlyTypes = [.consumptionRequest, .refund, .refundDeclined]
+            // Every type of a refund request's episode: Apple's decisions too, since a request signed
+            // after a decision of its transaction is a new request (migration 0022), which the ledger
+            // can tell only once it holds the decision.
+            request.onlyTypes = NotificationTypePolicy.types { $0.refundEpisode != nil }
             try await recovery.execute(request, configuration: options, answering: answer ? .milliseconds(Int64(factsTimeout * 1000)) : nil)
         }
     }

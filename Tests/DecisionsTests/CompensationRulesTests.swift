@@ -47,6 +47,17 @@ struct CompensationRulesTests {
         }
     }
 
+    /// Apple's notificationType page (endpoints-that-change.md §9): a subscription bought, renewed
+    /// or its refund reversed gave access back; an offer redeemed, a renewal date extended or a
+    /// renewal preference changed (an upgrade) came while the customer had access. Only
+    /// RENEWAL_EXTENDED says Apple extended one subscription's renewal date.
+    @Test func theTypesCompensateNamesComeFromThePolicyTable() {
+        #expect(CompensationRules.typesThatDeny == ["SUBSCRIBED", "DID_RENEW", "REFUND_REVERSED"])
+        #expect(CompensationRules.typesThatNeverDeny == ["DID_CHANGE_RENEWAL_PREF", "OFFER_REDEEMED", "RENEWAL_EXTENDED"])
+        #expect(CompensationRules.typesThatExtend == ["RENEWAL_EXTENDED"])
+        #expect(Set(CompensationRules.typesThatMayGrant).isSuperset(of: CompensationRules.typesThatDeny + CompensationRules.typesThatNeverDeny))
+    }
+
     @Test func everyTypeThatGrantsSaysWhenItsDenialStartsAndOnlyRenewalsWaitForTheAccessHeld() {
         for type in NotificationType.documented where type.policy.access == .grants {
             let start = type.policy.denialStart

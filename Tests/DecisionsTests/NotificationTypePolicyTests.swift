@@ -42,12 +42,12 @@ struct NotificationTypePolicyTests {
         #expect(Set(NotificationTypePolicy.types { $0.access == .withdraws }).isSuperset(of: [.expired, .refund, .revoke, .gracePeriodExpired]))
     }
 
-    /// No file of Sources spells a type's name as a string literal but the type's own file (and
-    /// the simulator, which plays Apple): every other file asks the table or uses the cases.
+    /// No file of Sources spells a type's name as a string literal, Swift's or SQL's, but the type's
+    /// own file (and the simulator, which plays Apple): every other file asks the table or uses the cases.
     @Test func noOtherSourceFileSpellsATypesName() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let sources = root.appendingPathComponent("Sources")
-        let names = NotificationType.documented.map { "\"\($0.rawValue)\"" }
+        let names = NotificationType.documented.flatMap { ["\"\($0.rawValue)\"", "'\($0.rawValue)'"] }
         var spelled: [String] = []
         let files = try #require(FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil))
         for case let file as URL in files where file.pathExtension == "swift" {

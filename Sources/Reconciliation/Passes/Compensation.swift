@@ -77,7 +77,8 @@ package struct Compensation: Sendable {
                 bundleId: pair.bundleId, environment: pair.environment, originalTransactionId: hurt.originalTransactionId, start: start, end: end
             )
             var history = try await store.extensionHistory(
-                pair: pair, originalTransactionId: hurt.originalTransactionId, notificationUUIDs: hurt.notificationUUIDs, requestIdentifier: identifier, now: now()
+                pair: pair, originalTransactionId: hurt.originalTransactionId, notificationUUIDs: hurt.notificationUUIDs, requestIdentifier: identifier,
+                extensionTypes: CompensationRules.typesThatExtend, now: now()
             )
             history.otherRemedy = RemedyExclusion.excluding(remedies, kind: .perSubscription, productId: hurt.productId, start: start, end: end, again: again)
                 .map(RemedyExclusion.detail)

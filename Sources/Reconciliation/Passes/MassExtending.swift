@@ -79,7 +79,8 @@ struct MassExtending: Sendable {
             guard !stop.isRequested, let hurt = CompensationRules.failureRetry(failure, now: now()) else { continue }
             let identifier = CompensationRules.failureRetryIdentifier(massRequestIdentifier: mass.requestIdentifier, originalTransactionId: failure.originalTransactionId)
             let history = try await store.extensionHistory(
-                pair: pair, originalTransactionId: failure.originalTransactionId, notificationUUIDs: [failure.notificationUUID], requestIdentifier: identifier, now: now()
+                pair: pair, originalTransactionId: failure.originalTransactionId, notificationUUIDs: [failure.notificationUUID], requestIdentifier: identifier,
+                extensionTypes: CompensationRules.typesThatExtend, now: now()
             )
             reports.append(try await compensation.extend(hurt, history: history, requestIdentifier: identifier, days: mass.extendByDays, window: window, dryRun: dryRun, runId: runId))
         }
