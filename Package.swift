@@ -108,6 +108,7 @@ let package = Package(
                 // Decisions: what a row owes (SubscriptionDue), stored with it by the one writer.
                 "LedgerModel", "SignedData", "FailureKind", "Decisions",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -161,7 +162,7 @@ let package = Package(
         .target(
             name: "Reconciliation",
             dependencies: [
-                "SignedData", "AppStoreServerAPI", "Ledger", "LedgerSupport", "Decisions", "FailureKind", "RunResults",
+                "SignedData", "AppStoreServerModel", "AppStoreServerAPI", "LedgerModel", "Ledger", "LedgerSupport", "Decisions", "FailureKind", "RunResults",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -239,8 +240,6 @@ let package = Package(
                 "DeploymentConfiguration", "Deployment",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                // Only to run the ledger's PostgresClient as a service of the ServiceGroup.
-                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
@@ -258,6 +257,8 @@ let package = Package(
             name: "AppStoreReconcileDev",
             dependencies: [
                 "ReconcileCLI", "SignedData", "AppStoreServerAPI", "Ledger", "Reconciliation", "Reports", "AppStoreSimulator", "ThrowawayPostgres", "Deployment",
+                // The demo's own table of the team's facts (DemoRefundAnswers).
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -287,7 +288,7 @@ let package = Package(
         .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["MigrationEmbedder"]),
 
         .testTarget(
-            name: "SignedDataTests", dependencies: ["SignedData", "AppStoreSimulator", "AppStoreServerAPI"],
+            name: "SignedDataTests", dependencies: ["SignedData", "AppStoreSimulator", "AppStoreServerAPI", .product(name: "Crypto", package: "swift-crypto")],
             exclude: ["ApplePayloads"], swiftSettings: strictSettings
         ),
         // App receipts read without I/O; Apple's own Xcode test receipts are among the fixtures.
@@ -298,7 +299,7 @@ let package = Package(
         // The ledger's records and columns as values: links neither PostgreSQL nor the simulator.
         .testTarget(name: "LedgerModelTests", dependencies: ["LedgerModel"], swiftSettings: strictSettings),
         .testTarget(name: "DeploymentConfigurationTests", dependencies: ["DeploymentConfiguration", "SignedData"], swiftSettings: strictSettings),
-        .testTarget(name: "LedgerTests", dependencies: ["Ledger", "Decisions", "ThrowawayPostgres", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
+        .testTarget(name: "LedgerTests", dependencies: ["Ledger", "LedgerModel", "SignedData", "Decisions", "ThrowawayPostgres", "TestSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         .testTarget(name: "ThrowawayPostgresTests", dependencies: ["ThrowawayPostgres", "TestSupport", "Ledger", .product(name: "PostgresNIO", package: "postgres-nio")], swiftSettings: strictSettings),
         .testTarget(
             name: "AppStoreServerAPITests",
@@ -310,7 +311,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppReceipt", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
-        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Deployment", "Reconciliation", "FailureKind", "Reports", "RunResults", "LiveReceiver", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", "LedgerSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
+        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Deployment", "Reconciliation", "FailureKind", "Reports", "RunResults", "LiveReceiver", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerModel", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", "LedgerSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         // serve's routes in process (HummingbirdTesting), against a real ledger.
         .testTarget(
             name: "LiveReceiverTests",
@@ -332,7 +333,7 @@ let package = Package(
                 "TestSupport", "AppStoreSimulator", "AppStoreServerAPI", "SignedData", "ThrowawayPostgres", "Ledger", "Decisions", "Reconciliation", "Reports", "LiveReceiver", "ReconcileCLI", "FailureKind", "RawConnection", "Deployment",
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"), .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
         ),
