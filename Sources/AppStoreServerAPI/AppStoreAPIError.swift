@@ -121,10 +121,14 @@ public struct RateLimitedUntil: Error, Sendable, CustomStringConvertible {
     public var endpoint: Endpoint
     public var resumeAt: Date
     public var bound: Duration
-    public init(endpoint: Endpoint, resumeAt: Date, bound: Duration) {
+    /// Whether an earlier attempt of the request may have reached Apple with its answer lost
+    /// (only where the endpoint's `RepeatRule` let it be sent again after that).
+    public var anyMayHaveArrived: Bool
+    public init(endpoint: Endpoint, resumeAt: Date, bound: Duration, anyMayHaveArrived: Bool = false) {
         self.endpoint = endpoint
         self.resumeAt = resumeAt
         self.bound = bound
+        self.anyMayHaveArrived = anyMayHaveArrived
     }
     public var description: String {
         "Apple's rate limit for \(endpoint.name) asks to wait until \(resumeAt.formatted(.iso8601)), beyond the \(bound.components.seconds / 60)-minute bound (--rate-limit-wait-minutes)"
@@ -135,5 +139,8 @@ public struct RateLimitedUntil: Error, Sendable, CustomStringConvertible {
 public struct RetriesExhausted: Error, Sendable, CustomStringConvertible {
     public var attempts: Int
     public var lastError: any Error
+    /// Whether any attempt may have reached Apple with its answer lost (only where the endpoint's
+    /// `RepeatRule` let it be sent again after that: the same `requestIdentifier`).
+    public var anyMayHaveArrived = false
     public var description: String { "gave up after \(attempts) attempts: \(lastError)" }
 }

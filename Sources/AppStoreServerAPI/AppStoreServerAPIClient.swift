@@ -210,6 +210,8 @@ public final class AppStoreServerAPIClient: Sendable {
         var started: AnyClock<Duration>.Instant?
         var attempt = 0
         var rateLimitWaited = Duration.zero
+        // Whether an attempt sent again under the endpoint's rule may have reached Apple.
+        var anyMayHaveArrived = false
         while true {
             attempt += 1
             try await limiters[endpoint]!.acquire()
@@ -241,6 +243,7 @@ public final class AppStoreServerAPIClient: Sendable {
                 guard endpoint.repeatRule.mayRepeat(after: error.attemptEnd) else {
                     throw OutcomeUnknown(endpoint: endpoint, cause: error.description)
                 }
+                if error.attemptEnd != .noAnswer(mayHaveArrived: false) { anyMayHaveArrived = true }
                 failure = error
             }
             let pause = wait ?? policy.delay(afterAttempt: attempt)
@@ -249,7 +252,10 @@ public final class AppStoreServerAPIClient: Sendable {
             // stop and say when to resume (what was committed stays).
             if let wait, started!.duration(to: clock.now) + wait >= policy.maximumTotal {
                 guard case .wait = policy.rateLimited(retryAfter: wait, waited: rateLimitWaited) else {
-                    throw RateLimitedUntil(endpoint: endpoint, resumeAt: Date().addingTimeInterval(Double(wait / .milliseconds(1)) / 1000), bound: policy.maximumRateLimitWait)
+                    throw RateLimitedUntil(
+                        endpoint: endpoint, resumeAt: Date().addingTimeInterval(Double(wait / .milliseconds(1)) / 1000), bound: policy.maximumRateLimitWait,
+                        anyMayHaveArrived: anyMayHaveArrived
+                    )
                 }
                 rateLimitWaited += wait
                 attempt = 0
@@ -257,7 +263,7 @@ public final class AppStoreServerAPIClient: Sendable {
             }
             let elapsed = started!.duration(to: clock.now)
             guard attempt < policy.maximumAttempts, elapsed + pause < policy.maximumTotal else {
-                throw RetriesExhausted(attempts: attempt, lastError: failure)
+                throw RetriesExhausted(attempts: attempt, lastError: failure, anyMayHaveArrived: anyMayHaveArrived)
             }
             counters.update {
                 $0.retries += 1

@@ -26,18 +26,6 @@ package struct RefundAnswerMachine: Sendable {
         case done
     }
 
-    /// How an attempt to send the answer ended.
-    package enum SendEnd: Hashable, Sendable {
-        /// Apple took it (202).
-        case accepted(status: Int)
-        /// Apple refused it (after the retries its 429s and 5xx allow).
-        case refused(status: Int, code: Int64?, message: String?)
-        /// It may have reached Apple; no answer came (a timeout after sending).
-        case outcomeUnknown(cause: String)
-        /// It never reached Apple (no connection made; Apple's rate limit asking to wait beyond the run's bound).
-        case notSent(reason: String)
-    }
-
     private enum State: Hashable, Sendable {
         case start, readingFacts, sending, recording, done
     }
@@ -115,30 +103,30 @@ package struct RefundAnswerMachine: Sendable {
     }
 
     /// How sending ended.
-    package mutating func sent(_ end: SendEnd) -> Action {
+    package mutating func sent(_ end: AppleCallEnd) -> Action {
         precondition(state == .sending, "sent out of turn")
         state = .recording
         let information = report.sent
         let row: ConsumptionAnswerRecord
         switch end {
-        case .accepted(let status):
+        case .accepted(let status, _):
             report.outcome = "sent"
             report.detail = nil
             report.appleStatus = status
             row = record(outcome: "sent", sent: information, status: status)
         case .refused(let status, let code, let message):
-            let detail = "Apple answered HTTP \(status)" + (code.map { ", error \($0)" } ?? "") + (message.map { ": \($0.prefix(200))" } ?? "")
-                + "; sent again at the next check while the deadline is ahead"
+            let detail = AppleCallEnd.describe(status: status, code: code, message: message) + "; sent again at the next check while the deadline is ahead"
             (report.outcome, report.detail, report.appleStatus, report.appleError) = ("failed", detail, status, code)
             row = record(outcome: "failed", detail: detail, sent: information, status: status, error: code)
         case .outcomeUnknown(let cause):
             let detail = "no answer came (\(cause)): Apple may have taken it; sent again only once Apple asks again (a new CONSUMPTION_REQUEST)"
             (report.outcome, report.detail) = ("failed", detail)
             row = record(outcome: "failed", detail: detail, sent: information)
-        case .notSent(let reason):
-            let detail = "not sent: \(reason); sent at the next check while the deadline is ahead"
-            (report.outcome, report.detail) = ("failed", detail)
-            row = record(outcome: "failed", detail: detail)
+        case .notTaken(let reason, let status, let code):
+            let detail = "\(reason); sent at the next check while the deadline is ahead"
+            (report.outcome, report.detail, report.appleStatus, report.appleError) = ("failed", detail, status, code)
+            // What was sent, when Apple answered it.
+            row = record(outcome: "failed", detail: detail, sent: status == nil ? nil : information, status: status, error: code)
         }
         return .recordOverTrace(row)
     }

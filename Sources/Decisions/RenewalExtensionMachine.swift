@@ -21,17 +21,6 @@ package struct RenewalExtensionMachine: Sendable {
         case done
     }
 
-    /// How sending ended.
-    package enum SendEnd: Hashable, Sendable {
-        case extended(effectiveDate: Date?, status: Int)
-        /// Apple refused it (after the retries its 429s and 5xx allow).
-        case refused(status: Int, code: Int64?, message: String?)
-        /// It may have reached Apple; no answer came.
-        case outcomeUnknown(cause: String)
-        /// It never reached Apple.
-        case notSent(reason: String)
-    }
-
     private enum State: Hashable, Sendable { case start, sending, recording, done }
 
     package let hurt: CompensationRules.Hurt
@@ -103,27 +92,27 @@ package struct RenewalExtensionMachine: Sendable {
         return .recordThenSend(row(outcome: "pending", detail: Self.traceDetail), request)
     }
 
-    package mutating func sent(_ end: SendEnd) -> Action {
+    package mutating func sent(_ end: AppleCallEnd) -> Action {
         precondition(state == .sending, "sent out of turn")
         state = .recording
         switch end {
-        case .extended(let effective, let status):
+        case .accepted(let status, let effective):
             (report.outcome, report.detail, report.appleStatus) = ("extended", nil, status)
             report.effectiveDate = effective.map(OutageWindow.format)
             return .record(row(outcome: "extended", effectiveDate: effective, status: status))
         case .refused(let status, let code, let message):
-            let detail = "Apple answered HTTP \(status)" + (code.map { ", error \($0)" } ?? "") + (message.map { ": \($0.prefix(200))" } ?? "")
+            let detail = AppleCallEnd.describe(status: status, code: code, message: message)
             (report.outcome, report.detail, report.appleStatus, report.appleError) = ("refused", detail, status, code)
             return .record(row(outcome: "refused", status: status, error: code, detail: detail))
         case .outcomeUnknown(let cause):
             let detail = "no answer came (\(cause)): the next compensate of this window sends it again with the same requestIdentifier"
             (report.outcome, report.detail) = ("pending", detail)
             return .record(row(outcome: "pending", detail: detail))
-        case .notSent(let reason):
+        case .notTaken(let reason, let status, let code):
             // Certainly not extended: not counted as an extension anywhere.
-            let detail = "not sent: \(reason); the next compensate of this window sends it"
-            (report.outcome, report.detail) = ("not_sent", detail)
-            return .record(row(outcome: "not_sent", detail: detail))
+            let detail = "\(reason); the next compensate of this window sends it"
+            (report.outcome, report.detail, report.appleStatus, report.appleError) = ("not_sent", detail, status, code)
+            return .record(row(outcome: "not_sent", status: status, error: code, detail: detail))
         }
     }
 

@@ -4,6 +4,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOPosix
+import SignedData
 import Testing
 
 /// An endpoint that changes things at Apple is sent again only where that cannot apply it twice
@@ -43,6 +44,25 @@ import Testing
             // The same fault on a read: asked again until the attempts run out.
             await #expect(throws: RetriesExhausted.self) { _ = try await client.notificationHistoryPage(harness.wholeHistory, paginationToken: nil) }
             #expect(harness.api.requestCounts["notificationHistory"] == 3)
+        }
+    }
+
+    /// A request Apple applies once per requestIdentifier is sent again after a lost answer; when
+    /// the retries run out, the error says one may have been applied (so that the remedy records
+    /// it as in doubt, not as never sent), which Apple's error answers alone never say.
+    @Test func retriesOfTheSameRequestIdentifierSayWhetherAnyAttemptMayHaveArrived() async throws {
+        var options = SimulatorOptions()
+        options.droppedConnectionRate = 1
+        let harness = try SimulatorHarness(customers: 5, options: options)
+        let product = try #require(harness.scenario.customers.first?.latestTransaction.productId)
+        let request: @Sendable () -> MassExtendRenewalDateRequest = { MassExtendRenewalDateRequest(requestIdentifier: UUID().uuidString.lowercased(), extendByDays: 1, extendReasonCode: .serviceIssueOrOutage, productId: product) }
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            let client = try harness.client(baseURL: baseURL, retryPolicy: RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(10), maximumDelay: .milliseconds(50)))
+            let lost = try await #require(throws: RetriesExhausted.self) { _ = try await client.massExtendRenewalDate(request()) }
+            #expect(lost.anyMayHaveArrived && harness.api.requestCounts["massExtendRenewalDate"] == 3, "\(lost)")
+            harness.api.inject(Array(repeating: .error(status: 500, errorCode: 5_000_001, message: "An unknown error occurred. Please try again."), count: 3), endpoint: "massExtendRenewalDate")
+            let refused = try await #require(throws: RetriesExhausted.self) { _ = try await client.massExtendRenewalDate(request()) }
+            #expect(!refused.anyMayHaveArrived, "three error answers: nothing applied")
         }
     }
 

@@ -157,10 +157,10 @@ struct CompensationRulesTests {
         var machine = RenewalExtensionMachine(hurt, history: ExtensionHistory(inLastYear: 2, earlier: pending, compensatedElsewhere: true), requestIdentifier: id, days: 2, dryRun: false)
         guard case .recordThenSend(let row, let request) = machine.start() else { Issue.record("sent again"); return }
         #expect(request.extendByDays == 5 && row.extendByDays == 5 && row.outcome == "pending")
-        #expect(machine.sent(.notSent(reason: "Apple answered HTTP 503")) == .record(RenewalExtensionRecord(
+        #expect(machine.sent(AppleCallEnd(.answered(status: 503, code: nil, message: nil, retryable: true))) == .record(RenewalExtensionRecord(
             originalTransactionId: "1", requestIdentifier: id, notificationUUID: hurt.notificationUUID, notificationUUIDs: hurt.notificationUUIDs, extendByDays: 5, reasonCode: 3,
-            outcome: "not_sent", hoursDenied: 30,
-            detail: "not sent: Apple answered HTTP 503; the next compensate of this window sends it"
+            outcome: "not_sent", hoursDenied: 30, appleStatus: 503,
+            detail: "Apple answered HTTP 503 and asked to try again later; the next compensate of this window sends it"
         )))
         #expect(machine.report.needsAPerson)
     }

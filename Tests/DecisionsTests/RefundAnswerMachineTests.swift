@@ -52,10 +52,12 @@ import Testing
     }
 
     @Test func applesRefusalAnUnknownOutcomeAndARequestNeverSentAreFailedForTheNextCheck() {
-        let ends: [(RefundAnswerMachine.SendEnd, String)] = [
+        let ends: [(AppleCallEnd, String)] = [
             (.refused(status: 400, code: 4_000_035, message: "Invalid request."), "Apple answered HTTP 400, error 4000035: Invalid request.; sent again at the next check while the deadline is ahead"),
             (.outcomeUnknown(cause: "timed out"), "no answer came (timed out): Apple may have taken it; sent again only once Apple asks again (a new CONSUMPTION_REQUEST)"),
-            (.notSent(reason: "no connection"), "not sent: no connection; sent at the next check while the deadline is ahead"),
+            (AppleCallEnd(.neverSent(reason: "no connection")), "not sent: no connection; sent at the next check while the deadline is ahead"),
+            (AppleCallEnd(.answered(status: 500, code: 5_000_001, message: "An unknown error occurred.", retryable: true)),
+             "Apple answered HTTP 500, error 5000001 and asked to try again later; sent at the next check while the deadline is ahead"),
         ]
         for (end, detail) in ends {
             var machine = RefundAnswerMachine(Self.request, dryRun: false)

@@ -110,9 +110,10 @@ package struct Compensation: Sendable {
                     action = machine.sent(try await send(request, originalTransactionId: hurt.originalTransactionId))
                 } catch let error as AppStoreAPIError {
                     // Apple refused the credentials: every request would be refused. Nothing
-                    // was extended: this one stays pending (the next compensate sends it), and
+                    // was extended: this one is not sent (the next compensate sends it), and
                     // the run ends with the error (exit 78).
-                    if case .record(let pending) = machine.sent(.notSent(reason: "Apple answered HTTP \(error.httpStatus): the credentials were refused")) {
+                    let refusal = AppleCallEnd(.answered(status: error.httpStatus, code: error.code?.rawValue, message: error.message, retryable: false))
+                    if case .record(let pending) = machine.sent(refusal) {
                         try await store.recordRenewalExtension(pending, pair: pair, start: start, end: end, runId: runId)
                     }
                     throw error
@@ -124,39 +125,18 @@ package struct Compensation: Sendable {
     }
 
     /// Sends one extension; how it ended. Apple refusing the credentials (401) is thrown.
-    func send(_ request: ExtendRenewalDateRequest, originalTransactionId: String) async throws -> RenewalExtensionMachine.SendEnd {
+    func send(_ request: ExtendRenewalDateRequest, originalTransactionId: String) async throws -> AppleCallEnd {
         do {
             let answer = try await client.extendRenewalDate(originalTransactionId: originalTransactionId, request)
             guard answer.success != false else {
                 return .refused(status: 200, code: nil, message: "Apple answered success false")
             }
-            return .extended(effectiveDate: answer.effectiveDate.map { Date(timeIntervalSince1970: Double($0) / 1000) }, status: 200)
+            return .accepted(status: 200, effectiveDate: answer.effectiveDate.map { Date(timeIntervalSince1970: Double($0) / 1000) })
+        } catch let error as AppStoreAPIError where error.isCredentialsProblem {
+            throw error
         } catch {
-            return try Self.ending(error)
+            guard let failure = AppleCallFailure(clientError: error) else { throw error }
+            return AppleCallEnd(failure)
         }
-    }
-
-    /// How a request that did not succeed ended (thrown: Apple refusing the credentials, and
-    /// what is not Apple's answer at all). Apple's 429 and 5xx said to send again later: nothing
-    /// was extended, and the request stays pending for the next compensate.
-    static func ending(_ error: any Error) throws -> RenewalExtensionMachine.SendEnd {
-        switch error {
-        case let error as AppStoreAPIError where !error.isCredentialsProblem: return answered(error)
-        case let error as OutcomeUnknown: return .outcomeUnknown(cause: error.cause)
-        case let error as RateLimitedUntil: return .notSent(reason: error.description)
-        case let error as RetriesExhausted:
-            if let last = error.lastError as? AppStoreAPIError { return answered(last) }
-            // Apple extends once per requestIdentifier: a lost answer is sent again next time.
-            return .outcomeUnknown(cause: error.description)
-        case let error as AppStoreTransportError: return .outcomeUnknown(cause: error.description)
-        default: throw error
-        }
-    }
-
-    static func answered(_ error: AppStoreAPIError) -> RenewalExtensionMachine.SendEnd {
-        if error.httpStatus == 429 || error.httpStatus >= 500 {
-            return .notSent(reason: "Apple answered HTTP \(error.httpStatus)" + (error.code.map { ", error \($0.rawValue)" } ?? "") + " and asked to try again later")
-        }
-        return .refused(status: error.httpStatus, code: error.code?.rawValue, message: error.message)
     }
 }

@@ -140,15 +140,16 @@ struct MassExtending: Sendable {
             } catch let error as AppStoreAPIError where error.isCredentialsProblem {
                 throw error
             } catch {
-                switch try Compensation.ending(error) {
+                guard let failure = AppleCallFailure(clientError: error) else { throw error }
+                switch AppleCallEnd(failure) {
                 case .refused(let status, let code, let message):
                     product.report.outcome = "refused"
                     (product.report.appleStatus, product.report.appleError) = (status, code)
-                    product.report.detail = "Apple answered HTTP \(status)" + (code.map { ", error \($0)" } ?? "") + (message.map { ": \($0.prefix(200))" } ?? "")
-                case .outcomeUnknown(let cause), .notSent(let cause):
+                    product.report.detail = AppleCallEnd.describe(status: status, code: code, message: message)
+                case .outcomeUnknown(let cause), .notTaken(let cause, _, _):
                     product.report.outcome = "not_sent"
                     product.report.detail = "not taken (\(cause)): the same command sends it again, the same requestIdentifier"
-                case .extended:
+                case .accepted:
                     break
                 }
             }

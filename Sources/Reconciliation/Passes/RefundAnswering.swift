@@ -86,7 +86,8 @@ package struct RefundAnswering: Sendable {
                 } catch let error as AppStoreAPIError {
                     // Apple refused the credentials: every answer would be refused. This one's
                     // refusal is recorded, and the pass ends with the error (exit 78).
-                    if case .recordOverTrace(let row) = machine.sent(.refused(status: error.httpStatus, code: error.code?.rawValue, message: error.message)) {
+                    let refusal = AppleCallEnd(.answered(status: error.httpStatus, code: error.code?.rawValue, message: error.message, retryable: false))
+                    if case .recordOverTrace(let row) = machine.sent(refusal) {
                         try await store.recordConsumptionAnswer(row, pair: pair, runId: runId, replacing: trace)
                     }
                     throw error
@@ -101,23 +102,14 @@ package struct RefundAnswering: Sendable {
 
     /// Sends one answer; how it ended. Apple refusing the credentials (401) is thrown: it ends
     /// the pass.
-    func send(_ information: ConsumptionInformation, transactionId: String) async throws -> RefundAnswerMachine.SendEnd {
+    func send(_ information: ConsumptionInformation, transactionId: String) async throws -> AppleCallEnd {
         do {
             return .accepted(status: try await client.sendConsumptionInformation(transactionId: transactionId, information))
-        } catch let error as AppStoreAPIError where !error.isCredentialsProblem {
-            return .refused(status: error.httpStatus, code: error.code?.rawValue, message: error.message)
-        } catch let error as OutcomeUnknown {
-            return .outcomeUnknown(cause: error.cause)
-        } catch let error as RateLimitedUntil {
-            return .notSent(reason: error.description)
-        } catch let error as RetriesExhausted {
-            if let last = error.lastError as? AppStoreAPIError {
-                return .refused(status: last.httpStatus, code: last.code?.rawValue, message: last.message)
-            }
-            return .notSent(reason: error.description)
-        } catch let error as AppStoreTransportError {
-            // The client lets only an attempt that never reached Apple end so (others are OutcomeUnknown).
-            return .notSent(reason: error.description)
+        } catch let error as AppStoreAPIError where error.isCredentialsProblem {
+            throw error
+        } catch {
+            guard let failure = AppleCallFailure(clientError: error) else { throw error }
+            return AppleCallEnd(failure)
         }
     }
 }
