@@ -38,6 +38,41 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Where to write the three runs' reports.")
     var reportDir = "appstore-reconcile-demo"
 
+    /// The demo's database, and its URL as given (or as the cluster says) for the tool's
+    /// DATABASE_URL: the one --database-url names, or a throwaway cluster the caller stops.
+    private func openDatabase(logger: Logger) throws -> (ThrowawayPostgres?, DatabaseURL, String) {
+        if let databaseURL {
+            let url = try Settings(flags: [.databaseURL: databaseURL], environment: [:]).databaseURL()
+            print("Using the database at \(url).")
+            return (nil, url, databaseURL)
+        }
+        print("Starting a throwaway PostgreSQL cluster…")
+        let started = try ThrowawayPostgres.start(logger: logger)
+        do {
+            let text = try started.url()
+            let url = try DatabaseURL(text)
+            print("  running in \(started.directory) (removed when the demo ends)")
+            return (started, url, text)
+        } catch {
+            started.stop()
+            throw error
+        }
+    }
+
+    /// The dry run, the real run and a second run of the outage's window, as a user types them.
+    private func showRuns(config: String, start: String, end: String, databaseURL: String) async throws {
+        for (name, extra, title) in [
+            ("dry-run", ["--dry-run"], "Dry run (writes nothing)"), ("run", [], "The real run"),
+            ("second-run", [], "A second run, which must apply nothing"),
+        ] {
+            let arguments = ["run", "--config", config, "--start", start, "--end", end, "--report-dir", "\(reportDir)/\(name)", "--no-progress"] + extra
+            print("\n\(title), every App Store side by side:\n  $ appstore-reconcile \(arguments.joined(separator: " "))")
+            let status = try await DemoDeployment.runTool(arguments, databaseURL: databaseURL)
+            // 3: done, with payloads rejected (none here, but it is a success).
+            guard status == 0 || status == 3 else { throw DemoFailure("appstore-reconcile run exited \(status)") }
+        }
+    }
+
     func run() async throws {
         try await withExitStatus {
             let logger: Logger = {
@@ -45,23 +80,8 @@ struct DemoCommand: AsyncParsableCommand {
                 logger.logLevel = .warning
                 return logger
             }()
-            var cluster: ThrowawayPostgres?
+            let (cluster, url, urlText) = try openDatabase(logger: logger)
             defer { cluster?.stop() }
-            let url: DatabaseURL
-            // As given (or as the cluster says), for the tool's DATABASE_URL.
-            let urlText: String
-            if let databaseURL {
-                urlText = databaseURL
-                url = try Settings(flags: [.databaseURL: databaseURL], environment: [:]).databaseURL()
-                print("Using the database at \(url).")
-            } else {
-                print("Starting a throwaway PostgreSQL cluster…")
-                let started = try ThrowawayPostgres.start(logger: logger)
-                cluster = started
-                urlText = try started.url()
-                url = try DatabaseURL(urlText)
-                print("  running in \(started.directory) (removed when the demo ends)")
-            }
 
             let world = try DemoDeployment.world(customers: customers)
             let planted = try DemoRefundAnswers.plant(in: world)
@@ -88,16 +108,7 @@ struct DemoCommand: AsyncParsableCommand {
                         databaseURL: urlText)
                     let start = Date().addingTimeInterval(-7 * 86_400 - 3600).formatted(.iso8601)
                     let end = Date().formatted(.iso8601)
-                    for (name, extra, title) in [
-                        ("dry-run", ["--dry-run"], "Dry run (writes nothing)"), ("run", [], "The real run"),
-                        ("second-run", [], "A second run, which must apply nothing"),
-                    ] {
-                        let arguments = ["run", "--config", config, "--start", start, "--end", end, "--report-dir", "\(reportDir)/\(name)", "--no-progress"] + extra
-                        print("\n\(title), every App Store side by side:\n  $ appstore-reconcile \(arguments.joined(separator: " "))")
-                        let status = try await DemoDeployment.runTool(arguments, databaseURL: urlText)
-                        // 3: done, with payloads rejected (none here, but it is a success).
-                        guard status == 0 || status == 3 else { throw DemoFailure("appstore-reconcile run exited \(status)") }
-                    }
+                    try await showRuns(config: config, start: start, end: end, databaseURL: urlText)
                     try await DemoOverdue.show("What Apple owes after the recovery:", databaseURL: urlText)
                     try await DemoRefundAnswers.answer(planted, world: world, config: config, reportDir: reportDir, databaseURL: urlText, database: database, logger: logger)
                     try await DemoCompensation.dryRun(world: world, config: config, reportDir: reportDir, databaseURL: urlText)

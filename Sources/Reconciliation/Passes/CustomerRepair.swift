@@ -376,27 +376,8 @@ extension CustomerRepair {
     package func afterRecovery(
         _ passOne: PassOneResult, window: OutageWindow, dryRun: Bool, shard: Shard = .whole, now: Date = Date()
     ) async throws -> ReportList<RecoveryReport.Repair> {
-        var named: [String: Named] = [:]
-        // A rejected payload's IDs are unverified: Apple is asked only about those that verified
-        // data in the ledger already holds, with those IDs.
-        let rejectedCustomers = passOne.rejectedCustomers.filter(Self.isWellFormedTransactionId)
-        for customer in try await store.knows(originalTransactionIds: Array(rejectedCustomers), pair: pair) where shard.owns(customer: customer) {
-            named[customer, default: Named(needsHistory: true)].reasons.insert(.payloadRejected)
-        }
         let types = NotificationTypePolicy.recoveredTypes
-        if dryRun {
-            // What the dry run would record, with the ledger's refund decisions signed after it
-            // (a real run finds both in the ledger).
-            let owned = passOne.recoveredInDryRun.filter { shard.owns(customer: $0.key) }
-            let decided = try await store.latestRefundDecisions(among: owned.keys.sorted(), pair: pair, types: types)
-            for (customer, recorded) in owned {
-                named[customer, default: Named()].recovered = recorded.map { notification in
-                    var notification = notification
-                    notification.decidedLater = (decided[customer].map { $0 > notification.signedDate }) ?? false
-                    return notification
-                }
-            }
-        }
+        var named = try await namedBeforeTheScan(passOne, dryRun: dryRun, shard: shard, types: types)
         // A real run's recoveries are in the ledger: signed in the window, or recorded since the
         // run started, and not checked since (what an earlier run of the window that died before
         // its pass 2 recovered is checked now). The ledger also holds what a dry run must count
@@ -467,6 +448,31 @@ extension CustomerRepair {
                 try await emit(Target(customer: customer, reasons: Self.ordered(target.reasons), needsTransactionHistory: target.needsHistory))
             }
         }
+    }
+
+    /// The customers pass 2 knows of before the ledger's scan reaches them, in `shard`: named by
+    /// a rejected payload, and in a dry run those with notifications pass 1 would record.
+    private func namedBeforeTheScan(_ passOne: PassOneResult, dryRun: Bool, shard: Shard, types: RecoveredTypes) async throws -> [String: Named] {
+        var named: [String: Named] = [:]
+        // A rejected payload's IDs are unverified: Apple is asked only about those that verified
+        // data in the ledger already holds, with those IDs.
+        let rejectedCustomers = passOne.rejectedCustomers.filter(Self.isWellFormedTransactionId)
+        for customer in try await store.knows(originalTransactionIds: Array(rejectedCustomers), pair: pair) where shard.owns(customer: customer) {
+            named[customer, default: Named(needsHistory: true)].reasons.insert(.payloadRejected)
+        }
+        guard dryRun else { return named }
+        // What the dry run would record, with the ledger's refund decisions signed after it (a
+        // real run finds both in the ledger).
+        let owned = passOne.recoveredInDryRun.filter { shard.owns(customer: $0.key) }
+        let decided = try await store.latestRefundDecisions(among: owned.keys.sorted(), pair: pair, types: types)
+        for (customer, recorded) in owned {
+            named[customer, default: Named()].recovered = recorded.map { notification in
+                var notification = notification
+                notification.decidedLater = (decided[customer].map { $0 > notification.signedDate }) ?? false
+                return notification
+            }
+        }
+        return named
     }
 
     /// A customer pass 2 knows of before the ledger's scan reaches it: named by a rejected
