@@ -139,11 +139,22 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The remedies' decisions, pure: who an outage hurt and the days each gets, Apple's rules
+        // for an extension, the refund answer, the machines that record each call that changes
+        // state at Apple before sending it, and what Apple's answers mean (AppleCallEnd).
+        .target(
+            name: "RemedyDecisions",
+            dependencies: [
+                "Decisions", "SignedData", "AppStoreServerModel", "LedgerModel",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // What a run found and did, as values: the passes fill them, the reports render them. No
         // database, no network, no rendering.
         .target(
             name: "RunResults",
-            dependencies: ["Decisions", "LedgerModel", "SignedData", "AppStoreServerModel"],
+            dependencies: ["Decisions", "RemedyDecisions", "LedgerModel", "SignedData", "AppStoreServerModel"],
             swiftSettings: strictSettings
         ),
         // The renderings of a run's result and of the ledger's figures: report.md/json/html, the
@@ -151,7 +162,7 @@ let package = Package(
         .target(
             name: "Reports",
             dependencies: [
-                "RunResults", "Decisions", "LedgerModel", "SignedData", "AppStoreServerModel",
+                "RunResults", "Decisions", "RemedyDecisions", "LedgerModel", "SignedData", "AppStoreServerModel",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
@@ -162,7 +173,7 @@ let package = Package(
         .target(
             name: "Reconciliation",
             dependencies: [
-                "SignedData", "AppStoreServerModel", "AppStoreServerAPI", "LedgerModel", "Ledger", "LedgerSupport", "Decisions", "FailureKind", "RunResults",
+                "SignedData", "AppStoreServerModel", "AppStoreServerAPI", "LedgerModel", "Ledger", "LedgerSupport", "Decisions", "RemedyDecisions", "FailureKind", "RunResults",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -236,7 +247,7 @@ let package = Package(
         .target(
             name: "ReconcileCLI",
             dependencies: [
-                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "Reconciliation", "LiveReceiver", "FailureKind", "RunResults", "Reports",
+                "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "RemedyDecisions", "Reconciliation", "LiveReceiver", "FailureKind", "RunResults", "Reports",
                 "DeploymentConfiguration", "Deployment",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -294,7 +305,7 @@ let package = Package(
         // App receipts read without I/O; Apple's own Xcode test receipts are among the fixtures.
         .testTarget(name: "AppReceiptTests", dependencies: ["AppReceipt", "AppStoreSimulator"], exclude: ["AppleReceipts"], swiftSettings: strictSettings),
         // The pure decisions, tested without I/O: links neither PostgreSQL nor the simulator.
-        .testTarget(name: "DecisionsTests", dependencies: ["Decisions", "LedgerModel", "SignedData", "AppStoreServerModel"], swiftSettings: strictSettings),
+        .testTarget(name: "DecisionsTests", dependencies: ["Decisions", "RemedyDecisions", "LedgerModel", "SignedData", "AppStoreServerModel"], swiftSettings: strictSettings),
         // The configuration file, read without I/O: links neither PostgreSQL nor the simulator.
         // The ledger's records and columns as values: links neither PostgreSQL nor the simulator.
         .testTarget(name: "LedgerModelTests", dependencies: ["LedgerModel"], swiftSettings: strictSettings),
@@ -311,7 +322,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppReceipt", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
-        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Deployment", "Reconciliation", "FailureKind", "Reports", "RunResults", "LiveReceiver", "Decisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerModel", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", "LedgerSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
+        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Deployment", "Reconciliation", "FailureKind", "Reports", "RunResults", "LiveReceiver", "Decisions", "RemedyDecisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerModel", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", "LedgerSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         // serve's routes in process (HummingbirdTesting), against a real ledger.
         .testTarget(
             name: "LiveReceiverTests",

@@ -4,7 +4,7 @@ import SignedData
 /// `PUT /inApps/v2/transactions/consumption/{transactionId}`): the customer's consent, whether
 /// the purchase was delivered, whether a sample or a description was offered first, and
 /// optionally how much was consumed and what the team would prefer. Optional fields that are nil
-/// are omitted. Apple answers 202; see `ConsumptionAnswerRules` (Decisions) for what it refuses.
+/// are omitted. Apple answers 202; see `ConsumptionAnswerRules` (RemedyDecisions) for what it refuses.
 public struct ConsumptionInformation: Hashable, Sendable, Codable {
     /// Must be true: Apple refuses false (InvalidCustomerConsentedError, 4000035).
     public var customerConsented: Bool

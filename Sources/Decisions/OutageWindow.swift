@@ -96,7 +96,7 @@ package struct OutageWindow: Hashable, Sendable {
         throw WindowError("'\(trimmed.prefix(40))' is not a time: use ISO 8601 with an offset (2026-11-18T02:00:00Z) or UNIX milliseconds")
     }
 
-    static func format(_ date: Date) -> String { date.formatted(.iso8601) }
+    package static func format(_ date: Date) -> String { date.formatted(.iso8601) }
 }
 
 package struct WindowError: Error, Hashable, Sendable, CustomStringConvertible {

@@ -2,7 +2,7 @@ import Foundation
 
 /// A notification a run recovered (source `history`, so the live server missed it) in a window,
 /// of a type that may grant access, with the subscription it is about as the ledger holds it now:
-/// what `compensate` decides from (`CompensationRules` in Decisions).
+/// what `compensate` decides from (`CompensationRules` in RemedyDecisions).
 package struct MissedGrant: Sendable, Hashable {
     package var originalTransactionId: String
     package var notificationUUID: UUID

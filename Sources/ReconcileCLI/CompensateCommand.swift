@@ -3,6 +3,7 @@ import Decisions
 import Deployment
 import Foundation
 import Reconciliation
+import RemedyDecisions
 import Reports
 
 struct CompensateCommand: AsyncParsableCommand {

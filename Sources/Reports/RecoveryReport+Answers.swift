@@ -2,6 +2,7 @@ import AppStoreServerModel
 import Decisions
 import Foundation
 import LedgerModel
+import RemedyDecisions
 import RunResults
 
 /// The refund requests a run answered (`consumption-requests --answer`), in report.md and

@@ -1,5 +1,6 @@
 import Decisions
 import Foundation
+import RemedyDecisions
 import RunResults
 
 /// `compensate` in the reports: report.md's and report.html's section and the line the command

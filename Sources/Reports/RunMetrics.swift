@@ -1,8 +1,9 @@
 import AppStoreServerModel
 import Decisions
 import Foundation
-import RunResults
 import LedgerModel
+import RemedyDecisions
+import RunResults
 import SignedData
 #if canImport(Glibc)
 import Glibc

@@ -2,6 +2,7 @@ import AppStoreServerModel
 import Decisions
 import Foundation
 import LedgerModel
+import RemedyDecisions
 import SignedData
 
 /// What a recovery run found and did, for people (`report.md`) and machines (`report.json`).

@@ -1,4 +1,5 @@
 import Decisions
+import RemedyDecisions
 import Testing
 
 /// What a failed call that changes state at Apple means, from the facts alone (issue 63): one

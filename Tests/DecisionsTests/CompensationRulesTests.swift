@@ -2,6 +2,7 @@ import AppStoreServerModel
 import Decisions
 import Foundation
 import LedgerModel
+import RemedyDecisions
 import SignedData
 import Testing
 

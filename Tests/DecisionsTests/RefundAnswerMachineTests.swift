@@ -2,6 +2,7 @@ import AppStoreServerModel
 import Decisions
 import Foundation
 import LedgerModel
+import RemedyDecisions
 import Testing
 
 /// The answering pass's order of things for one refund request, without I/O.

@@ -8,6 +8,7 @@ import LedgerModel
 import LedgerSupport
 import PostgresNIO
 import Reconciliation
+import RemedyDecisions
 import RunResults
 import SignedData
 import TestSupport

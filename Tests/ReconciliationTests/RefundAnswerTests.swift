@@ -7,6 +7,7 @@ import Ledger
 import LedgerModel
 import PostgresNIO
 import Reconciliation
+import RemedyDecisions
 import RunResults
 import SignedData
 import TestSupport

@@ -10,8 +10,8 @@ import Testing
     static let functionLimit = 80
     static let targetLimit = 3_500
     /// Targets still over the limit, each with the size it may not grow past: the split of issue 63
-    /// (Reconciliation by family, the remedies' decisions and the ledger's areas) takes them off.
-    static let targetsStillOver: [String: Int] = ["Decisions": 4_300, "Ledger": 3_900, "Reconciliation": 3_700]
+    /// (Reconciliation by family, the ledger by area) takes them off.
+    static let targetsStillOver: [String: Int] = ["Ledger": 3_900, "Reconciliation": 3_700]
 
     static func swiftFiles(in folder: URL) -> [String] {
         (FileManager.default.subpaths(atPath: folder.path) ?? []).filter { $0.hasSuffix(".swift") }.sorted()

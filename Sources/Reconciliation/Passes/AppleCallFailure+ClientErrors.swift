@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import Decisions
+import RemedyDecisions
 
 extension AppleCallFailure {
     /// The facts of a failed call that changes state at Apple, read off the client's error; nil

@@ -6,6 +6,7 @@ import Ledger
 import LedgerModel
 import LedgerSupport
 import Logging
+import RemedyDecisions
 import SignedData
 
 /// `compensate` for one pair: the I/O of `CompensationRules` and `RenewalExtensionMachine`.

@@ -6,6 +6,7 @@ import Ledger
 import LedgerModel
 import LedgerSupport
 import Logging
+import RemedyDecisions
 import SignedData
 
 /// The mass remedy (`compensate --all-active`): for each product, Extend Subscription Renewal

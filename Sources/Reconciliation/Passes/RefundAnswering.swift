@@ -5,6 +5,7 @@ import Foundation
 import Ledger
 import LedgerModel
 import Logging
+import RemedyDecisions
 import SignedData
 
 /// Answers the open refund requests of one pair with Send Consumption Information, from the

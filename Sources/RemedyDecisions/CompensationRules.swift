@@ -1,5 +1,6 @@
 import AppStoreServerModel
 import Crypto
+import Decisions
 import Foundation
 import LedgerModel
 import SignedData

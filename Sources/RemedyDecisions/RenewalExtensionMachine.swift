@@ -1,4 +1,5 @@
 import AppStoreServerModel
+import Decisions
 import Foundation
 import LedgerModel
 
