@@ -49,9 +49,42 @@ package struct MissedGrant: Sendable, Hashable {
     }
 }
 
-/// What the ledger knows of a subscription's extensions: how many in the last 365 days (the
-/// tool's own, extended or possibly extended, besides this request, and the RENEWAL_EXTENDED
-/// notifications recorded: the larger of the two), and the row of this very request, if any.
+/// What the ledger holds of one subscription's extensions, facts only: every request the tool
+/// made for it, the signing dates of Apple's notifications that it extended the renewal date,
+/// and the row of the request at hand. `CompensationRules.history` decides from them.
+package struct ExtensionFacts: Sendable, Hashable {
+    /// One request of `app_store.renewal_extensions` for the subscription.
+    package struct Request: Sendable, Hashable {
+        package var requestIdentifier: UUID
+        package var outcome: String
+        package var requestedAt: Date
+        /// The missed notifications it compensated.
+        package var notificationUUIDs: [UUID]
+
+        package init(requestIdentifier: UUID, outcome: String, requestedAt: Date, notificationUUIDs: [UUID]) {
+            self.requestIdentifier = requestIdentifier
+            self.outcome = outcome
+            self.requestedAt = requestedAt
+            self.notificationUUIDs = notificationUUIDs
+        }
+    }
+
+    package var requests: [Request]
+    /// When Apple signed each notification saying it extended the subscription's renewal date.
+    package var extendedByApple: [Date]
+    /// The row of the request at hand, if an earlier compensate wrote one.
+    package var earlier: RenewalExtensionRecord?
+
+    package init(requests: [Request], extendedByApple: [Date], earlier: RenewalExtensionRecord?) {
+        self.requests = requests
+        self.extendedByApple = extendedByApple
+        self.earlier = earlier
+    }
+}
+
+/// What `compensate` concludes of a subscription's extensions (`CompensationRules.history`): how
+/// many in the last 365 days, whether another request compensated the same missed notification,
+/// and the row of this very request, if any.
 package struct ExtensionHistory: Sendable, Hashable {
     package var inLastYear: Int
     package var earlier: RenewalExtensionRecord?

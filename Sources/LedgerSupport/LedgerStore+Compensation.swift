@@ -73,39 +73,36 @@ extension LedgerStore {
         return found
     }
 
-    /// What the ledger knows of a subscription's extensions at `now`: in the last 365 days, the
-    /// larger of the tool's own (extended or pending, other requests than `requestIdentifier`) and
-    /// the notifications of `extensionTypes` recorded (Apple's word that it extended one); whether
-    /// another request was made for the same missed notification; and the row of `requestIdentifier`.
-    package func extensionHistory(
-        pair: AppStorePair, originalTransactionId: String, notificationUUIDs: [UUID], requestIdentifier: UUID, extensionTypes: [String], now: Date
-    ) async throws -> ExtensionHistory {
-        let rows = try await client.query(
+    /// What the ledger holds of one subscription's extensions: every request the tool made for
+    /// it, the signing dates of its notifications of `extensionTypes` (Apple's word that it
+    /// extended the renewal date), and the row of `requestIdentifier`.
+    package func extensionFacts(
+        pair: AppStorePair, originalTransactionId: String, requestIdentifier: UUID, extensionTypes: [String]
+    ) async throws -> ExtensionFacts {
+        let requests = try await client.query(
             """
-            WITH p AS (
-                SELECT \(pair.bundleId)::text AS bundle_id, \(pair.environment.rawValue)::text AS environment, \(originalTransactionId)::text AS otid,
-                    \(requestIdentifier)::uuid AS request, \(now.addingTimeInterval(-365 * 86_400))::timestamptz AS year_ago, \(notificationUUIDs)::uuid[] AS missed,
-                    \(extensionTypes)::text[] AS extension_types
-            )
-            SELECT
-                (SELECT count(*)::integer FROM app_store.renewal_extensions e, p
-                 WHERE e.bundle_id = p.bundle_id AND e.environment = p.environment AND e.original_transaction_id = p.otid
-                    AND e.request_identifier <> p.request AND e.outcome IN ('extended', 'pending') AND e.requested_at > p.year_ago),
-                (SELECT count(*)::integer FROM app_store.notification_rows n, p
-                 WHERE n.bundle_id = p.bundle_id AND n.environment = p.environment AND n.original_transaction_id = p.otid
-                    AND n.notification_type = ANY (p.extension_types) AND n.signed_date > p.year_ago),
-                EXISTS (SELECT 1 FROM app_store.renewal_extensions e, p
-                 WHERE e.bundle_id = p.bundle_id AND e.environment = p.environment AND e.original_transaction_id = p.otid
-                    AND e.notification_uuids && p.missed AND e.request_identifier <> p.request AND e.outcome IN ('extended', 'pending'))
+            SELECT request_identifier, outcome, requested_at, notification_uuids
+            FROM app_store.renewal_extensions
+            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id = \(originalTransactionId)
+            ORDER BY requested_at
             """,
             logger: logger
         )
-        var inLastYear = 0
-        var elsewhere = false
-        for try await (own, notified, other) in rows.decode((Int32, Int32, Bool).self) {
-            inLastYear = Int(max(own, notified))
-            elsewhere = other
+        var made: [ExtensionFacts.Request] = []
+        for try await (identifier, outcome, requested, uuids) in requests.decode((UUID, String, Date, [UUID]?).self) {
+            made.append(.init(requestIdentifier: identifier, outcome: outcome, requestedAt: requested, notificationUUIDs: uuids ?? []))
         }
+        let notified = try await client.query(
+            """
+            SELECT signed_date FROM app_store.notification_rows
+            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id = \(originalTransactionId)
+                AND notification_type = ANY (\(extensionTypes)::text[])
+            ORDER BY signed_date
+            """,
+            logger: logger
+        )
+        var extended: [Date] = []
+        for try await signed in notified.decode(Date.self) { extended.append(signed) }
         let earlier = try await client.query(
             """
             SELECT extend_by_days, reason_code, outcome, effective_date, hours_denied, apple_status, apple_error, detail
@@ -124,7 +121,7 @@ extension LedgerStore {
                 outcome: outcome, effectiveDate: effective, hoursDenied: hours ?? 0, appleStatus: status.map(Int.init), appleError: error, detail: detail
             )
         }
-        return ExtensionHistory(inLastYear: inLastYear, earlier: record, compensatedElsewhere: elsewhere)
+        return ExtensionFacts(requests: made, extendedByApple: extended, earlier: record)
     }
 
     /// Writes one extension's row (its key: the subscription and request identifier), over the

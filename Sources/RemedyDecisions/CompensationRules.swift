@@ -16,6 +16,28 @@ package enum CompensationRules {
     /// selects by these, `grants(type:subtype:)` decides).
     package static var typesThatMayGrant: [String] { NotificationType.documented.filter(mayGrant).map(\.rawValue) }
 
+    /// Apple extends one subscription's renewal date at most twice in 365 days (Extend a
+    /// Subscription Renewal Date: SubscriptionMaxExtensionError, 4030005).
+    package static let extensionsAllowedIn365Days = 2
+
+    /// What the ledger's facts say of a subscription's extensions at `now`, for the request
+    /// `requestIdentifier` compensating `missed`: in the last 365 days, the larger of the tool's
+    /// own other requests that extended or may have (pending) and Apple's notifications that it
+    /// extended one (the same extension may be both, or either alone: another tool, or a
+    /// notification the ledger lacks); and whether another request compensated one of `missed`.
+    package static func history(_ facts: ExtensionFacts, requestIdentifier: UUID, missed: [UUID], now: Date) -> ExtensionHistory {
+        let yearAgo = now.addingTimeInterval(-365 * 86_400)
+        let others = facts.requests.filter { $0.requestIdentifier != requestIdentifier && mayHaveExtended(outcome: $0.outcome) }
+        let own = others.count { $0.requestedAt > yearAgo }
+        let notified = facts.extendedByApple.count { $0 > yearAgo }
+        let elsewhere = others.contains { !Set($0.notificationUUIDs).isDisjoint(with: missed) }
+        return ExtensionHistory(inLastYear: max(own, notified), earlier: facts.earlier, compensatedElsewhere: elsewhere)
+    }
+
+    /// Whether a request with this outcome extended the subscription, or may have: Apple took it
+    /// (`extended`), or its answer never came (`pending`). Refused, not sent, skipped: it did not.
+    package static func mayHaveExtended(outcome: String) -> Bool { outcome == "extended" || outcome == "pending" }
+
     /// The types that record an extension of one subscription's renewal date, counted against
     /// Apple's two in 365 days.
     package static var typesThatExtend: [String] { NotificationTypePolicy.names(\.extendsRenewalDate) }

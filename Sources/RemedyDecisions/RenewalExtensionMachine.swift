@@ -80,10 +80,10 @@ package struct RenewalExtensionMachine: Sendable {
             report.rule = "compensated_elsewhere"
             report.detail = "already extended for this missed notification by the compensate of another window: not compensated twice"
             return finish()
-        } else if history.inLastYear >= 2 {
+        } else if history.inLastYear >= CompensationRules.extensionsAllowedIn365Days {
             report.outcome = "skipped"
             report.rule = "limit_365_days"
-            report.detail = "\(history.inLastYear) extensions in the last 365 days: Apple allows 2, so none was sent"
+            report.detail = "\(history.inLastYear) extensions in the last 365 days: Apple allows \(CompensationRules.extensionsAllowedIn365Days), so none was sent"
             return dryRun ? finish() : recordAndFinish(row(outcome: "skipped", detail: report.detail))
         }
         if dryRun { return finish() }

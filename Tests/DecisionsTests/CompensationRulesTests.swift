@@ -48,6 +48,38 @@ struct CompensationRulesTests {
         }
     }
 
+    /// Apple's limit, two extensions of a subscription in 365 days, counted from the ledger's facts:
+    /// the tool's own other requests that extended or may have, or Apple's notifications that it
+    /// extended one, whichever says more; older than 365 days, refused or never sent: not counted.
+    @Test func theYearlyCountIsTheLargerOfOurRequestsAndApplesNotificationsWithin365Days() {
+        let id = UUID()
+        let missed = UUID()
+        let day: TimeInterval = 86_400
+        func request(_ outcome: String, daysAgo: Double, for uuids: [UUID] = [], id: UUID = UUID()) -> ExtensionFacts.Request {
+            .init(requestIdentifier: id, outcome: outcome, requestedAt: Self.now.addingTimeInterval(-daysAgo * day), notificationUUIDs: uuids)
+        }
+        let facts = ExtensionFacts(
+            requests: [
+                request("extended", daysAgo: 10), request("pending", daysAgo: 200), request("extended", daysAgo: 365.01),
+                request("refused", daysAgo: 5), request("not_sent", daysAgo: 5), request("skipped", daysAgo: 5),
+                // This very request, pending from an earlier compensate of the window: not another one.
+                request("pending", daysAgo: 1, id: id),
+            ],
+            extendedByApple: [Self.now.addingTimeInterval(-10 * day)], earlier: nil
+        )
+        let history = CompensationRules.history(facts, requestIdentifier: id, missed: [missed], now: Self.now)
+        #expect(history.inLastYear == 2 && !history.compensatedElsewhere)
+        // Apple's notifications alone (another tool's extensions, or requests the ledger lost).
+        let notified = ExtensionFacts(requests: [], extendedByApple: [1, 100, 364.9, 366].map { Self.now.addingTimeInterval(-$0 * day) }, earlier: nil)
+        #expect(CompensationRules.history(notified, requestIdentifier: id, missed: [missed], now: Self.now).inLastYear == 3)
+        // Another window's request for the same missed notification, however old: made good already.
+        let elsewhere = ExtensionFacts(requests: [request("extended", daysAgo: 400, for: [missed])], extendedByApple: [], earlier: nil)
+        #expect(CompensationRules.history(elsewhere, requestIdentifier: id, missed: [missed], now: Self.now).compensatedElsewhere)
+        let refusedElsewhere = ExtensionFacts(requests: [request("refused", daysAgo: 4, for: [missed])], extendedByApple: [], earlier: nil)
+        #expect(!CompensationRules.history(refusedElsewhere, requestIdentifier: id, missed: [missed], now: Self.now).compensatedElsewhere)
+        #expect(CompensationRules.extensionsAllowedIn365Days == 2)
+    }
+
     /// Apple's notificationType page (endpoints-that-change.md §9): a subscription bought, renewed
     /// or its refund reversed gave access back; an offer redeemed, a renewal date extended or a
     /// renewal preference changed (an upgrade) came while the customer had access. Only

@@ -77,10 +77,10 @@ package struct Compensation: Sendable {
             let identifier = CompensationRules.requestIdentifier(
                 bundleId: pair.bundleId, environment: pair.environment, originalTransactionId: hurt.originalTransactionId, start: start, end: end
             )
-            var history = try await store.extensionHistory(
-                pair: pair, originalTransactionId: hurt.originalTransactionId, notificationUUIDs: hurt.notificationUUIDs, requestIdentifier: identifier,
-                extensionTypes: CompensationRules.typesThatExtend, now: now()
+            let facts = try await store.extensionFacts(
+                pair: pair, originalTransactionId: hurt.originalTransactionId, requestIdentifier: identifier, extensionTypes: CompensationRules.typesThatExtend
             )
+            var history = CompensationRules.history(facts, requestIdentifier: identifier, missed: hurt.notificationUUIDs, now: now())
             history.otherRemedy = RemedyExclusion.excluding(remedies, kind: .perSubscription, productId: hurt.productId, start: start, end: end, again: again)
                 .map(RemedyExclusion.detail)
             let report = try await extend(

@@ -79,10 +79,10 @@ struct MassExtending: Sendable {
         for failure in failures where seen.insert(failure.originalTransactionId).inserted {
             guard !stop.isRequested, let hurt = CompensationRules.failureRetry(failure, now: now()) else { continue }
             let identifier = CompensationRules.failureRetryIdentifier(massRequestIdentifier: mass.requestIdentifier, originalTransactionId: failure.originalTransactionId)
-            let history = try await store.extensionHistory(
-                pair: pair, originalTransactionId: failure.originalTransactionId, notificationUUIDs: [failure.notificationUUID], requestIdentifier: identifier,
-                extensionTypes: CompensationRules.typesThatExtend, now: now()
+            let facts = try await store.extensionFacts(
+                pair: pair, originalTransactionId: failure.originalTransactionId, requestIdentifier: identifier, extensionTypes: CompensationRules.typesThatExtend
             )
+            let history = CompensationRules.history(facts, requestIdentifier: identifier, missed: [failure.notificationUUID], now: now())
             reports.append(try await compensation.extend(hurt, history: history, requestIdentifier: identifier, days: mass.extendByDays, window: window, dryRun: dryRun, runId: runId))
         }
         return reports
