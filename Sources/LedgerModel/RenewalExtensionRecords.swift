@@ -1,5 +1,31 @@
 import Foundation
 
+/// One period of a subscription as the ledger holds it: a transaction's offer payment mode,
+/// price and dates, which Apple's eligibility rules for an extension read.
+package struct SubscriptionPeriod: Sendable, Hashable, Codable {
+    /// `offerDiscountType`: FREE_TRIAL, PAY_AS_YOU_GO, PAY_UP_FRONT, ONE_TIME; nil without an offer.
+    package var offerDiscountType: String?
+    /// In milliunits of its currency; nil unknown.
+    package var price: Int64?
+    package var purchaseDate: Date?
+    package var expiresDate: Date?
+
+    package init(offerDiscountType: String? = nil, price: Int64? = nil, purchaseDate: Date? = nil, expiresDate: Date? = nil) {
+        self.offerDiscountType = offerDiscountType
+        self.price = price
+        self.purchaseDate = purchaseDate
+        self.expiresDate = expiresDate
+    }
+
+    /// The JSON the ledger's queries give the periods in (`SubscriptionPeriod.sql`): dates in
+    /// seconds since 1970.
+    package static func decode(json: String) throws -> [SubscriptionPeriod] {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        return try decoder.decode([SubscriptionPeriod].self, from: Data(json.utf8))
+    }
+}
+
 /// A notification a run recovered (source `history`, so the live server missed it) in a window,
 /// of a type that may grant access, with the subscription it is about as the ledger holds it now:
 /// what `compensate` decides from (`CompensationRules` in RemedyDecisions).
@@ -24,11 +50,9 @@ package struct MissedGrant: Sendable, Hashable {
     /// period's end when the subscription was in one (the change feed's `before` of this
     /// notification), else the expiry of the subscription's previous transaction; nil unknown.
     package var accessHeldUntil: Date?
-    /// The current period's `offerDiscountType` (its latest transaction's): FREE_TRIAL in a free offer period.
-    package var currentOfferDiscountType: String?
-    /// The subscription's paid periods in the ledger: transactions not in a free trial whose price
-    /// is above 0 or unknown (Apple extends only subscriptions with at least one).
-    package var paidPeriods = 1
+    /// The subscription's periods in the ledger (its transactions), for Apple's eligibility rules
+    /// (`ExtensionEligibility`); by default one of unknown offer and price.
+    package var periods = [SubscriptionPeriod()]
 
     package init(
         originalTransactionId: String, notificationUUID: UUID, notificationType: String, subtype: String?, signedDate: Date, recordedAt: Date,

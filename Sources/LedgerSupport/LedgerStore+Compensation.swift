@@ -40,14 +40,8 @@ extension LedgerStore {
                             (SELECT p.purchase_date FROM app_store.transaction_rows p
                              WHERE p.bundle_id = n.bundle_id AND p.environment = n.environment AND p.transaction_id = n.transaction_id),
                             n.signed_date))),
-                -- For Apple's eligibility rules (ExtensionEligibility): the current period's offer
-                -- payment mode, and the periods paid for.
-                (SELECT t.offer_discount_type FROM app_store.transaction_rows t
-                 WHERE t.bundle_id = n.bundle_id AND t.environment = n.environment AND t.original_transaction_id = n.original_transaction_id
-                 ORDER BY t.expires_date DESC NULLS LAST, t.purchase_date DESC NULLS LAST LIMIT 1),
-                (SELECT count(*)::integer FROM app_store.transaction_rows t
-                 WHERE t.bundle_id = n.bundle_id AND t.environment = n.environment AND t.original_transaction_id = n.original_transaction_id
-                    AND t.offer_discount_type IS DISTINCT FROM 'FREE_TRIAL' AND (t.price IS NULL OR t.price > 0))
+                -- For Apple's eligibility rules (ExtensionEligibility): the subscription's periods.
+                \(unescaped: SubscriptionPeriod.sql)
             FROM app_store.notification_rows n
             JOIN app_store.subscriptions s
                 ON s.bundle_id = n.bundle_id AND s.environment = n.environment AND s.original_transaction_id = n.original_transaction_id
@@ -58,16 +52,15 @@ extension LedgerStore {
             logger: logger
         )
         var found: [MissedGrant] = []
-        for try await (original, uuid, type, subtype, signed, recorded, live, product, status, expires, ownership, heldUntil, offerDiscount, paid) in rows.decode(
-            (String, UUID, String, String?, Date, Date, Date?, String?, Int32?, Date?, String?, Date?, String?, Int32).self
+        for try await (original, uuid, type, subtype, signed, recorded, live, product, status, expires, ownership, heldUntil, periods) in rows.decode(
+            (String, UUID, String, String?, Date, Date, Date?, String?, Int32?, Date?, String?, Date?, String).self
         ) {
             var grant = MissedGrant(
                 originalTransactionId: original, notificationUUID: uuid, notificationType: type, subtype: subtype, signedDate: signed, recordedAt: recorded,
                 grantedLiveAt: live, productId: product, status: status.map(Int.init), expiresDate: expires, ownershipType: ownership,
                 accessHeldUntil: heldUntil
             )
-            grant.currentOfferDiscountType = offerDiscount
-            grant.paidPeriods = Int(paid)
+            grant.periods = try SubscriptionPeriod.decode(json: periods)
             found.append(grant)
         }
         return found
@@ -280,12 +273,7 @@ extension LedgerStore {
         let rows = try await client.query(
             """
             SELECT n.original_transaction_id, n.notification_uuid, n.signed_date, n.recorded_at, s.status::integer, s.expires_date, s.in_app_ownership_type,
-                (SELECT t.offer_discount_type FROM app_store.transaction_rows t
-                 WHERE t.bundle_id = n.bundle_id AND t.environment = n.environment AND t.original_transaction_id = n.original_transaction_id
-                 ORDER BY t.expires_date DESC NULLS LAST, t.purchase_date DESC NULLS LAST LIMIT 1),
-                (SELECT count(*)::integer FROM app_store.transaction_rows t
-                 WHERE t.bundle_id = n.bundle_id AND t.environment = n.environment AND t.original_transaction_id = n.original_transaction_id
-                    AND t.offer_discount_type IS DISTINCT FROM 'FREE_TRIAL' AND (t.price IS NULL OR t.price > 0))
+                \(unescaped: SubscriptionPeriod.sql)
             FROM app_store.notification_rows n
             JOIN app_store.subscriptions s
                 ON s.bundle_id = n.bundle_id AND s.environment = n.environment AND s.original_transaction_id = n.original_transaction_id
@@ -296,18 +284,29 @@ extension LedgerStore {
             logger: logger
         )
         var found: [MissedGrant] = []
-        for try await (original, uuid, signed, recorded, status, expires, ownership, offerDiscount, paid) in rows.decode(
-            (String, UUID, Date, Date, Int32?, Date?, String?, String?, Int32).self
+        for try await (original, uuid, signed, recorded, status, expires, ownership, periods) in rows.decode(
+            (String, UUID, Date, Date, Int32?, Date?, String?, String).self
         ) {
             var grant = MissedGrant(
                 originalTransactionId: original, notificationUUID: uuid, notificationType: NotificationType.renewalExtension.rawValue,
                 subtype: NotificationSubtype.failure.rawValue, signedDate: signed,
                 recordedAt: recorded, grantedLiveAt: nil, productId: productId, status: status.map(Int.init), expiresDate: expires, ownershipType: ownership
             )
-            grant.currentOfferDiscountType = offerDiscount
-            grant.paidPeriods = Int(paid)
+            grant.periods = try SubscriptionPeriod.decode(json: periods)
             found.append(grant)
         }
         return found
     }
+}
+
+extension SubscriptionPeriod {
+    /// The periods (transactions) of the subscription of the notification row `n`, as the JSON
+    /// `SubscriptionPeriod.decode(json:)` reads: a column of the queries above.
+    static let sql = """
+        (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                'offerDiscountType', t.offer_discount_type, 'price', t.price,
+                'purchaseDate', extract(epoch FROM t.purchase_date), 'expiresDate', extract(epoch FROM t.expires_date))), '[]'::jsonb)::text
+         FROM app_store.transaction_rows t
+         WHERE t.bundle_id = n.bundle_id AND t.environment = n.environment AND t.original_transaction_id = n.original_transaction_id)
+        """
 }

@@ -105,7 +105,7 @@ package enum CompensationRules {
             originalTransactionId: failure.originalTransactionId, productId: failure.productId, notificationUUID: failure.notificationUUID,
             notificationType: failure.notificationType, signedDate: failure.signedDate, hoursDenied: 0, expiresDate: expires,
             ineligible: ExtensionEligibility.refusal(
-                .init(ownershipType: failure.ownershipType, currentOfferDiscountType: failure.currentOfferDiscountType, paidPeriods: failure.paidPeriods)),
+                .init(ownershipType: failure.ownershipType, periods: failure.periods)),
             notificationUUIDs: [failure.notificationUUID]
         )
     }
@@ -188,7 +188,7 @@ package enum CompensationRules {
                 originalTransactionId: grant.originalTransactionId, productId: grant.productId, notificationUUID: grant.notificationUUID,
                 notificationType: grant.notificationType, signedDate: grant.signedDate, hoursDenied: hours, expiresDate: expires,
                 ineligible: ExtensionEligibility.refusal(
-                    .init(ownershipType: grant.ownershipType, currentOfferDiscountType: grant.currentOfferDiscountType, paidPeriods: grant.paidPeriods)),
+                    .init(ownershipType: grant.ownershipType, periods: grant.periods)),
                 notificationUUIDs: all
             )
         }

@@ -1,3 +1,6 @@
+import Foundation
+import LedgerModel
+
 /// Which subscriptions Apple refuses to extend by rule, decided from the ledger before anything is
 /// sent (issue 62): an extension Apple refuses still spends a request, and each rule has its own
 /// code. From Apple's article "Extending the renewal date for auto-renewable subscriptions" and the
@@ -26,6 +29,19 @@ package enum ExtensionEligibility: String, CaseIterable, Hashable, Sendable, Cod
             self.ownershipType = ownershipType
             self.currentOfferDiscountType = currentOfferDiscountType
             self.paidPeriods = paidPeriods
+        }
+
+        /// The facts of a subscription's periods: the current one is the latest to expire (then
+        /// to be bought; a date unknown counts as earliest), and a period was paid for unless it
+        /// was a free trial or its price is 0.
+        package init(ownershipType: String?, periods: [SubscriptionPeriod]) {
+            let current = periods.max { earlier, later in
+                (earlier.expiresDate ?? .distantPast, earlier.purchaseDate ?? .distantPast) < (later.expiresDate ?? .distantPast, later.purchaseDate ?? .distantPast)
+            }
+            self.init(
+                ownershipType: ownershipType, currentOfferDiscountType: current?.offerDiscountType,
+                paidPeriods: periods.count { $0.offerDiscountType != "FREE_TRIAL" && ($0.price ?? 1) > 0 }
+            )
         }
     }
 

@@ -246,7 +246,8 @@ struct CompensationRulesTests {
             #expect(ExtensionEligibility.refusal(.init(ownershipType: ownership, currentOfferDiscountType: offer, paidPeriods: paid)) == expected,
                 "\(ownership ?? "nil") \(offer ?? "nil") \(paid)")
             var grant = Self.grant("DID_RENEW", signedHoursAgo: 30)
-            (grant.ownershipType, grant.currentOfferDiscountType, grant.paidPeriods) = (ownership, offer, paid)
+            grant.ownershipType = ownership
+            grant.periods = Self.periods(paid: paid, current: offer)
             let hurt = CompensationRules.hurt([grant], minimumHours: 1, now: Self.now)
             var machine = RenewalExtensionMachine(hurt[0], history: ExtensionHistory(inLastYear: 0, earlier: nil), requestIdentifier: UUID(), days: 2, dryRun: false)
             let action = machine.start()
@@ -257,6 +258,37 @@ struct CompensationRulesTests {
             }
         }
         #expect(ExtensionEligibility.assigned.appleError == 4_030_028 && ExtensionEligibility.freeOfferPeriod.appleError == 4_030_004)
+    }
+
+    /// `paid` months at 4.99, then the current month, at 0, with the offer `current`.
+    static func periods(paid: Int, current: String?) -> [SubscriptionPeriod] {
+        let month: TimeInterval = 30 * 86_400
+        var periods: [SubscriptionPeriod] = []
+        for index in 0..<paid {
+            let start = now.addingTimeInterval(Double(index - paid - 1) * month)
+            periods.append(SubscriptionPeriod(offerDiscountType: nil, price: 4_990, purchaseDate: start, expiresDate: start.addingTimeInterval(month)))
+        }
+        periods.append(SubscriptionPeriod(offerDiscountType: current, price: 0, purchaseDate: now.addingTimeInterval(-month / 2), expiresDate: now.addingTimeInterval(month / 2)))
+        return periods
+    }
+
+    /// The rules' facts from the ledger's periods: the current period is the latest to expire (a
+    /// date unknown counts as earliest), a period is paid unless a free trial or of price 0 (an
+    /// unknown price counts as paid).
+    @Test func theCurrentPeriodAndThePaidOnesAreReadFromTheSubscriptionsPeriods() throws {
+        let day: TimeInterval = 86_400
+        let trial = SubscriptionPeriod(offerDiscountType: "FREE_TRIAL", price: 0, purchaseDate: Self.now.addingTimeInterval(-10 * day), expiresDate: Self.now.addingTimeInterval(-3 * day))
+        let paid = SubscriptionPeriod(offerDiscountType: nil, price: 4_990, purchaseDate: Self.now.addingTimeInterval(-3 * day), expiresDate: Self.now.addingTimeInterval(27 * day))
+        let unknown = SubscriptionPeriod(offerDiscountType: "PAY_AS_YOU_GO", price: nil, purchaseDate: nil, expiresDate: nil)
+        let free = SubscriptionPeriod(offerDiscountType: nil, price: 0, purchaseDate: Self.now.addingTimeInterval(-40 * day), expiresDate: Self.now.addingTimeInterval(-10 * day))
+        #expect(ExtensionEligibility.Facts(ownershipType: "PURCHASED", periods: [paid, trial]) == .init(ownershipType: "PURCHASED", currentOfferDiscountType: nil, paidPeriods: 1))
+        #expect(ExtensionEligibility.Facts(ownershipType: nil, periods: [trial, free]) == .init(ownershipType: nil, currentOfferDiscountType: "FREE_TRIAL", paidPeriods: 0))
+        #expect(ExtensionEligibility.Facts(ownershipType: nil, periods: [unknown, free]) == .init(ownershipType: nil, currentOfferDiscountType: nil, paidPeriods: 1))
+        #expect(ExtensionEligibility.Facts(ownershipType: nil, periods: []) == .init(ownershipType: nil, currentOfferDiscountType: nil, paidPeriods: 0))
+        let json = #"[{"offerDiscountType": "FREE_TRIAL", "price": 0, "purchaseDate": 1800000000.5, "expiresDate": null}, {"offerDiscountType": null, "price": 4990, "purchaseDate": null, "expiresDate": null}]"#
+        #expect(try SubscriptionPeriod.decode(json: json) == [
+            SubscriptionPeriod(offerDiscountType: "FREE_TRIAL", price: 0, purchaseDate: Date(timeIntervalSince1970: 1_800_000_000.5)), SubscriptionPeriod(price: 4_990),
+        ])
     }
 }
 
@@ -298,7 +330,7 @@ struct RemedyExclusionTests {
 
     @Test func aSubscriptionTheOtherRemedyMadeGoodIsSkippedAndNeedsAPerson() {
         var grant = CompensationRulesTests.grant("DID_RENEW", signedHoursAgo: 30)
-        grant.paidPeriods = 2
+        grant.periods = CompensationRulesTests.periods(paid: 2, current: nil)
         let hurt = CompensationRules.hurt([grant], minimumHours: 1, now: CompensationRulesTests.now)
         var history = ExtensionHistory(inLastYear: 0, earlier: nil)
         history.otherRemedy = RemedyExclusion.detail(Self.remedy(.mass))
