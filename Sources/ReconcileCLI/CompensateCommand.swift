@@ -85,7 +85,9 @@ struct CompensateCommand: AsyncParsableCommand {
     @OptionGroup var options: ConfigurationOptions
 
     func validate() throws {
-        if let days, !(1...90).contains(days) { throw ValidationError("--days must be 1 to 90 (Apple's limit)") }
+        if let days, !CompensationRules.allowedDays.contains(days) {
+            throw ValidationError("--days must be \(CompensationRules.allowedDays.lowerBound) to \(CompensationRules.allowedDays.upperBound) (Apple's limit)")
+        }
         guard start < end else { throw ValidationError("--start must be before --end") }
         if allActive {
             guard days != nil else { throw ValidationError("--all-active needs --days") }
@@ -98,9 +100,8 @@ struct CompensateCommand: AsyncParsableCommand {
 
     var scope: Compensation.Scope {
         if allActive, let days {
-            let intent = "\(Int64((start.timeIntervalSince1970 * 1000).rounded()))-\(Int64((end.timeIntervalSince1970 * 1000).rounded()))"
             return .allActive(
-                days: days, productId: product, intent: intent, pollInterval: .milliseconds(Int64(pollSeconds * 1000)), window: start..<end, again: again)
+                days: days, productId: product, intent: CompensationRules.massIntent(start: start, end: end), pollInterval: .milliseconds(Int64(pollSeconds * 1000)), window: start..<end, again: again)
         }
         return .window(start: start, end: end, minimumHours: minHours, days: days, again: again)
     }

@@ -88,6 +88,13 @@ package enum CompensationRules {
         nameBased("mass-extension\n\(bundleId)\n\(environment.rawValue)\n\(productId)\n\(intent)")
     }
 
+    /// The intent's key of the mass extension for the outage [start, end): its bounds in
+    /// milliseconds ("1764547200000-1764568800000"), whatever the days asked.
+    package static func massIntent(start: Date, end: Date) -> String { "\(milliseconds(start))-\(milliseconds(end))" }
+
+    /// The days Extend a Subscription Renewal Date takes (`extendByDays`: 1 to 90).
+    package static var allowedDays: ClosedRange<Int> { Int(ExtendRenewalDateRequest.days.lowerBound)...Int(ExtendRenewalDateRequest.days.upperBound) }
+
     /// The requestIdentifier of the single extension sent to a subscriber a mass extension could
     /// not extend (Apple's RENEWAL_EXTENSION/FAILURE): of the mass request and the subscription.
     package static func failureRetryIdentifier(massRequestIdentifier: UUID, originalTransactionId: String) -> UUID {

@@ -321,6 +321,12 @@ struct RemedyExclusionTests {
         #expect(detail.contains("mass extension") && detail.contains("12 subscribers") && detail.contains("3 days") && detail.contains("--again"))
     }
 
+    @Test func theMassIntentIsTheOutagesBoundsInMilliseconds() {
+        let start = Date(timeIntervalSince1970: 1_764_547_200.0004)
+        #expect(CompensationRules.massIntent(start: start, end: start.addingTimeInterval(6 * 3600)) == "1764547200000-1764568800000")
+        #expect(CompensationRules.allowedDays == 1...90)
+    }
+
     @Test func theMassRequestIdentifierLeavesTheDaysOut() {
         let one = CompensationRules.massRequestIdentifier(bundleId: "a", environment: .production, productId: "p", intent: "1-2")
         #expect(one == CompensationRules.massRequestIdentifier(bundleId: "a", environment: .production, productId: "p", intent: "1-2"))
