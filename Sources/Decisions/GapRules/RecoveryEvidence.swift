@@ -25,13 +25,14 @@ package enum RecoveryEvidence {
     /// A refund request counts as decided by a decision signed after it, recorded
     /// (`decidedLater`) or among `recorded`.
     package static func question(_ recorded: [RecoveredNotification], oneTimePurchase: Bool) -> Question? {
-        let decisions = recorded.filter { NotificationType(rawValue: $0.type).policy.refundEpisode == .decision }.map(\.signedDate)
         let doubtful = recorded.contains { notification in
             switch NotificationType(rawValue: notification.type).policy.leavesDoubt {
             case .none: false
             case .always: true
             case .forOneTimePurchases: oneTimePurchase
-            case .untilDecided: !(notification.decidedLater || decisions.contains { $0 > notification.signedDate })
+            case .untilDecided:
+                !(notification.decidedLater
+                    || RefundRequestSettlement.isSettled(requestSignedAt: notification.signedDate, among: recorded.lazy.map { ($0.type, $0.signedDate) }))
             }
         }
         guard doubtful else { return nil }

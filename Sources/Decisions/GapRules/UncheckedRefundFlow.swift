@@ -31,11 +31,10 @@ package struct UncheckedRefundFlow: GapRule {
 
     static func leavesDoubt(_ notification: CustomerLedgerView.NotificationFacts, in view: CustomerLedgerView) -> Bool {
         let policy = NotificationType(rawValue: notification.type).policy
-        if policy.leavesDoubt == .untilDecided {
-            let decided = view.notifications.contains { later in
-                NotificationType(rawValue: later.type).policy.refundEpisode == .decision && later.signedDate > notification.signedDate
-            }
-            if !decided { return true }
+        if policy.leavesDoubt == .untilDecided,
+            !RefundRequestSettlement.isSettled(requestSignedAt: notification.signedDate, among: view.notifications.lazy.map { ($0.type, $0.signedDate) })
+        {
+            return true
         }
         guard let id = notification.transactionId, let about = view.transactions.first(where: { $0.transactionId == id }),
             let purchased = about.purchaseDate
