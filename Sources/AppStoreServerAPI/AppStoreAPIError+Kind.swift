@@ -1,4 +1,4 @@
-import FailureKind
+package import FailureKind
 import Foundation
 
 // What each of the API client's failures asks of the operator (see FailureKind).

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 /// An error answer from the App Store Server API: the HTTP status and, when the body was
 /// Apple's JSON error object, its `errorCode` and `errorMessage`. Unknown codes are kept.
 /// The description never contains the bearer token or the key.

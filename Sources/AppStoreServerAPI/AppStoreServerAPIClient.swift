@@ -1,12 +1,12 @@
-import AsyncHTTPClient
-import Clocks
+public import AsyncHTTPClient
+public import Clocks
 @_exported import AppStoreServerModel
-import Foundation
-import Logging
+public import Foundation
+public import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import SignedData
+public import SignedData
 import Synchronization
 
 /// How the client talks to Apple.

@@ -1,8 +1,8 @@
-import AsyncHTTPClient
+public import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
-import SignedData
+public import SignedData
 
 /// Carries OCSP requests over HTTP (RFC 6960 appendix A: POST, `application/ocsp-request`),
 /// with a deadline and a bound on the answer's size. Any failure to get a 200 answer throws,

@@ -1,4 +1,4 @@
-import Clocks
+public import Clocks
 import Synchronization
 
 /// Spaces the requests to one endpoint evenly at a fixed rate, for every task of the process

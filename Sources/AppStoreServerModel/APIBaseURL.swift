@@ -1,5 +1,5 @@
 import Foundation
-import SignedData
+public import SignedData
 
 /// Where the App Store Server API is: Apple's host for the environment, or an override (the
 /// simulator, tests). Plain http is accepted only to loopback addresses, so that a bearer

@@ -1,4 +1,4 @@
-import SignedData
+public import SignedData
 
 /// The body of Send Consumption Information, version 2 (`ConsumptionRequest`,
 /// `PUT /inApps/v2/transactions/consumption/{transactionId}`): the customer's consent, whether

@@ -1,4 +1,4 @@
-import SignedData
+public import SignedData
 
 /// The body of Get Notification History (`NotificationHistoryRequest`). Optional fields that are
 /// nil are omitted, never sent as empty strings (Apple answers an empty `transactionId` with

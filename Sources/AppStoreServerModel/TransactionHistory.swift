@@ -1,4 +1,4 @@
-import SignedData
+public import SignedData
 
 /// Query parameters of Get Transaction History v2. Multi-valued filters are sent as repeated
 /// parameters. A continuation (`revision`) must repeat the same parameters.

@@ -1,4 +1,4 @@
-import Crypto
+package import Crypto
 import Foundation
 import SignedData
 

@@ -1,5 +1,5 @@
-import Foundation
-import SignedData
+package import Foundation
+package import SignedData
 
 /// A simulated App Store world: customers whose subscriptions and one-time purchases evolve
 /// through events, each event a notification Apple signs, and an outage during which deliveries

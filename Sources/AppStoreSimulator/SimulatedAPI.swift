@@ -1,6 +1,6 @@
 import Crypto
-import Foundation
-import SignedData
+package import Foundation
+package import SignedData
 import Synchronization
 
 /// The App Store Server API as the simulator implements it, without HTTP: a request in, an

@@ -1,5 +1,5 @@
-import Foundation
-import SignedData
+package import Foundation
+package import SignedData
 
 /// One environment's App Store Server API host (Production's or Sandbox's) serving several apps,
 /// as Apple does: a team's one In-App Purchase key signs the JWT of each of its apps, and the

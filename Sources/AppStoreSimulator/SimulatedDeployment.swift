@@ -1,6 +1,6 @@
-import Foundation
-import Logging
-import SignedData
+package import Foundation
+package import Logging
+package import SignedData
 
 /// A team's App Store, simulated whole: several apps, each in Production and Sandbox, signed by
 /// one Apple (one test PKI) and called with one team key, with a host per environment on which

@@ -1,4 +1,4 @@
-import Crypto
+package import Crypto
 import Foundation
 
 /// The API key the simulator accepts, as App Store Connect would issue one: key ID, issuer ID

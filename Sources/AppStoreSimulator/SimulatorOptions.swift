@@ -1,5 +1,5 @@
-import Foundation
-import SignedData
+package import Foundation
+package import SignedData
 
 /// How the simulator behaves beyond Apple's rules: its limits, its faults, its credentials.
 package struct SimulatorOptions: Sendable {

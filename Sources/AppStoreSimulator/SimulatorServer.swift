@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Logging
+package import Logging
 import NIOCore
 
 /// The simulated API served over HTTP on a loopback port, for the client, the reconciler, the

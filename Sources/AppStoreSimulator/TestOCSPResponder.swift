@@ -1,7 +1,7 @@
 import Crypto
-import Foundation
+package import Foundation
 import SwiftASN1
-import X509
+package import X509
 
 /// An OCSP responder (RFC 6960) for the test PKI: it answers each request about the leaf or the
 /// intermediate with a response signed by that certificate's issuer, whose `responderID` names

@@ -1,8 +1,8 @@
-import Crypto
-import Foundation
+package import Crypto
+package import Foundation
 import SignedData
 import SwiftASN1
-import X509
+package import X509
 
 /// A root, an Apple-like intermediate and a leaf, minted on the spot, that sign payloads the way
 /// Apple does (ES256 JWS with an x5c chain). Tests, the simulator and the demo use it; no key or

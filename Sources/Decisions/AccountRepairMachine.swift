@@ -1,6 +1,6 @@
 import Foundation
-import LedgerModel
-import SignedData
+package import LedgerModel
+package import SignedData
 
 /// Pass 2's decisions for one Apple account, as a machine: each event (the ledger's rows read,
 /// Apple's answer or refusal, a write's outcome) returns the next action, and `CustomerRepair`

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// When a CONSUMPTION_REQUEST must be answered, and where.
 ///

@@ -1,5 +1,5 @@
 import Foundation
-import LedgerModel
+package import LedgerModel
 
 /// One account's case for a support engineer (`customer`): the ledger's rows and Apple's answer
 /// side by side, the differences named field by field, the notifications recorded for the account

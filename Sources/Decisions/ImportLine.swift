@@ -1,5 +1,5 @@
 import AppReceipt
-import SignedData
+package import SignedData
 
 /// What an `import` reads: one value a line, of one kind for the whole input.
 package enum ImportKind: String, Sendable, Codable, CaseIterable {

@@ -1,5 +1,5 @@
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 
 /// What pass 1 wrote, or in a dry run would have written (`PassOneResult.overlay`).
 package struct LedgerOverlay: Sendable {

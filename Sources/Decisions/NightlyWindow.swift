@@ -1,5 +1,5 @@
-import Foundation
-import SignedData
+package import Foundation
+package import SignedData
 
 /// The window a nightly run recovers: from the end of the last successful run's window, less an
 /// overlap for Apple's late retries, to a few minutes before now (Apple may still be signing).

@@ -1,4 +1,4 @@
-import SignedData
+package import SignedData
 
 /// Which of `serve`'s App Stores verifies and records a notification, when one listener receives
 /// every configured app and environment. Chosen from the app and environment the payload claims

@@ -1,5 +1,5 @@
-import LedgerModel
-import SignedData
+package import LedgerModel
+package import SignedData
 
 /// What the tool does with each of Apple's notification types, in one table: every other file
 /// asks here instead of keeping a list of type names. A new type Apple documents is a case in

@@ -1,5 +1,5 @@
-import AppStoreServerModel
-import Foundation
+package import AppStoreServerModel
+package import Foundation
 
 /// Finds when a server was not receiving notifications, from the first delivery attempts Apple
 /// records. Pure: a list of failed first attempts in, windows out.

@@ -1,6 +1,6 @@
-import FailureKind
-import Foundation
-import SignedData
+package import FailureKind
+package import Foundation
+package import SignedData
 
 /// The stretch of time to recover: notifications signed in [start, end). Checked against what
 /// Apple's history keeps before any request is made.

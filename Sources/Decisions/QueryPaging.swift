@@ -1,5 +1,5 @@
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 
 /// One history query's paging decisions in pass 1, as a machine: where it starts (a checkpoint
 /// an earlier run left), the checkpoint each page writes, and what Apple refusing a pagination

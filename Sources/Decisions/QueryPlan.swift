@@ -1,6 +1,6 @@
-import Foundation
-import AppStoreServerModel
-import SignedData
+package import Foundation
+package import AppStoreServerModel
+package import SignedData
 
 /// The Get Notification History queries that recover a window, in order.
 ///

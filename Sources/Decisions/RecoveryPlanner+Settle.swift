@@ -1,5 +1,5 @@
 import Foundation
-import LedgerModel
+package import LedgerModel
 
 extension RecoveryPlanner {
     /// What became of a planned decision once its page was written, from what the database

@@ -1,7 +1,7 @@
-import AppStoreServerModel
-import Foundation
-import LedgerModel
-import SignedData
+package import AppStoreServerModel
+package import Foundation
+package import LedgerModel
+package import SignedData
 
 /// Decides, for one page of notification history, what happens to each notification: a pure
 /// value computed from the verification outcomes, the rows the ledger holds, and what this run

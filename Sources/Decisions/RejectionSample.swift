@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// Which payloads that failed verification at `serve` are kept in `app_store.rejected_payloads`:
 /// the first `keptPerHour` of each reason in each hour of the clock, and none after them (issue

@@ -1,6 +1,6 @@
 import Foundation
-import LedgerModel
-import SignedData
+package import LedgerModel
+package import SignedData
 
 /// Decides what repairing one Apple account changes, from Apple's truth (verified transactions
 /// and subscription statuses) and what the ledger holds: a pure value, printed by a dry run and

@@ -1,5 +1,5 @@
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 
 /// What Apple owes a subscription next, and by when (issue 64, point 1). Every writer of
 /// `app_store.subscriptions` stores it with the row (`due_at`, `expected`), which

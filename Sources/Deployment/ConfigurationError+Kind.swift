@@ -1,4 +1,4 @@
-import FailureKind
+package import FailureKind
 
 // A setting missing or malformed asks the operator to fix the configuration (exit 78).
 extension ConfigurationError: KindedFailure {

@@ -1,8 +1,8 @@
 import AppStoreServerAPI
-import Decisions
+package import Decisions
 import Ledger
-import Logging
-import Reconciliation
+package import Logging
+package import Reconciliation
 import SignedData
 
 extension Deployment {

@@ -1,8 +1,8 @@
-import AppStoreServerAPI
+package import AppStoreServerAPI
 import Ledger
-import Logging
-import Reconciliation
-import SignedData
+package import Logging
+package import Reconciliation
+package import SignedData
 
 /// The parts a pair's work is built from, each made here and nowhere else: the verifier of its
 /// App Store's signed data and its client of Apple's API.

@@ -1,10 +1,10 @@
-import AppStoreServerAPI
+package import AppStoreServerAPI
 import Ledger
 import Logging
-import Reconciliation
+package import Reconciliation
 import Reports
 import ServiceLifecycle
-import SignedData
+package import SignedData
 
 /// How one pair's run talks to the operator: the command line's choice (a progress line or none,
 /// its lines prefixed with the pair's name or not), the deployment's wiring.

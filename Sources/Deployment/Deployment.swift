@@ -1,9 +1,9 @@
-import Decisions
+package import Decisions
 import DeploymentConfiguration
-import Foundation
-import Ledger
-import LedgerModel
-import SignedData
+package import Foundation
+package import Ledger
+package import LedgerModel
+package import SignedData
 
 /// The App Stores (app, environment) a command works on, each with its settings, resolved once:
 /// the flags over the environment's variables over the configuration file (`--config`, else

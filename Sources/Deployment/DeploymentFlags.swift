@@ -1,4 +1,4 @@
-import DeploymentConfiguration
+package import DeploymentConfiguration
 import Foundation
 
 /// What the command line gave for the deployment's settings (nil: not given); the command line

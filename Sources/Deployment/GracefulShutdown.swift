@@ -1,8 +1,8 @@
-import Ledger
-import Logging
-import PostgresNIO
-import Reconciliation
-import ServiceLifecycle
+package import Ledger
+package import Logging
+package import PostgresNIO
+package import Reconciliation
+package import ServiceLifecycle
 import Synchronization
 import UnixSignals
 

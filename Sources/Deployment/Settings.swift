@@ -1,7 +1,7 @@
 import Foundation
-import AppStoreServerAPI
-import Ledger
-import SignedData
+package import AppStoreServerAPI
+package import Ledger
+package import SignedData
 
 /// The configuration contract shared by every command. Each setting comes from a flag, else
 /// from its environment variable; a missing or malformed one is a `ConfigurationError` that

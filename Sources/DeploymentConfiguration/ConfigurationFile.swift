@@ -1,5 +1,5 @@
-import Foundation
-import SignedData
+package import Foundation
+package import SignedData
 import Yams
 
 /// The deployment's configuration file (YAML): the database, Apple's root certificates, and every

@@ -1,7 +1,7 @@
 import Foundation
 import LedgerModel
 import Logging
-import PostgresNIO
+package import PostgresNIO
 import Synchronization
 
 /// Reading `app_store.changes` (migration 0007), the feed of every change the tool makes to

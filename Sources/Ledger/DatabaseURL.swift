@@ -1,6 +1,6 @@
 import Foundation
 import NIOSSL
-import PostgresNIO
+package import PostgresNIO
 
 /// A PostgreSQL connection URL (`DATABASE_URL`), libpq style:
 /// `postgresql://user:password@host:5432/database?sslmode=require`, or a Unix socket with

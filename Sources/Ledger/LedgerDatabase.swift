@@ -1,5 +1,5 @@
-import Logging
-import PostgresNIO
+package import Logging
+package import PostgresNIO
 
 /// Opens the ledger's database for the duration of a closure: a `PostgresClient` whose
 /// `run()` lives in a child task and is cancelled (connections closed) when the closure ends.

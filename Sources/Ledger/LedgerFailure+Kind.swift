@@ -1,4 +1,4 @@
-import FailureKind
+package import FailureKind
 import LedgerModel
 
 // What each of the ledger's failures asks of the operator (see FailureKind).

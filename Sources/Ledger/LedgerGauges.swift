@@ -1,9 +1,9 @@
 import Decisions
-import Foundation
+package import Foundation
 import LedgerModel
 import Logging
 import PostgresNIO
-import SignedData
+package import SignedData
 
 /// What `serve`'s `/metrics` reads from the ledger at each scrape, for the alerts a team needs
 /// wherever its jobs run (a Kubernetes CronJob has no textfile collector): when each kind of run

@@ -1,6 +1,6 @@
 import Foundation
 @_exported import LedgerModel
-import PostgresNIO
+package import PostgresNIO
 
 // The ledger's records and their columns are values (LedgerModel, re-exported here); reading
 // them from PostgreSQL's rows is this target's.

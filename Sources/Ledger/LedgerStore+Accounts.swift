@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
-import SignedData
+package import SignedData
 
 /// Pass 2's reads and writes per Apple account: what the ledger knows of an account, and the
 /// account as a repair left it (membership, verification, revision token).

@@ -1,8 +1,8 @@
-import Foundation
+package import Foundation
 import LedgerModel
 import Logging
-import PostgresNIO
-import SignedData
+package import PostgresNIO
+package import SignedData
 
 // What `audit` reads (issue 64, point 2): one App Store's subscriptions by their sample keys
 // (migration 0030), a probe an index lookup, and the newest audit's bound for serve's gauge.

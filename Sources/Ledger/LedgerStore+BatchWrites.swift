@@ -1,7 +1,7 @@
-import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
-import SignedData
+package import SignedData
 
 /// The ledger's one write path for notifications, transactions and subscriptions (every writer:
 /// `serve`, `ingest`, a run's pages, repairs), a batch per database transaction.

@@ -1,7 +1,7 @@
-import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
-import SignedData
+package import SignedData
 
 /// What the gap rules and pass 2 select from the ledger: customers a run recovered notifications
 /// for, and every customer's view, a chunk at a time.

@@ -1,8 +1,8 @@
-import Foundation
+package import Foundation
 import LedgerModel
 import Logging
 import PostgresNIO
-import SignedData
+package import SignedData
 
 /// The refund requests still to answer, and the answers the tool gives them (migration 0024).
 extension LedgerStore {

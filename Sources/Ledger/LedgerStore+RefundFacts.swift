@@ -1,8 +1,8 @@
-import Foundation
+package import Foundation
 import LedgerModel
 import Logging
 import PostgresNIO
-import SignedData
+package import SignedData
 
 extension RefundFactsQuery {
     /// The six parameters, in order.

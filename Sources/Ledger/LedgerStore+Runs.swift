@@ -1,7 +1,7 @@
-import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
-import SignedData
+package import SignedData
 
 /// Runs: their records (start, abandon, finish) and the subscriptions each changed.
 extension LedgerStore {

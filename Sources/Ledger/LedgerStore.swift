@@ -1,7 +1,7 @@
-import Foundation
-import Logging
-import PostgresNIO
-import SignedData
+package import Foundation
+package import Logging
+package import PostgresNIO
+package import SignedData
 
 /// The ledger's reads and writes. Every value reaches SQL as a bound parameter. Writes that
 /// race a live webhook are settled by the database: a notification already recorded is left

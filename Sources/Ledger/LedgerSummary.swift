@@ -1,5 +1,5 @@
 import Logging
-import PostgresNIO
+package import PostgresNIO
 
 /// Row counts of the ledger's tables: what `demo` and `status` print.
 package struct LedgerSummary: Hashable, Sendable, Codable {

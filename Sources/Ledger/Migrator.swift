@@ -1,5 +1,5 @@
 import Logging
-import PostgresNIO
+package import PostgresNIO
 
 /// Applies the pending migrations: each in its own transaction, recorded with its checksum in
 /// `app_store.schema_migrations`, under a session advisory lock so that concurrent runs (two

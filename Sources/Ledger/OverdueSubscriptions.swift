@@ -1,9 +1,9 @@
-import Decisions
-import Foundation
+package import Decisions
+package import Foundation
 import LedgerModel
 import Logging
-import PostgresNIO
-import SignedData
+package import PostgresNIO
+package import SignedData
 
 // What Apple owes each subscription (issue 64, point 1): stored with the row by its one writer
 // (`RowsWrite`), filled in for rows written before migration 0029 (`DueBackfill`), and read where

@@ -1,7 +1,7 @@
-import Foundation
+package import Foundation
 import Logging
 import PostgresNIO
-import SignedData
+package import SignedData
 
 extension LedgerStore {
     /// The checkpoints an unfinished run of this scope left, by query key. When the run that

@@ -1,8 +1,8 @@
-import Foundation
+package import Foundation
 import Synchronization
-import Logging
+package import Logging
 import PostgresNIO
-import SignedData
+package import SignedData
 
 /// One reconciling run at a time per App Store (app and environment) of a ledger: a session
 /// advisory lock held on a connection of its own for the whole run, keyed by the pair (its first

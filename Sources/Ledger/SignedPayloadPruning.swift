@@ -1,7 +1,7 @@
-import FailureKind
-import Foundation
+package import FailureKind
+package import Foundation
 import Logging
-import PostgresNIO
+package import PostgresNIO
 
 /// `prune --signed-older-than`: drops the stored JWS of notifications signed before a time, in
 /// batches of one short transaction each (`app_store.prune_signed_payloads`, migration 0021),

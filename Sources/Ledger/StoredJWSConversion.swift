@@ -1,5 +1,5 @@
 import Logging
-import PostgresNIO
+package import PostgresNIO
 
 /// Converts the signed payloads a ledger stored as text before migration 0021 into signed
 /// objects, one short transaction per batch (`app_store.convert_stored_jws`), while `serve` and

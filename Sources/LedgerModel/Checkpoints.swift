@@ -1,5 +1,5 @@
-import Foundation
-import SignedData
+package import Foundation
+package import SignedData
 
 /// What a run's checkpoints belong to: the same window, environment, filter and shard make the
 /// same plan, so a run with this scope may resume from them.

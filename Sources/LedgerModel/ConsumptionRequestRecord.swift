@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// A row of `app_store.consumption_requests` (migration 0011): a refund request Apple asks the app
 /// to answer with consumption information, and by when. Written once, with its notification;

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// A notification the ledger recorded for an account.
 package struct RecordedNotification: Sendable, Codable, Hashable {

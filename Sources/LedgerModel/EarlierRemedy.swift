@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// A remedy `compensate` asked Apple for earlier, as the ledger keeps it: one product's mass
 /// extension, or the per-subscription extensions of one window and product.

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// A value of a ledger column, as the ledger's SQL, JSON and comparisons see it.
 package enum LedgerValue: Hashable, Sendable {

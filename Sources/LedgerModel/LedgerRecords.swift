@@ -1,6 +1,6 @@
 import Crypto
-import SignedData
-import Foundation
+package import SignedData
+package import Foundation
 
 /// A row of `app_store.rejected_payloads`: what Apple's API answered is kept whole
 /// (`keptWhole`); what anyone can POST (the webhook) as its digest, size and first

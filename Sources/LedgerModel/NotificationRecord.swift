@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// A row of `app_store.notifications`.
 package struct NotificationRecord: Hashable, Sendable, LedgerRow {

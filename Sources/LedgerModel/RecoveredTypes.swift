@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// The notification types pass 2's selections of recovered customers treat apart, as the ledger
 /// stores them: policy, given by the caller (`NotificationTypePolicy.recoveredTypes` in

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// A refund request open for an answer: not answered, its deadline ahead, and not yet decided by
 /// Apple (no REFUND or REFUND_DECLINED of its transaction signed after it). One per transaction:

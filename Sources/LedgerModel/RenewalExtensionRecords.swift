@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// One period of a subscription as the ledger holds it: a transaction's offer payment mode,
 /// price and dates, which Apple's eligibility rules for an extension read.

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// What a transaction's revocation is, from Apple's `revocationType` (App Store Server API 1.19,
 /// December 2025: `REFUND_FULL`, `REFUND_PRORATED`, `FAMILY_REVOKE`), else, for a transaction

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// A row of `app_store.subscriptions`: an auto-renewable subscription's state as of
 /// `lastSignedDate`. Information signed earlier never replaces it.

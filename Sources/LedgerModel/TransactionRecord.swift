@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// A row of `app_store.transactions`: the newest signed version of a transaction.
 package struct TransactionRecord: Hashable, Sendable, LedgerRow {

@@ -1,9 +1,9 @@
-import Foundation
+package import Foundation
 import Ledger
-import LedgerModel
+package import LedgerModel
 import Logging
 import PostgresNIO
-import SignedData
+package import SignedData
 
 /// What `compensate` reads and keeps (migration 0026): the notifications a run recovered in a
 /// window that may have granted access, what the ledger knows of a subscription's extensions,

@@ -1,9 +1,9 @@
-import Foundation
+package import Foundation
 import Ledger
-import LedgerModel
+package import LedgerModel
 import Logging
 import PostgresNIO
-import SignedData
+package import SignedData
 
 /// What `customer` reads of one account: the notifications recorded for it, what the
 /// entitlements view grants it now, and the accounts an appAccountToken names.

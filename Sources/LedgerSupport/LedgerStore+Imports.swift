@@ -2,7 +2,7 @@ import Foundation
 import Ledger
 import Logging
 import PostgresNIO
-import SignedData
+package import SignedData
 
 /// An import's checkpoint (migration 0025): how far an input was imported, and the accounts it
 /// imported, keyed by the input's content, so that the same input started again goes on where it

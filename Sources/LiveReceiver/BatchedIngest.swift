@@ -1,9 +1,9 @@
-import Decisions
+package import Decisions
 import Foundation
-import Reconciliation
+package import Reconciliation
 import Ledger
 import ServiceLifecycle
-import SignedData
+package import SignedData
 import Synchronization
 
 /// `serve`'s path to the ledger under load: each request verifies its own payload (in parallel,

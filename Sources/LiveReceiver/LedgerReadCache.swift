@@ -1,5 +1,5 @@
 import Foundation
-import Ledger
+package import Ledger
 import Synchronization
 
 /// A read of the ledger that a public GET makes (`/metrics`' figures and forwarding counts,

@@ -1,8 +1,8 @@
-import Decisions
+package import Decisions
 import Foundation
-import Reconciliation
-import Ledger
-import Logging
+package import Reconciliation
+package import Ledger
+package import Logging
 import ServiceLifecycle
 import Synchronization
 

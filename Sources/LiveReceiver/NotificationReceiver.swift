@@ -1,8 +1,8 @@
-import Decisions
-import Foundation
-import Reconciliation
+package import Decisions
+package import Foundation
+package import Reconciliation
 import Ledger
-import SignedData
+package import SignedData
 import Synchronization
 
 /// What `serve` answers Apple for one POST of a notification: the body read, the notification

@@ -1,11 +1,11 @@
-import Decisions
-import Hummingbird
+package import Decisions
+package import Hummingbird
 import HummingbirdCore
-import Ledger
-import Logging
+package import Ledger
+package import Logging
 import Reconciliation
 import ServiceLifecycle
-import SignedData
+package import SignedData
 import UnixSignals
 
 /// What `serve` is given: where it listens, and the bounds on what a client can make it hold.

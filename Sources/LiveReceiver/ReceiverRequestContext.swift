@@ -1,5 +1,5 @@
-import Hummingbird
-import NIOCore
+package import Hummingbird
+package import NIOCore
 
 /// Hummingbird's basic context, and the connection: `serve` ends a slow body's input.
 package struct ReceiverRequestContext: RequestContext {

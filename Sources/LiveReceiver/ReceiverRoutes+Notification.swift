@@ -1,7 +1,7 @@
 import Decisions
 import Foundation
 import HTTPTypes
-import Hummingbird
+package import Hummingbird
 import Logging
 import NIOCore
 import Synchronization

@@ -1,13 +1,13 @@
 import Decisions
-import Foundation
+package import Foundation
 import HTTPTypes
-import Hummingbird
-import Ledger
-import Logging
+package import Hummingbird
+package import Ledger
+package import Logging
 import NIOCore
-import PostgresNIO
+package import PostgresNIO
 import Reconciliation
-import SignedData
+package import SignedData
 import Synchronization
 
 /// What `serve` answers, by path and method: Apple's notification POSTs at `path` (read within

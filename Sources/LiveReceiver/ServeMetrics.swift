@@ -1,10 +1,10 @@
 import CoreMetrics
-import Decisions
+package import Decisions
 import Foundation
 import Reports
 import Reconciliation
-import Ledger
-import SignedData
+package import Ledger
+package import SignedData
 
 /// `serve`'s figures since it started, for `GET /metrics`: requests by outcome, rejections by
 /// reason, and a histogram of how long notification POSTs took to answer; recorded through

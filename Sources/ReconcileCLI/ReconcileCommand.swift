@@ -1,4 +1,4 @@
-import ArgumentParser
+package import ArgumentParser
 
 /// The deployed tool's commands (`appstore-reconcile`). The executable target only calls
 /// `main()`; the commands that need the simulator or a throwaway PostgreSQL (`demo`,

@@ -1,5 +1,5 @@
 import AppStoreServerAPI
-import ArgumentParser
+public import ArgumentParser
 import Deployment
 import Foundation
 import Logging

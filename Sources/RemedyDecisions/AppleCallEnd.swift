@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// How one call that changes state at Apple failed, as the client saw it: the facts, before what
 /// they mean (`AppleCallEnd`). The shells turn the client's errors into these and nothing more.

@@ -1,9 +1,9 @@
 import AppStoreServerModel
 import Crypto
 import Decisions
-import Foundation
-import LedgerModel
-import SignedData
+package import Foundation
+package import LedgerModel
+package import SignedData
 
 /// Who an outage hurt and what each gets (`compensate`), as pure rules: a subscription is hurt
 /// when a notification that grants access (`NotificationTypePolicy`'s `.grants`, by type and

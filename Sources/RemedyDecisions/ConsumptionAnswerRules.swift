@@ -1,6 +1,6 @@
-import AppStoreServerModel
-import LedgerModel
-import SignedData
+package import AppStoreServerModel
+package import LedgerModel
+package import SignedData
 
 /// What to do with one open refund request, decided from the team's facts before anything is
 /// sent: the facts are the team's data, and an answer Apple refuses (400) spends the 12 hours.

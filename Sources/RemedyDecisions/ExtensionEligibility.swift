@@ -1,5 +1,5 @@
 import Foundation
-import LedgerModel
+package import LedgerModel
 
 /// Which subscriptions Apple refuses to extend by rule, decided from the ledger before anything is
 /// sent (issue 62): an extension Apple refuses still spends a request, and each rule has its own

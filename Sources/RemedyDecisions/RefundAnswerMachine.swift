@@ -1,7 +1,7 @@
-import AppStoreServerModel
+package import AppStoreServerModel
 import Decisions
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 import SignedData
 
 /// The answering pass's decisions for one open refund request, as a machine: each event (the

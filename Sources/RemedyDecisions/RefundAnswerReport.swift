@@ -1,4 +1,4 @@
-import AppStoreServerModel
+package import AppStoreServerModel
 import Foundation
 
 /// One refund request the answering pass looked at, as report.json's `answers` lists it: the

@@ -1,6 +1,6 @@
 import Decisions
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 
 /// One remedy per outage (issue 62): the per-subscription extensions of a window and the mass
 /// extension of an overlapping window exclude each other per product, whichever came first. An

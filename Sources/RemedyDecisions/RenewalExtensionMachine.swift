@@ -1,7 +1,7 @@
-import AppStoreServerModel
+package import AppStoreServerModel
 import Decisions
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 
 /// One hurt subscription's extension (`compensate`), as a machine: each event returns the next
 /// action and the pass executes it. What an earlier compensate of the window settled (extended,

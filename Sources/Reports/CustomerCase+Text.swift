@@ -1,4 +1,4 @@
-import Decisions
+package import Decisions
 import Foundation
 import LedgerModel
 

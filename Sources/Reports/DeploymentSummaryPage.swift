@@ -1,6 +1,6 @@
 import Foundation
 import RunResults
-import SignedData
+package import SignedData
 
 /// `report.html` of a run over several App Stores: one line per (app, environment) pair with how
 /// its run ended, its summary, and a link to its own report (`<bundleId>/<environment>/report.html`).

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import RunResults
 
 /// The pieces every report.html shares: escaping, numbers and times for people, the style sheet,

@@ -1,5 +1,5 @@
-import CoreMetrics
-import Prometheus
+package import CoreMetrics
+package import Prometheus
 
 /// One set of metric families: swift-metrics' API (`Counter`, `Meter`, `Timer`) over
 /// swift-prometheus's collectors in a registry of their own (no global bootstrap: a process may

@@ -1,6 +1,6 @@
 import Decisions
-import Foundation
-import RunResults
+package import Foundation
+package import RunResults
 import SignedData
 
 /// `detect-outage`'s report.html: the verdict (how many outages, how many notifications Apple

@@ -1,6 +1,6 @@
 import AppStoreServerModel
 import Decisions
-import Foundation
+package import Foundation
 import LedgerModel
 import RunResults
 import SignedData

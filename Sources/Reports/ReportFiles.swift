@@ -1,5 +1,5 @@
-import Foundation
-import RunResults
+package import Foundation
+package import RunResults
 
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,7 @@
 import AppStoreServerModel
 import Decisions
 import Foundation
-import LedgerModel
+package import LedgerModel
 import RemedyDecisions
 import RunResults
 import SignedData

@@ -1,5 +1,5 @@
 import Foundation
-import RunResults
+package import RunResults
 
 /// report.html's chart: one bar group per step of the timeline (failed first attempts stacked by
 /// `sendAttemptResult` on the left, missed notifications stacked by type on the right), the

@@ -1,6 +1,6 @@
 import Decisions
 import Foundation
-import RemedyDecisions
+package import RemedyDecisions
 
 /// What `compensate` did for one pair: the window (or the mass remedy's intent), each hurt
 /// subscription with its outcome, each mass extension with Apple's counts.

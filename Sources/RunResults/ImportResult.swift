@@ -1,4 +1,4 @@
-import Decisions
+package import Decisions
 import Foundation
 
 /// What an `import` did with its input: the lines read and what each came to. The accounts it

@@ -1,6 +1,6 @@
-import Decisions
-import Foundation
-import SignedData
+package import Decisions
+package import Foundation
+package import SignedData
 
 /// What `detect-outage` found: the failed first delivery attempts grouped into outages.
 package struct OutageScanResult: Sendable {

@@ -1,8 +1,8 @@
 import AppStoreServerModel
-import Decisions
+package import Decisions
 import Foundation
-import LedgerModel
-import RemedyDecisions
+package import LedgerModel
+package import RemedyDecisions
 import SignedData
 
 /// What a recovery run found and did, for people (`report.md`) and machines (`report.json`).

@@ -1,6 +1,6 @@
 import Decisions
 import Foundation
-import RemedyDecisions
+package import RemedyDecisions
 
 /// What the answering pass (`consumption-requests --answer`) did: one entry per open refund
 /// request it looked at, soonest deadline first.

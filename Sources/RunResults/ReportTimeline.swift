@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// The window of a run (or of `detect-outage`'s scan) cut into 20 to 60 equal steps, with what
 /// happened in each: Apple's failed first send attempts by `sendAttemptResult`, and the missed

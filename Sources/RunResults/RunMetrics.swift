@@ -1,8 +1,8 @@
-import AppStoreServerModel
-import Decisions
-import Foundation
-import LedgerModel
-import SignedData
+package import AppStoreServerModel
+package import Decisions
+package import Foundation
+package import LedgerModel
+package import SignedData
 
 /// A run's figures as it ends, however it ends: what its metrics file says (rendered by Reports).
 package struct RunMetrics: Sendable {

@@ -1,8 +1,8 @@
-import AppStoreServerModel
-import Decisions
-import Foundation
-import LedgerModel
-import SignedData
+package import AppStoreServerModel
+package import Decisions
+package import Foundation
+package import LedgerModel
+package import SignedData
 
 /// What pass 1 found and did, as a value: what pass 2 takes, and what the run's result holds.
 /// Its lists grow with the outage, so they are spooled to files (`ReportList`).

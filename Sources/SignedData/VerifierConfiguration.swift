@@ -1,6 +1,6 @@
-import Foundation
+public import Foundation
 import SwiftASN1
-import X509
+public import X509
 
 /// What a payload must match to be trusted: the operator's root certificates and the app.
 public struct VerifierConfiguration: Sendable {

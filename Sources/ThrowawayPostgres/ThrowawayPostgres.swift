@@ -6,7 +6,7 @@ import Musl
 import Darwin
 #endif
 import Foundation
-import Logging
+package import Logging
 import Synchronization
 
 /// A private PostgreSQL cluster in a temporary directory, for tests and the demo: started from

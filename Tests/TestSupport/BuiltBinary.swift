@@ -1,5 +1,5 @@
 import Foundation
-import ThrowawayPostgres
+package import ThrowawayPostgres
 
 /// Runs the built `appstore-reconcile` executable (or `appstore-reconcile-dev`: `demo`,
 /// `simulate`, `throwaway-postgres`), as a user would, and captures what it says.

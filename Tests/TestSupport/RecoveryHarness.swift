@@ -1,12 +1,12 @@
-import AppStoreServerAPI
-import AppStoreSimulator
-@testable import Decisions
-import Foundation
-import Ledger
-import Logging
-import PostgresNIO
-import Reconciliation
-import SignedData
+package import AppStoreServerAPI
+package import AppStoreSimulator
+@testable package import Decisions
+package import Foundation
+package import Ledger
+package import Logging
+package import PostgresNIO
+package import Reconciliation
+package import SignedData
 
 /// A simulated App Store, a ledger in a fresh database filled with what a live server received,
 /// and the pieces of a recovery run wired to both.

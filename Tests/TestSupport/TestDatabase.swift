@@ -1,7 +1,7 @@
 import Foundation
-import Ledger
-import Logging
-import PostgresNIO
+package import Ledger
+package import Logging
+package import PostgresNIO
 import Synchronization
 import ThrowawayPostgres
 

@@ -1,5 +1,5 @@
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 
 /// The subscription's row, written by a notification signed after the account's last
 /// verification, ends before the period of the same subscription the ledger recorded as bought

@@ -1,5 +1,5 @@
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 
 /// One way a customer's rows in the ledger can contradict themselves: a notification or a
 /// period is missing. Each rule is a value with its reason, its documentation and its tests

@@ -1,5 +1,5 @@
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 
 /// Apple owes the subscription a notification (`SubscriptionDue`: a renewal, a failure or an
 /// expiry by the expiry; a grace period's outcome by its end; billing retry's outcome 60 days after

@@ -1,5 +1,5 @@
 import Foundation
-import LedgerModel
+package import LedgerModel
 import SignedData
 
 /// Pass 2 by evidence: whether what a run recovered for a customer (and the refund-flow

@@ -1,5 +1,5 @@
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 
 /// The subscription's row was signed before the customer's newest transaction recorded since the
 /// last verification: the notification that carried that transaction's state was missed.

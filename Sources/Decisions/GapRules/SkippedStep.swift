@@ -1,5 +1,5 @@
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 import SignedData
 
 /// The notifications since the last renewal skip a step, in an expiry recorded since the last

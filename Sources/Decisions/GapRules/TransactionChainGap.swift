@@ -1,5 +1,5 @@
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 
 /// A renewal was purchased more than a minute after the previous period had expired, with no
 /// billing failure, expiry, refund or revocation signed in between: a period's notifications

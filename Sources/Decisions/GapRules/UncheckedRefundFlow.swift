@@ -1,5 +1,5 @@
-import Foundation
-import LedgerModel
+package import Foundation
+package import LedgerModel
 import SignedData
 
 /// A refund-flow notification (`NotificationTypePolicy.refundFlow`), recorded live or recovered

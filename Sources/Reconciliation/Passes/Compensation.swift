@@ -1,7 +1,7 @@
 import AppStoreServerAPI
 import AppStoreServerModel
 import Decisions
-import Foundation
+package import Foundation
 import Ledger
 import LedgerModel
 import LedgerSupport

@@ -1,6 +1,6 @@
 import AppStoreServerAPI
 import Decisions
-import Foundation
+package import Foundation
 import Ledger
 import LedgerSupport
 import Logging

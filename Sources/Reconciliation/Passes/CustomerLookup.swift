@@ -1,7 +1,7 @@
 import AppStoreServerAPI
-import Decisions
-import Foundation
-import Ledger
+package import Decisions
+package import Foundation
+package import Ledger
 import LedgerSupport
 import SignedData
 

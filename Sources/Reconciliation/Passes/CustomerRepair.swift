@@ -1,10 +1,10 @@
-import AppStoreServerAPI
-import Decisions
-import Foundation
-import Ledger
+package import AppStoreServerAPI
+package import Decisions
+package import Foundation
+package import Ledger
 import LedgerModel
-import Logging
-import SignedData
+package import Logging
+package import SignedData
 import Synchronization
 
 /// Pass 2: repairs, with Apple's truth, the Apple accounts whose records may still be wrong.

@@ -1,5 +1,5 @@
 import Crypto
-import Decisions
+package import Decisions
 import Foundation
 
 /// An import's input, read once before the import starts: its key (the SHA-256 of its kind and

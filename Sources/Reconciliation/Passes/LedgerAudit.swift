@@ -1,9 +1,9 @@
-import AppStoreServerAPI
-import Decisions
-import Foundation
-import Ledger
+package import AppStoreServerAPI
+package import Decisions
+package import Foundation
+package import Ledger
 import Logging
-import SignedData
+package import SignedData
 
 /// `audit` (issue 64, point 2): draws a uniformly random sample of one App Store's subscriptions
 /// (`AuditSampler`, over the sample keys of migration 0030: a probe an index lookup, never the

@@ -1,9 +1,9 @@
 import AppStoreServerAPI
-import Decisions
+package import Decisions
 import Foundation
-import Ledger
+package import Ledger
 import Logging
-import SignedData
+package import SignedData
 
 /// Records one live notification (the body Apple POSTs to the webhook) through the same
 /// verify-and-apply path as a recovery, with `source = 'webhook'`. This is how a webhook handler

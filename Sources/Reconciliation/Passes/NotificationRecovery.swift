@@ -1,10 +1,10 @@
-import AppStoreServerAPI
+package import AppStoreServerAPI
 import Crypto
-import Decisions
-import Foundation
-import Ledger
-import Logging
-import SignedData
+package import Decisions
+package import Foundation
+package import Ledger
+package import Logging
+package import SignedData
 
 /// Pass 1: recovers the notifications of an outage window. Pages Get Notification History by
 /// the query plan, verifies every payload, compares with the ledger a page at a time, and

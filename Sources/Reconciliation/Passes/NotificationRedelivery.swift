@@ -1,8 +1,8 @@
 import AsyncHTTPClient
-import Decisions
-import Foundation
-import Ledger
-import Logging
+package import Decisions
+package import Foundation
+package import Ledger
+package import Logging
 import NIOCore
 import NIOHTTP1
 

@@ -1,6 +1,6 @@
-import AppStoreServerAPI
+package import AppStoreServerAPI
 import Decisions
-import Foundation
+package import Foundation
 import SignedData
 
 /// `detect-outage`'s work: pages Get Notification History with onlyFailures from `since` to now

@@ -1,5 +1,5 @@
 import Foundation
-import SignedData
+package import SignedData
 
 /// What `appstore-reconcile verify` does, as a library call: accept what an operator has at
 /// hand (a bare JWS, Apple's webhook body `{"signedPayload": …}`, or a Get Notification History

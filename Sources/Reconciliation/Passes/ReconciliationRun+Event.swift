@@ -1,6 +1,6 @@
-import Decisions
+package import Decisions
 import Foundation
-import SignedData
+package import SignedData
 
 extension ReconciliationRun {
     /// What the run tells the person running it, as it goes.

@@ -1,9 +1,9 @@
-import AppStoreServerAPI
+package import AppStoreServerAPI
 import Foundation
 import Ledger
 import LedgerSupport
 import Decisions
-import SignedData
+package import SignedData
 
 extension ReconciliationRun {
     /// Another pair's API client and verifier, beside the run's own (an import's Sandbox pair).

@@ -1,8 +1,8 @@
-import AppStoreServerAPI
-import Decisions
-import Foundation
-import Ledger
-import SignedData
+package import AppStoreServerAPI
+package import Decisions
+package import Foundation
+package import Ledger
+package import SignedData
 
 extension ReconciliationRun {
     /// What to run.

@@ -1,9 +1,9 @@
-import AppStoreServerAPI
+package import AppStoreServerAPI
 import Decisions
-import Foundation
-import Ledger
-import Logging
-import SignedData
+package import Foundation
+package import Ledger
+package import Logging
+package import SignedData
 import Synchronization
 
 /// One reconciliation run, from the run lock to its outcome: the service `run`, `nightly`,

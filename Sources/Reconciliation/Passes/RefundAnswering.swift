@@ -3,7 +3,7 @@ import AppStoreServerModel
 import Decisions
 import Foundation
 import Ledger
-import LedgerModel
+package import LedgerModel
 import Logging
 import RemedyDecisions
 import SignedData

@@ -1,4 +1,4 @@
-import FailureKind
+package import FailureKind
 
 // What the run's failures ask of the operator (see FailureKind).
 
