@@ -72,9 +72,11 @@ extension LedgerStore {
     package func extensionFacts(
         pair: AppStorePair, originalTransactionId: String, requestIdentifier: UUID, extensionTypes: [String]
     ) async throws -> ExtensionFacts {
+        // Every request of the subscription, the one at hand's whole row among them.
         let requests = try await client.query(
             """
-            SELECT request_identifier, outcome, requested_at, notification_uuids
+            SELECT request_identifier, outcome, requested_at, notification_uuids,
+                extend_by_days, reason_code, effective_date, hours_denied, apple_status, apple_error, detail
             FROM app_store.renewal_extensions
             WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id = \(originalTransactionId)
             ORDER BY requested_at
@@ -82,8 +84,17 @@ extension LedgerStore {
             logger: logger
         )
         var made: [ExtensionFacts.Request] = []
-        for try await (identifier, outcome, requested, uuids) in requests.decode((UUID, String, Date, [UUID]?).self) {
+        var record: RenewalExtensionRecord?
+        for try await (identifier, outcome, requested, uuids, days, reason, effective, hours, status, error, detail) in requests.decode(
+            (UUID, String, Date, [UUID]?, Int32, Int32, Date?, Double?, Int32?, Int64?, String?).self
+        ) {
             made.append(.init(requestIdentifier: identifier, outcome: outcome, requestedAt: requested, notificationUUIDs: uuids ?? []))
+            if identifier == requestIdentifier {
+                record = RenewalExtensionRecord(
+                    originalTransactionId: originalTransactionId, requestIdentifier: requestIdentifier, extendByDays: Int(days), reasonCode: Int(reason),
+                    outcome: outcome, effectiveDate: effective, hoursDenied: hours ?? 0, appleStatus: status.map(Int.init), appleError: error, detail: detail
+                )
+            }
         }
         let notified = try await client.query(
             """
@@ -96,24 +107,6 @@ extension LedgerStore {
         )
         var extended: [Date] = []
         for try await signed in notified.decode(Date.self) { extended.append(signed) }
-        let earlier = try await client.query(
-            """
-            SELECT extend_by_days, reason_code, outcome, effective_date, hours_denied, apple_status, apple_error, detail
-            FROM app_store.renewal_extensions
-            WHERE bundle_id = \(pair.bundleId) AND environment = \(pair.environment.rawValue) AND original_transaction_id = \(originalTransactionId)
-                AND request_identifier = \(requestIdentifier)
-            """,
-            logger: logger
-        )
-        var record: RenewalExtensionRecord?
-        for try await (days, reason, outcome, effective, hours, status, error, detail) in earlier.decode(
-            (Int32, Int32, String, Date?, Double?, Int32?, Int64?, String?).self
-        ) {
-            record = RenewalExtensionRecord(
-                originalTransactionId: originalTransactionId, requestIdentifier: requestIdentifier, extendByDays: Int(days), reasonCode: Int(reason),
-                outcome: outcome, effectiveDate: effective, hoursDenied: hours ?? 0, appleStatus: status.map(Int.init), appleError: error, detail: detail
-            )
-        }
         return ExtensionFacts(requests: made, extendedByApple: extended, earlier: record)
     }
 

@@ -5,8 +5,8 @@ package import Foundation
 package enum AppleCallFailure: Hashable, Sendable {
     /// Apple answered with this error (after the retries the endpoint's `RepeatRule` allows), and
     /// no earlier attempt may have reached Apple with its answer lost. `retryable`: one Apple says
-    /// to send again after (429, 500, 502 to 504, and the codes of its "Errors to retry" group:
-    /// app-store-server-api.md §3.2), as the client judges it.
+    /// to send again after (429, 500, 502 to 504, and the codes Apple's App Store Server API error
+    /// codes page lists under "Errors to retry": app-store-server-api.md §3.2), as the client judges it.
     case answered(status: Int, code: Int64?, message: String?, retryable: Bool)
     /// An attempt may have reached Apple, and its answer never came.
     case answerLost(cause: String)
@@ -35,7 +35,7 @@ package enum AppleCallEnd: Hashable, Sendable {
     package init(_ failure: AppleCallFailure) {
         switch failure {
         case .answered(let status, let code, let message, let retryable):
-            let answer = "Apple answered HTTP \(status)" + (code.map { ", error \($0)" } ?? "")
+            let answer = Self.describe(status: status, code: code, message: nil)
             if Self.credentialsRefused(status: status) {
                 self = .notTaken(reason: "\(answer): the credentials were refused", status: status, code: code)
             } else if retryable {

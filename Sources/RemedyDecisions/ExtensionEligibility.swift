@@ -33,7 +33,10 @@ package enum ExtensionEligibility: String, CaseIterable, Hashable, Sendable, Cod
 
         /// The facts of a subscription's periods: the current one is the latest to expire (then
         /// to be bought; a date unknown counts as earliest), and a period was paid for unless it
-        /// was a free trial or its price is 0.
+        /// was a free trial or its price is 0 (Apple's "at least one previously paid period").
+        /// A price the ledger does not know counts as paid: the tool's choice, not Apple's word,
+        /// so that a ledger without prices (an old row, an import without them) still sends, and
+        /// Apple's 4030004 answers what the ledger cannot tell.
         package init(ownershipType: String?, periods: [SubscriptionPeriod]) {
             let current = periods.max { earlier, later in
                 (earlier.expiresDate ?? .distantPast, earlier.purchaseDate ?? .distantPast) < (later.expiresDate ?? .distantPast, later.purchaseDate ?? .distantPast)
