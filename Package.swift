@@ -99,7 +99,7 @@ let package = Package(
         // in, read strictly. No database, no network.
         .target(
             name: "DeploymentConfiguration",
-            dependencies: ["SignedData", .product(name: "Yams", package: "Yams")],
+            dependencies: ["SignedData", "RevenueMetrics", .product(name: "Yams", package: "Yams")],
             swiftSettings: strictSettings
         ),
         // The Postgres ledger: migrations, reads and the apply path.
@@ -123,12 +123,16 @@ let package = Package(
         .target(
             name: "LedgerSupport",
             dependencies: [
-                "Ledger", "LedgerModel", "SignedData",
+                "Ledger", "LedgerModel", "SignedData", "RevenueMetrics",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),
+        // What the ledger is worth, as values: a metrics row, the choices its figures depend on
+        // (interval, MRR convention, where refunds count), a product's duration, exchange rates for
+        // a total. The figures themselves are app_store.metrics (migration 0031). Pure.
+        .target(name: "RevenueMetrics", swiftSettings: strictSettings),
         // The decisions, pure: what to ask Apple, what to apply, which accounts to repair, which
         // window a nightly run covers, what to re-deliver. Values in, values out: no database, no
         // network (TargetBoundaryTests.aPureTargetImportsNoIO keeps it so).
@@ -163,7 +167,7 @@ let package = Package(
         .target(
             name: "Reports",
             dependencies: [
-                "RunResults", "Decisions", "RemedyDecisions", "LedgerModel", "SignedData", "AppStoreServerModel",
+                "RunResults", "Decisions", "RemedyDecisions", "LedgerModel", "SignedData", "AppStoreServerModel", "RevenueMetrics",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
@@ -249,7 +253,7 @@ let package = Package(
             name: "ReconcileCLI",
             dependencies: [
                 "SignedData", "AppStoreServerAPI", "Ledger", "Decisions", "RemedyDecisions", "Reconciliation", "LiveReceiver", "FailureKind", "RunResults", "Reports",
-                "DeploymentConfiguration", "Deployment",
+                "DeploymentConfiguration", "Deployment", "LedgerSupport", "RevenueMetrics",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -306,7 +310,7 @@ let package = Package(
         // App receipts read without I/O; Apple's own Xcode test receipts are among the fixtures.
         .testTarget(name: "AppReceiptTests", dependencies: ["AppReceipt", "AppStoreSimulator"], exclude: ["AppleReceipts"], swiftSettings: strictSettings),
         // The pure decisions, tested without I/O: links neither PostgreSQL nor the simulator.
-        .testTarget(name: "DecisionsTests", dependencies: ["Decisions", "RemedyDecisions", "LedgerModel", "SignedData", "AppStoreServerModel"], swiftSettings: strictSettings),
+        .testTarget(name: "DecisionsTests", dependencies: ["RevenueMetrics", "Decisions", "RemedyDecisions", "LedgerModel", "SignedData", "AppStoreServerModel"], swiftSettings: strictSettings),
         // The configuration file, read without I/O: links neither PostgreSQL nor the simulator.
         // The ledger's records and columns as values: links neither PostgreSQL nor the simulator.
         .testTarget(name: "LedgerModelTests", dependencies: ["LedgerModel"], swiftSettings: strictSettings),
@@ -323,7 +327,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppReceipt", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
-        .testTarget(name: "ReconciliationTests", dependencies: ["DeploymentConfiguration", "Deployment", "Reconciliation", "FailureKind", "Reports", "RunResults", "LiveReceiver", "Decisions", "RemedyDecisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerModel", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", "LedgerSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
+        .testTarget(name: "ReconciliationTests", dependencies: ["RevenueMetrics", "DeploymentConfiguration", "Deployment", "Reconciliation", "FailureKind", "Reports", "RunResults", "LiveReceiver", "Decisions", "RemedyDecisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerModel", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", "LedgerSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         // serve's routes in process (HummingbirdTesting), against a real ledger.
         .testTarget(
             name: "LiveReceiverTests",

@@ -102,6 +102,8 @@ struct CustomerLife {
             transaction.offerType = introductory ? 1 : nil
             transaction.offerDiscountType = introductory ? "FREE_TRIAL" : nil
             transaction.offerPeriod = introductory ? "P1W" : nil
+            // A free trial is charged nothing: Apple's price is 0 (its currency still given).
+            if introductory { transaction.price = 0 }
             // The app download's transaction: one per account.
             transaction.appTransactionId = Self.appTransactionId(index, environment: configuration.environment)
             // The main subscription of one account in 37 is one Apple migrated (Advanced
@@ -307,7 +309,13 @@ struct CustomerLife {
                     // A customer who left of their own accord may be won back.
                     renewal.eligibleWinBackOfferIds = [configuration.bundleId + ".winback.monthly", configuration.bundleId + ".winback.annual"]
                     emit(.expired, .voluntary, at: expires)
-                    return
+                    let back = expires + 2 * period
+                    guard configuration.winBacks, index % 4 == 1, back <= now else { return }
+                    status = .active
+                    purchase(at: back, reason: "PURCHASE")
+                    emit(.subscribed, .resubscribe, at: back)
+                    expires = back + period
+                    continue
                 } else if fate < 0.82 {
                     guard let recovered = failToRenew(expires: expires, random: &random) else { return }
                     expires = recovered

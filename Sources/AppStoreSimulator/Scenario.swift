@@ -88,6 +88,11 @@ package struct Scenario: Sendable {
         package var familySharingRevocations = false
         /// Refunds are whole (`REFUND_FULL`, 100%) rather than prorated (`REFUND_PRORATED`, 66.667%).
         package var fullRefunds = false
+        /// One customer in four who let a subscription expire of their own accord subscribes
+        /// again two periods later (SUBSCRIBED, RESUBSCRIBE: a new transaction, reason PURCHASE,
+        /// under the same originalTransactionId) and lives on. Off by default: the worlds of
+        /// other tests stay as they are.
+        package var winBacks = false
 
         package init() {}
     }

@@ -1,6 +1,7 @@
 package import Foundation
 package import SignedData
 import Yams
+package import RevenueMetrics
 
 /// The deployment's configuration file (YAML): the database, Apple's root certificates, and every
 /// app with the environments it is kept in. The contract other tools write:
@@ -62,6 +63,11 @@ package struct ConfigurationFile: Sendable, Hashable {
     package var auditSample: Int? = nil
     /// `audit.maxShareOfRateLimit`: the share of Apple's rate the nightly's audit may use, in (0, 1].
     package var auditMaxShareOfRateLimit: Double? = nil
+    /// `products`: a product ID's standard duration (ISO 8601: P1W, P1M, P1Y), for `metrics`
+    /// where its periods cannot tell it (Sandbox's accelerated renewals).
+    package var products: [String: ProductDuration] = [:]
+    /// `smallBusinessProgram: true`: Apple's Small Business Program, 85% proceeds from the first year.
+    package var smallBusinessProgram = false
     package var apps: [App]
 
     /// Every (app, environment) pair the file names, in its order.
@@ -95,7 +101,7 @@ package struct ConfigurationFile: Sendable, Hashable {
             // Only where: the parser's message quotes the line, which may hold a password.
             throw reader.error(nil, "is not valid YAML\(Self.where(error))")
         }
-        let top = try reader.mapping(root, at: nil, keys: ["database", "rootCertificates", "overdueAfter", "audit", "apps"])
+        let top = try reader.mapping(root, at: nil, keys: ["database", "rootCertificates", "overdueAfter", "audit", "products", "smallBusinessProgram", "apps"])
         var file = ConfigurationFile(path: path, database: nil, rootCertificates: nil, apps: [])
         file.database = try top["database"].map { try reader.string($0, at: "database") }
         file.rootCertificates = try top["rootCertificates"].map { node in
@@ -118,6 +124,18 @@ package struct ConfigurationFile: Sendable, Hashable {
                 }
                 return value
             }
+        }
+        if let node = top["products"] {
+            for (id, value) in try reader.mapping(node, at: "products", keys: nil) {
+                guard let text = value.string, let duration = ProductDuration(text) else {
+                    throw reader.error("products.\(id)", "must be an ISO 8601 duration of one unit, such as P1W, P1M, P3M or P1Y\(reader.line(value))")
+                }
+                file.products[id] = duration
+            }
+        }
+        if let node = top["smallBusinessProgram"] {
+            guard let value = node.bool else { throw reader.error("smallBusinessProgram", "must be true or false\(reader.line(node))") }
+            file.smallBusinessProgram = value
         }
         guard let appsNode = top["apps"] else { throw reader.error("apps", "is missing: list at least one app") }
         guard let list = appsNode.sequence, !list.isEmpty else { throw reader.error("apps", "must be a list of at least one app") }
@@ -167,13 +185,14 @@ private struct Reader {
     func line(_ node: Node) -> String { node.mark.map { " (line \($0.line))" } ?? "" }
 
     /// A mapping whose keys are all among `keys`.
-    func mapping(_ node: Node, at key: String?, keys: Set<String>) throws -> [String: Node] {
+    /// `keys: nil`: any text key (a product ID).
+    func mapping(_ node: Node, at key: String?, keys: Set<String>?) throws -> [String: Node] {
         guard let mapping = node.mapping else { throw error(key, "must be a mapping of keys to values\(line(node))") }
         var found: [String: Node] = [:]
         for (name, value) in mapping {
             guard let text = name.string else { throw error(key, "has a key that is not text\(line(name))") }
             let full = key.map { "\($0).\(text)" } ?? text
-            guard keys.contains(text) else {
+            if let keys, !keys.contains(text) {
                 throw error(full, "is not a known key\(line(name)); known here: \(keys.sorted().joined(separator: ", "))")
             }
             guard found[text] == nil else { throw error(full, "is given twice\(line(name))") }

@@ -26,6 +26,6 @@ package struct ReconcileCommand: AsyncParsableCommand {
 
             \(ExitStatus.summary)
             """,
-        subcommands: [RunCommand.self, NightlyCommand.self, ConsumptionRequestsCommand.self, RepairCommand.self, ImportCommand.self, CustomerCommand.self, CompensateCommand.self, AuditCommand.self, IngestCommand.self, ServeCommand.self, MigrateCommand.self, VerifyCommand.self, StatusCommand.self, ChangesCommand.self, DeliverCommand.self, CheckCommand.self, DetectOutageCommand.self, PruneCommand.self]
+        subcommands: [RunCommand.self, NightlyCommand.self, ConsumptionRequestsCommand.self, RepairCommand.self, ImportCommand.self, CustomerCommand.self, CompensateCommand.self, AuditCommand.self, IngestCommand.self, ServeCommand.self, MigrateCommand.self, VerifyCommand.self, StatusCommand.self, MetricsCommand.self, ChangesCommand.self, DeliverCommand.self, CheckCommand.self, DetectOutageCommand.self, PruneCommand.self]
     )
 }
