@@ -29,7 +29,7 @@ $$;
 
 -- The factor that turns one period's price into a month's under a convention: 'exact',
 -- (365.25 / 12) / period_days; 'revenuecat', RevenueCat's published factors (a week ×4, a month ×1,
--- a year ÷12; n weeks ×4/n, n months ÷n, n years ÷12n; days as exact).
+-- a year ÷12; n days ×30/n, n weeks ×4/n, n months ÷n, n years ÷12n).
 CREATE OR REPLACE FUNCTION app_store.monthly_factor(duration text, convention text) RETURNS numeric
     LANGUAGE sql IMMUTABLE
 AS $$
@@ -37,6 +37,7 @@ AS $$
         WHEN convention = 'revenuecat' AND right(duration, 1) = 'W' THEN 4 / app_store.duration_days(duration) * 7
         WHEN convention = 'revenuecat' AND right(duration, 1) = 'M' THEN 30.4375 / app_store.duration_days(duration)
         WHEN convention = 'revenuecat' AND right(duration, 1) = 'Y' THEN 365.25 / 12 / app_store.duration_days(duration)
+        WHEN convention = 'revenuecat' AND right(duration, 1) = 'D' THEN 30 / app_store.duration_days(duration)
         ELSE (365.25 / 12) / app_store.duration_days(duration)
     END
 $$;
@@ -72,6 +73,7 @@ ORDER BY bundle_id, environment, product_id, periods DESC, duration NULLS LAST;
 --   access_ends_at:   when the period's access ended: ends_at, or earlier its revocation (a refund, a
 --                     Family Sharing revoke) or the start of the subscription's next period (an
 --                     upgrade takes effect at once: the upgraded-from period ends there);
+--   access_ends_without_grace_at: the same, the expiry taken in place of the grace period's end;
 --   is_trial:         offerDiscountType FREE_TRIAL;
 --   price_milliunits: Apple's price (9990 is 9.99 of currency);
 --   period_days:      the product's standard duration in days (configured, else derived; null when
@@ -81,7 +83,72 @@ ORDER BY bundle_id, environment, product_id, periods DESC, duration NULLS LAST;
 --                     revocation of a purchase before Apple gave the type) and its amount, the price
 --                     or its revocationPercentage share (milliunits of a percent: 50000 is half),
 --                     rounded to the milliunit; an upgrade or a Family Sharing revoke is no refund.
-CREATE OR REPLACE VIEW app_store.subscription_periods AS
+-- The transactions' and subscriptions' rows as the ledger knew them at `known_at` (null: now),
+-- rebuilt from the change feed (app_store.changes, migration 0007): for each row, the `after` of
+-- its last change recorded at or before then. Only the columns the periods read. A change feed
+-- pruned (`prune --changes-older-than`) cannot say what it no longer holds: `metrics
+-- --as-known-at` refuses a time before the feed's first change.
+CREATE OR REPLACE FUNCTION app_store.ms_time(ms text) RETURNS timestamptz
+    LANGUAGE sql IMMUTABLE
+AS $$ SELECT to_timestamp(ms::numeric / 1000) $$;
+
+CREATE OR REPLACE FUNCTION app_store.transaction_rows_known_at(known_at timestamptz) RETURNS TABLE (
+    bundle_id text, environment text, original_transaction_id text, transaction_id text, product_id text, product_type text,
+    purchase_date timestamptz, expires_date timestamptz, revocation_date timestamptz, is_upgraded boolean, offer_type smallint,
+    offer_discount_type text, price bigint, currency text, in_app_ownership_type text, revocation_type text,
+    revocation_percentage integer, transaction_reason text
+)
+    LANGUAGE sql STABLE
+AS $$
+    SELECT t.bundle_id, t.environment, t.original_transaction_id, t.transaction_id, t.product_id, t.product_type, t.purchase_date,
+        t.expires_date, t.revocation_date, t.is_upgraded, t.offer_type, t.offer_discount_type, t.price, t.currency,
+        t.in_app_ownership_type, t.revocation_type, t.revocation_percentage, t.transaction_reason
+    FROM app_store.transaction_rows t
+    WHERE known_at IS NULL
+    UNION ALL
+    SELECT c.bundle_id, c.environment, c.original_transaction_id, c.a ->> 'transaction_id', c.a ->> 'product_id', c.a ->> 'product_type',
+        app_store.ms_time(c.a ->> 'purchase_ms'), app_store.ms_time(c.a ->> 'expires_ms'), app_store.ms_time(c.a ->> 'revocation_ms'),
+        (c.a ->> 'is_upgraded')::boolean, (c.a ->> 'offer_type')::smallint, c.a ->> 'offer_discount_type', (c.a ->> 'price')::bigint,
+        c.a ->> 'currency', c.a ->> 'in_app_ownership_type', c.a ->> 'revocation_type', (c.a ->> 'revocation_percentage')::integer,
+        c.a ->> 'transaction_reason'
+    FROM (
+        SELECT DISTINCT ON (ch.bundle_id, ch.environment, ch.after ->> 'transaction_id')
+            ch.bundle_id, ch.environment, ch.original_transaction_id, ch.after AS a
+        FROM app_store.changes ch
+        WHERE known_at IS NOT NULL AND ch.kind = 'transaction' AND ch.changed_at <= known_at
+        ORDER BY ch.bundle_id, ch.environment, ch.after ->> 'transaction_id', ch.id DESC
+    ) c
+$$;
+
+CREATE OR REPLACE FUNCTION app_store.subscriptions_known_at(known_at timestamptz) RETURNS TABLE (
+    bundle_id text, environment text, original_transaction_id text, status smallint, expires_date timestamptz,
+    grace_period_expires_date timestamptz, expiration_intent smallint
+)
+    LANGUAGE sql STABLE
+AS $$
+    SELECT s.bundle_id, s.environment, s.original_transaction_id, s.status, s.expires_date, s.grace_period_expires_date, s.expiration_intent
+    FROM app_store.subscriptions s
+    WHERE known_at IS NULL
+    UNION ALL
+    SELECT c.bundle_id, c.environment, c.original_transaction_id, (c.a ->> 'status')::smallint, app_store.ms_time(c.a ->> 'expires_ms'),
+        app_store.ms_time(c.a ->> 'grace_period_expires_ms'), (c.a ->> 'expiration_intent')::smallint
+    FROM (
+        SELECT DISTINCT ON (ch.bundle_id, ch.environment, ch.original_transaction_id)
+            ch.bundle_id, ch.environment, ch.original_transaction_id, ch.after AS a
+        FROM app_store.changes ch
+        WHERE known_at IS NOT NULL AND ch.kind = 'subscription' AND ch.changed_at <= known_at
+        ORDER BY ch.bundle_id, ch.environment, ch.original_transaction_id, ch.id DESC
+    ) c
+$$;
+
+CREATE OR REPLACE FUNCTION app_store.subscription_periods_known_at(known_at timestamptz) RETURNS TABLE (
+    bundle_id text, environment text, original_transaction_id text, transaction_id text, product_id text, starts_at timestamptz,
+    ends_at timestamptz, is_trial boolean, offer_discount_type text, price_milliunits bigint, currency text, period_days numeric,
+    family_shared boolean, refunded_at timestamptz, refund_milliunits bigint, duration text, transaction_reason text, is_upgraded boolean,
+    revocation_date timestamptz, revocation_type text, access_ends_at timestamptz, access_ends_without_grace_at timestamptz
+)
+    LANGUAGE sql STABLE
+AS $$
 SELECT p.bundle_id, p.environment, p.original_transaction_id, p.transaction_id, p.product_id, p.starts_at, p.ends_at,
     p.is_trial, p.offer_discount_type, p.price_milliunits, p.currency, app_store.duration_days(p.duration) AS period_days,
     p.family_shared,
@@ -93,12 +160,16 @@ SELECT p.bundle_id, p.environment, p.original_transaction_id, p.transaction_id, 
     p.duration, p.transaction_reason, p.is_upgraded, p.revocation_date, p.revocation_type,
     least(p.ends_at, p.revocation_date,
         lead(p.starts_at) OVER (PARTITION BY p.bundle_id, p.environment, p.original_transaction_id ORDER BY p.starts_at, p.transaction_id)
-    ) AS access_ends_at
+    ) AS access_ends_at,
+    least(p.expires_at, p.revocation_date,
+        lead(p.starts_at) OVER (PARTITION BY p.bundle_id, p.environment, p.original_transaction_id ORDER BY p.starts_at, p.transaction_id)
+    ) AS access_ends_without_grace_at
 FROM (
     SELECT t.bundle_id, t.environment, t.original_transaction_id, t.transaction_id, t.product_id,
         t.purchase_date AS starts_at,
         CASE WHEN s.grace_period_expires_date > t.expires_date AND t.expires_date = s.expires_date
             THEN s.grace_period_expires_date ELSE t.expires_date END AS ends_at,
+        t.expires_date AS expires_at,
         coalesce(t.offer_discount_type = 'FREE_TRIAL', false) AS is_trial,
         t.offer_discount_type, t.price AS price_milliunits, t.currency,
         coalesce(c.duration, d.duration) AS duration,
@@ -108,14 +179,19 @@ FROM (
                 OR (t.revocation_type IS NULL AND coalesce(t.in_app_ownership_type, 'PURCHASED') = 'PURCHASED')) AS refund,
         t.revocation_type, t.revocation_percentage, t.revocation_date, t.transaction_reason,
         coalesce(t.is_upgraded, false) AS is_upgraded
-    FROM app_store.transaction_rows t
-    LEFT JOIN app_store.subscriptions s
+    FROM app_store.transaction_rows_known_at(known_at) t
+    LEFT JOIN app_store.subscriptions_known_at(known_at) s
         ON (s.bundle_id, s.environment, s.original_transaction_id) = (t.bundle_id, t.environment, t.original_transaction_id)
     LEFT JOIN app_store.product_durations c ON c.product_id = t.product_id
     LEFT JOIN app_store.derived_product_durations d
         ON (d.bundle_id, d.environment, d.product_id) = (t.bundle_id, t.environment, t.product_id)
     WHERE t.product_type = 'Auto-Renewable Subscription' AND t.purchase_date IS NOT NULL AND t.expires_date IS NOT NULL
-) p;
+) p
+$$;
+
+-- The periods as the ledger holds them now.
+CREATE OR REPLACE VIEW app_store.subscription_periods AS
+SELECT * FROM app_store.subscription_periods_known_at(NULL);
 
 CREATE INDEX IF NOT EXISTS transaction_rows_period_starts_idx
     ON app_store.transaction_rows (bundle_id, environment, purchase_date)
@@ -127,10 +203,12 @@ CREATE INDEX IF NOT EXISTS transaction_rows_period_starts_idx
 -- each; the choices: `convention` 'exact' or 'revenuecat' (MRR's factors), `refunds_at`
 -- 'refund-date' or 'at-purchase' (where a refund is counted), `small_business` (Apple's Small
 -- Business Program: 85% proceeds throughout), `as_of` (a period's access counts as ended, a churn,
--- only once it has ended by then).
+-- only once it has ended by then), `grace_active` (billing grace time is access, or the access ends at
+-- the expiry), `known_at` (the ledger as it was then, rebuilt from the change feed; null: now).
 CREATE OR REPLACE FUNCTION app_store.metrics(
     from_at timestamptz, to_at timestamptz, step text DEFAULT 'day', convention text DEFAULT 'exact',
-    refunds_at text DEFAULT 'refund-date', small_business boolean DEFAULT false, as_of timestamptz DEFAULT now()
+    refunds_at text DEFAULT 'refund-date', small_business boolean DEFAULT false, as_of timestamptz DEFAULT now(),
+    grace_active boolean DEFAULT true, known_at timestamptz DEFAULT NULL
 ) RETURNS TABLE (
     bundle_id text, environment text, interval_start timestamptz, interval_end timestamptz, currency text,
     active_subscriptions bigint, active_trials bigint, mrr_milliunits numeric, new_subscriptions bigint, trial_starts bigint,
@@ -148,22 +226,30 @@ WITH intervals AS (
 bounds AS (
     SELECT min(interval_start) AS first_start, max(interval_end) AS last_end FROM intervals
 ),
-periods AS (
-    SELECT sp.*, s.expiration_intent, s.status,
-        lag(sp.is_trial) OVER w AS previous_is_trial,
-        lag(sp.access_ends_at) OVER w AS previous_access_ends_at,
-        lead(sp.starts_at) OVER w AS next_starts_at,
-        lead(sp.is_trial) OVER w AS next_is_trial,
-        lead(sp.transaction_reason) OVER w AS next_reason,
-        row_number() OVER w AS number,
-        coalesce(sum(extract(epoch FROM sp.access_ends_at - sp.starts_at)) FILTER (WHERE NOT sp.is_trial)
-            OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS paid_seconds_before,
-        app_store.monthly_factor(sp.duration, convention) AS factor
-    FROM app_store.subscription_periods sp
-    LEFT JOIN app_store.subscriptions s
-        ON (s.bundle_id, s.environment, s.original_transaction_id) = (sp.bundle_id, sp.environment, sp.original_transaction_id)
+-- The periods counted (family members' are not), their access ending with the grace period or at
+-- the expiry as `grace_active` says.
+chosen AS (
+    SELECT sp.bundle_id, sp.environment, sp.original_transaction_id, sp.transaction_id, sp.starts_at, sp.is_trial,
+        sp.price_milliunits, sp.currency, sp.refunded_at, sp.refund_milliunits, sp.duration, sp.transaction_reason,
+        CASE WHEN grace_active THEN sp.access_ends_at ELSE sp.access_ends_without_grace_at END AS access_ends_at
+    FROM app_store.subscription_periods_known_at(known_at) sp
     WHERE NOT sp.family_shared
-    WINDOW w AS (PARTITION BY sp.bundle_id, sp.environment, sp.original_transaction_id ORDER BY sp.starts_at, sp.transaction_id)
+),
+periods AS (
+    SELECT c.*, s.expiration_intent, s.status,
+        lag(c.is_trial) OVER w AS previous_is_trial,
+        lag(c.access_ends_at) OVER w AS previous_access_ends_at,
+        lead(c.starts_at) OVER w AS next_starts_at,
+        lead(c.is_trial) OVER w AS next_is_trial,
+        lead(c.transaction_reason) OVER w AS next_reason,
+        row_number() OVER w AS number,
+        coalesce(sum(extract(epoch FROM c.access_ends_at - c.starts_at)) FILTER (WHERE NOT c.is_trial)
+            OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS paid_seconds_before,
+        app_store.monthly_factor(c.duration, convention) AS factor
+    FROM chosen c
+    LEFT JOIN app_store.subscriptions_known_at(known_at) s
+        ON (s.bundle_id, s.environment, s.original_transaction_id) = (c.bundle_id, c.environment, c.original_transaction_id)
+    WINDOW w AS (PARTITION BY c.bundle_id, c.environment, c.original_transaction_id ORDER BY c.starts_at, c.transaction_id)
 ),
 rated AS (
     SELECT p.*,
@@ -176,7 +262,7 @@ rated AS (
             AND (p.next_starts_at IS NULL OR (p.next_starts_at > p.access_ends_at AND p.next_reason IS DISTINCT FROM 'RENEWAL')) THEN
         (SELECT n.subtype FROM app_store.notifications n
          WHERE n.original_transaction_id = p.original_transaction_id AND n.bundle_id = p.bundle_id AND n.environment = p.environment
-            AND n.notification_type = 'EXPIRED' AND n.signed_date >= p.access_ends_at
+            AND n.notification_type = 'EXPIRED' AND n.signed_date >= p.access_ends_at AND (known_at IS NULL OR n.recorded_at <= known_at)
             AND (p.next_starts_at IS NULL OR n.signed_date < p.next_starts_at)
          ORDER BY n.signed_date LIMIT 1) END AS expired_subtype
     FROM periods p

@@ -99,7 +99,7 @@ struct DemoCommand: AsyncParsableCommand {
                     let config = "\(reportDir)/deployment/appstore.yaml"
                     let facts = "\(reportDir)/deployment/refund-facts.sql"
                     try DemoRefundAnswers.query.write(toFile: facts, atomically: true, encoding: .utf8)
-                    let text = world.configurationFile(files: files, production: production, sandbox: sandbox, refundFacts: facts)
+                    let text = world.configurationFile(files: files, production: production, sandbox: sandbox, refundFacts: facts) + "\n" + DemoMetrics.products(world)
                     try text.write(toFile: config, atomically: true, encoding: .utf8)
                     print("\nOne configuration file for both apps in both environments (the database comes from DATABASE_URL), \(config):")
                     text.split(separator: "\n").forEach { print("    \($0)") }
@@ -108,11 +108,14 @@ struct DemoCommand: AsyncParsableCommand {
                         databaseURL: urlText)
                     let start = Date().addingTimeInterval(-7 * 86_400 - 3600).formatted(.iso8601)
                     let end = Date().formatted(.iso8601)
+                    try await DemoMetrics.run("metrics-before", title: "What the ledger is worth before the recovery (MRR, subscriptions, churn, refunds):", config: config, reportDir: reportDir, databaseURL: urlText)
                     try await showRuns(config: config, start: start, end: end, databaseURL: urlText)
                     try await DemoOverdue.show("What Apple owes after the recovery:", databaseURL: urlText)
                     try await DemoRefundAnswers.answer(planted, world: world, config: config, reportDir: reportDir, databaseURL: urlText, database: database, logger: logger)
                     try await DemoCompensation.dryRun(world: world, config: config, reportDir: reportDir, databaseURL: urlText)
                     try await DemoAudit.run(config: config, reportDir: reportDir, databaseURL: urlText)
+                    try await DemoMetrics.run("metrics-after", title: "And after it:", config: config, reportDir: reportDir, databaseURL: urlText)
+                    try DemoMetrics.compare(reportDir: reportDir)
                 }
                 let summary = try await LedgerSummary.read(database, logger: logger)
                 print("""
@@ -128,7 +131,7 @@ struct DemoCommand: AsyncParsableCommand {
 
             try await VerificationDemo.show()
             print(
-                "\nReports: \(reportDir)/dry-run, \(reportDir)/run, \(reportDir)/second-run, \(reportDir)/answers, \(reportDir)/compensate, \(reportDir)/audit: report.html in each links every App Store's own "
+                "\nReports: \(reportDir)/dry-run, \(reportDir)/run, \(reportDir)/second-run, \(reportDir)/answers, \(reportDir)/compensate, \(reportDir)/audit, \(reportDir)/metrics-before, \(reportDir)/metrics-after: report.html in each links every App Store's own "
                     + "(<bundleId>/<environment>/report.html to open in a browser, report.md as text, report.json for scripts).")
         }
     }

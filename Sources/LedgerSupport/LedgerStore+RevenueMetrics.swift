@@ -27,7 +27,8 @@ extension LedgerStore {
     }
 
     /// app_store.metrics from `from` to `to`: one row per App Store, interval and currency.
-    package func revenueMetrics(from: Date, to: Date, choices: MetricsChoices, asOf: Date) async throws -> [MetricsRow] {
+    /// `knownAt`: the ledger as it was then, rebuilt from the change feed (nil: as it is now).
+    package func revenueMetrics(from: Date, to: Date, choices: MetricsChoices, asOf: Date, knownAt: Date? = nil) async throws -> [MetricsRow] {
         let rows = try await client.query(
             """
             SELECT bundle_id, environment, interval_start, interval_end, currency,
@@ -36,7 +37,7 @@ extension LedgerStore {
                 churned_refund, reactivations, gross_milliunits::bigint, refund_count, refund_milliunits::bigint,
                 estimated_proceeds_milliunits::bigint, active_unnormalised
             FROM app_store.metrics(\(from), \(to), \(choices.interval.rawValue), \(choices.convention.rawValue),
-                \(choices.refunds.rawValue), \(choices.smallBusinessProgram), \(asOf))
+                \(choices.refunds.rawValue), \(choices.smallBusinessProgram), \(asOf), \(choices.gracePeriod == .active), \(knownAt))
             """,
             logger: logger
         )
@@ -72,6 +73,14 @@ extension LedgerStore {
             found.append(metrics)
         }
         return found
+    }
+
+    /// When the change feed's oldest change was recorded (nil: the feed is empty): the earliest
+    /// time the ledger's past state can be rebuilt from.
+    package func firstChangeRecorded() async throws -> Date? {
+        let rows = try await client.query("SELECT min(changed_at) FROM app_store.changes", logger: logger)
+        for try await first in rows.decode(Date?.self) { return first }
+        return nil
     }
 
     /// The products whose periods app_store.subscription_periods cannot normalise (no configured

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Decisions
+import FailureKind
 import Deployment
 import DeploymentConfiguration
 import Foundation
@@ -43,8 +44,14 @@ struct MetricsCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Where a refund is counted: refund-date (when Apple refunded it) or at-purchase (the refunded period's start).", valueName: "placement"))
     var refunds: String = "refund-date"
 
+    @Option(name: .customLong("grace-period"), help: ArgumentHelp("Whether billing grace time is access: active (until the grace period ends) or lapsed (the access ends at the expiry).", valueName: "choice"))
+    var gracePeriod: String = "active"
+
     @Option(help: ArgumentHelp("A CSV of exchange rates (a header `currency,USD`, then `EUR,1.08` lines): adds a total row per App Store and interval in that currency.", valueName: "file"))
     var rates: String?
+
+    @Option(name: .customLong("as-known-at"), help: ArgumentHelp("The numbers as the ledger knew them at this time (ISO 8601), rebuilt from the change feed: before a recovery, say.", valueName: "time"), transform: Self.date)
+    var asKnownAt: Date?
 
     @Flag(help: "Print metrics.json's text instead of the summary.")
     var json = false
@@ -64,7 +71,8 @@ struct MetricsCommand: AsyncParsableCommand {
             guard let interval = MetricsInterval(rawValue: interval) else { throw ValidationError("--interval must be day, week or month, not '\(interval.prefix(20))'") }
             guard let convention = MRRConvention(rawValue: convention) else { throw ValidationError("--convention must be exact or revenuecat, not '\(convention.prefix(20))'") }
             guard let refunds = RefundPlacement(rawValue: refunds) else { throw ValidationError("--refunds must be refund-date or at-purchase, not '\(refunds.prefix(20))'") }
-            return MetricsChoices(interval: interval, convention: convention, refunds: refunds)
+            guard let grace = GracePeriodChoice(rawValue: gracePeriod) else { throw ValidationError("--grace-period must be active or lapsed, not '\(gracePeriod.prefix(20))'") }
+            return MetricsChoices(interval: interval, convention: convention, refunds: refunds, gracePeriod: grace)
         }
     }
 
@@ -101,9 +109,16 @@ struct MetricsCommand: AsyncParsableCommand {
             let logger = Logger(label: "appstore-reconcile.metrics")
             try await LedgerDatabase.checkReachable(url, logger: logger)
             let products = file?.products ?? [:]
+            let knownAt = asKnownAt
             let (rows, unnormalised) = try await withGracefulShutdown(databaseURL: url, logger: logger) { store, _ in
+                if let knownAt {
+                    guard let first = try await store.firstChangeRecorded(), first <= knownAt else {
+                        throw MetricsUsageError(description: "--as-known-at \(knownAt.formatted(.iso8601)) is before the change feed's first change: the ledger's state then is not recorded (prune may have removed it)")
+                    }
+                }
                 try await store.configureProductDurations(products)
-                return (try await store.revenueMetrics(from: from, to: to, choices: choices, asOf: now), try await store.unnormalisedProducts())
+                let rows = try await store.revenueMetrics(from: from, to: to, choices: choices, asOf: knownAt ?? now, knownAt: knownAt)
+                return (rows, try await store.unnormalisedProducts())
             }
             var all = rows
             if let rates, let path = self.rates {
@@ -113,7 +128,8 @@ struct MetricsCommand: AsyncParsableCommand {
                 }
                 all += rates.totals(of: rows)
             }
-            let result = MetricsResult(rows: all, unnormalised: unnormalised, choices: choices, from: from, to: to)
+            var result = MetricsResult(rows: all, unnormalised: unnormalised, choices: choices, from: from, to: to)
+            result.knownAt = knownAt
             let directory = reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-metrics", dryRun: false, now: now)
             try MetricsFiles.write(result, to: directory)
             if json {
@@ -124,4 +140,10 @@ struct MetricsCommand: AsyncParsableCommand {
             }
         }
     }
+}
+
+/// A flag value the ledger shows to be wrong (exit 64).
+struct MetricsUsageError: KindedFailure {
+    var description: String
+    var failureKind: FailureKind { .usage }
 }

@@ -70,9 +70,10 @@ package enum MetricsFiles {
     }
 
     package static func json(_ result: MetricsResult) -> String {
-        var text = "{\"note\": \(json(appleNote)),\n \"from\": \(json(iso(result.from))), \"to\": \(json(iso(result.to))),\n"
+        var text = "{\"note\": \(json(appleNote)),\n \"from\": \(json(iso(result.from))), \"to\": \(json(iso(result.to))), "
+        text += "\"as_known_at\": \(result.knownAt.map { json(iso($0)) } ?? "null"),\n"
         text += " \"choices\": {\"interval\": \(json(result.choices.interval.rawValue)), \"convention\": \(json(result.choices.convention.rawValue)), "
-        text += "\"refunds\": \(json(result.choices.refunds.rawValue)), \"small_business_program\": \(result.choices.smallBusinessProgram)},\n"
+        text += "\"refunds\": \(json(result.choices.refunds.rawValue)), \"grace_period\": \(json(result.choices.gracePeriod.rawValue)), \"small_business_program\": \(result.choices.smallBusinessProgram)},\n"
         text += " \"unnormalised\": [" + result.unnormalised.map { product in
             "{\"bundle_id\": \(json(product.bundleId)), \"environment\": \(json(product.environment)), \"product_id\": \(json(product.productId)), \"periods\": \(product.periods)}"
         }.joined(separator: ", ") + "],\n"
@@ -106,7 +107,7 @@ package enum MetricsFiles {
             if groups[key] == nil { order.append(key) }
             groups[key, default: []].append(row)
         }
-        var lines = ["Metrics by \(result.choices.interval.rawValue), \(iso(result.from)) to \(iso(result.to)) (MRR \(result.choices.convention.rawValue), refunds at \(result.choices.refunds.rawValue))."]
+        var lines = [(result.knownAt.map { "As the ledger knew them at \(iso($0)): " } ?? "") + "Metrics by \(result.choices.interval.rawValue), \(iso(result.from)) to \(iso(result.to)) (MRR \(result.choices.convention.rawValue), refunds at \(result.choices.refunds.rawValue), grace period \(result.choices.gracePeriod.rawValue))."]
         if order.isEmpty { lines.append("The ledger holds no period of an auto-renewable subscription.") }
         for key in order {
             let rows = groups[key]!

@@ -18,7 +18,7 @@ enum MetricsPage {
         page += "<h1>Metrics</h1>"
         page += "<p class=\"muted\">\(HTMLPage.escape(MetricsFiles.appleNote))</p>"
         page += "<p>From \(HTMLPage.utc(result.from)) to \(HTMLPage.utc(result.to)), by \(result.choices.interval.rawValue); MRR convention "
-            + "<code>\(result.choices.convention.rawValue)</code>, refunds counted at <code>\(result.choices.refunds.rawValue)</code>, "
+            + "<code>\(result.choices.convention.rawValue)</code>, refunds counted at <code>\(result.choices.refunds.rawValue)</code>, grace period <code>\(result.choices.gracePeriod.rawValue)</code>, "
             + "proceeds \(result.choices.smallBusinessProgram ? "85% (Small Business Program)" : "70% in a subscription's first year of paid service, 85% after").</p>"
         if !result.unnormalised.isEmpty {
             page += "<p class=\"warn\" id=\"unnormalised\">Left out of MRR, their duration neither configured (<code>products</code>) nor derivable: "

@@ -17,7 +17,7 @@ package enum MetricsInterval: String, Sendable, CaseIterable {
 }
 
 /// How a period's price becomes a month's (MRR): `exact`, price × (365.25 / 12) / period_days;
-/// `revenuecat`, RevenueCat's published factors (a week ×4, a month ×1, a year ÷12).
+/// `revenuecat`, RevenueCat's published factors (a day ×30, a week ×4, a month ×1, a year ÷12).
 package enum MRRConvention: String, Sendable, CaseIterable {
     case exact, revenuecat
 }
@@ -29,6 +29,12 @@ package enum RefundPlacement: String, Sendable, CaseIterable {
     case atPurchase = "at-purchase"
 }
 
+/// Whether billing grace time is access: `active`, until the grace period ends (Apple keeps the
+/// customer's access then); `lapsed`, the access ends at the expiry.
+package enum GracePeriodChoice: String, Sendable, CaseIterable {
+    case active, lapsed
+}
+
 /// The choices the numbers depend on, named in every output.
 package struct MetricsChoices: Sendable, Equatable {
     package var interval: MetricsInterval
@@ -36,12 +42,17 @@ package struct MetricsChoices: Sendable, Equatable {
     package var refunds: RefundPlacement
     /// Apple's Small Business Program: 85% proceeds from the first year.
     package var smallBusinessProgram: Bool
+    package var gracePeriod: GracePeriodChoice
 
-    package init(interval: MetricsInterval = .day, convention: MRRConvention = .exact, refunds: RefundPlacement = .refundDate, smallBusinessProgram: Bool = false) {
+    package init(
+        interval: MetricsInterval = .day, convention: MRRConvention = .exact, refunds: RefundPlacement = .refundDate, smallBusinessProgram: Bool = false,
+        gracePeriod: GracePeriodChoice = .active
+    ) {
         self.interval = interval
         self.convention = convention
         self.refunds = refunds
         self.smallBusinessProgram = smallBusinessProgram
+        self.gracePeriod = gracePeriod
     }
 }
 

@@ -61,6 +61,8 @@ package struct MetricsResult: Sendable, Equatable {
     package var choices: MetricsChoices
     package var from: Date
     package var to: Date
+    /// `--as-known-at`: the ledger as it was then (nil: now).
+    package var knownAt: Date? = nil
 
     package init(rows: [MetricsRow], unnormalised: [UnnormalisedProduct], choices: MetricsChoices, from: Date, to: Date) {
         self.rows = rows

@@ -37,7 +37,7 @@ struct MetricsOracle {
 
     /// `durations`: each product's duration in days (configured or as its periods give it); a
     /// product without one is unnormalised.
-    init(_ scenario: Scenario, durations: [String: (days: Double, unit: Character, count: Int)], convention: MRRConvention) {
+    init(_ scenario: Scenario, durations: [String: (days: Double, unit: Character, count: Int)], convention: MRRConvention, grace: GracePeriodChoice = .active) {
         bundleId = scenario.configuration.bundleId
         environment = scenario.configuration.environment.rawValue
         func date(_ ms: Int64?) -> Date? { ms.map { Date(timeIntervalSince1970: Double($0) / 1000) } }
@@ -46,12 +46,12 @@ struct MetricsOracle {
             for version in customer.transactionVersions { latest[version.transaction.transactionId!] = version.transaction }
             for purchase in customer.subscriptions {
                 guard purchase.latestTransaction.inAppOwnershipType != "FAMILY_SHARED" else { continue }
-                let grace = date(purchase.renewalInfo?.gracePeriodExpiresDate)
+                let graceEnds = date(purchase.renewalInfo?.gracePeriodExpiresDate)
                 var periods: [Period] = []
                 for transaction in latest.values where transaction.originalTransactionId == purchase.originalTransactionId {
                     guard transaction.type == .autoRenewable, let starts = date(transaction.purchaseDate), let expires = date(transaction.expiresDate) else { continue }
                     let lastExpiry = date(purchase.latestTransaction.expiresDate)
-                    let ends = (grace.map { $0 > expires } ?? false) && expires == lastExpiry ? grace! : expires
+                    let ends = (graceEnds.map { $0 > expires } ?? false) && expires == lastExpiry ? graceEnds! : expires
                     let revoked = date(transaction.revocationDate)
                     let refund = revoked != nil && transaction.isUpgraded != true
                         && (["REFUND_FULL", "REFUND_PRORATED"].contains(transaction.revocationType ?? "")
@@ -62,7 +62,8 @@ struct MetricsOracle {
                         currency: transaction.currency ?? "", starts: starts, ends: ends, isTrial: transaction.offerDiscountType == "FREE_TRIAL", price: price,
                         refundedAt: refund ? revoked : nil, reason: transaction.transactionReason
                     )
-                    period.accessEnds = min(ends, revoked ?? ends)
+                    let access = grace == .active ? ends : expires
+                    period.accessEnds = min(access, revoked ?? access)
                     if refund {
                         period.refundAmount = transaction.revocationType == "REFUND_PRORATED"
                             ? (price * Int64(transaction.revocationPercentage ?? 100_000) + 50_000) / 100_000 : price
@@ -70,6 +71,7 @@ struct MetricsOracle {
                     if let duration = durations[period.productId] {
                         switch (convention, duration.unit) {
                         case (.revenuecat, "W"): period.factor = 4 / Double(duration.count)
+                        case (.revenuecat, "D"): period.factor = 30 / Double(duration.count)
                         default: period.factor = (365.25 / 12) / duration.days
                         }
                     }

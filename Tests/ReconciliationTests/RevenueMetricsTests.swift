@@ -101,6 +101,14 @@ struct RevenueMetricsTests {
                     let proceeds = Self.total(rows, \.estimatedProceeds), net = Self.total(rows, \.gross) - Self.total(rows, \.refundAmount)
                     #expect(proceeds > net * 70 / 100 && proceeds < net * 85 / 100, "some periods after a first year of paid service: \(proceeds) of \(net)")
                 }
+                if interval == .week {
+                    // Grace time lapsed: access ends at the expiry.
+                    let lapsed = MetricsChoices(interval: .week, gracePeriod: .lapsed)
+                    let lapsedRows = try await store.revenueMetrics(from: from, to: to, choices: lapsed, asOf: now)
+                    let truth = MetricsOracle(harness.scenario, durations: derived, convention: .exact, grace: .lapsed).rows(from: from, to: to, choices: lapsed, asOf: now)
+                    #expect(Self.differences(lapsedRows, truth).isEmpty, "grace lapsed: \(Self.differences(lapsedRows, truth).prefix(3))")
+                    #expect(lapsedRows.map(\.activeSubscriptions) != rows.map(\.activeSubscriptions) || lapsedRows.map(\.churned) != rows.map(\.churned), "grace time moves some access")
+                }
                 if interval == .month {
                     // The small business program: 85% throughout.
                     var small = choices
@@ -194,6 +202,39 @@ struct RevenueMetricsTests {
             // A product the configuration no longer names goes back to its derived duration (none here).
             try await store.configureProductDurations([:])
             #expect(try await store.unnormalisedProducts().count == listed.count)
+        }
+    }
+
+    /// `--as-known-at`: the numbers as the ledger showed them before a recovery, rebuilt from the
+    /// change feed after it, equal those computed then; the recovery changed them.
+    @Test func theNumbersAsKnownBeforeARecoveryAreTheOnesTheLedgerShowedThen() async throws {
+        let harness = try RecoveryHarness(customers: 120, seed: 68)
+        let now = harness.scenario.configuration.now
+        let (from, to) = (now.addingTimeInterval(-8 * Self.day), now.addingTimeInterval(Self.day))
+        try await SimulatorServer.withRunning(harness.api) { baseURL in
+            try await TestDatabase.withFreshLedger { client, url in
+                let store = LedgerStore(client: client, logger: harness.logger)
+                try await store.configureProductDurations([
+                    "com.example.simulated.monthly": ProductDuration("P1M")!, "com.example.simulated.annual": ProductDuration("P1Y")!,
+                    "com.example.simulated.addon.monthly": ProductDuration("P1M")!,
+                ])
+                try await harness.seedDeliveredNotifications(store)
+                try await Task.sleep(for: .milliseconds(20))
+                let then = Date()
+                try await Task.sleep(for: .milliseconds(20))
+                let shown = try await store.revenueMetrics(from: from, to: to, choices: MetricsChoices(), asOf: then)
+                let window = try harness.window()
+                _ = try await harness.reconciliation(store, url, client: try harness.client(baseURL))
+                    .execute(.init(kind: .run, window: .fixed(start: window.start, end: window.end), mode: .apply))
+                let after = try await store.revenueMetrics(from: from, to: to, choices: MetricsChoices(), asOf: then)
+                #expect(after != shown, "the recovery changed the numbers")
+                #expect(after.map(\.mrr) != shown.map(\.mrr) || after.map(\.activeSubscriptions) != shown.map(\.activeSubscriptions))
+                let known = try await store.revenueMetrics(from: from, to: to, choices: MetricsChoices(), asOf: then, knownAt: then)
+                #expect(Self.differences(known, shown).isEmpty, "\(Self.differences(known, shown).prefix(4))")
+                let current = try await store.revenueMetrics(from: from, to: to, choices: MetricsChoices(), asOf: then, knownAt: Date())
+                #expect(Self.differences(current, after).isEmpty, "known now is as now: \(Self.differences(current, after).prefix(4))")
+                #expect(try await store.firstChangeRecorded().map { $0 < then } == true)
+            }
         }
     }
 }
