@@ -277,7 +277,7 @@ moves AS (
     SELECT r.bundle_id, r.environment, r.currency, r.access_ends_at, -1, r.is_trial, r.price_milliunits, r.factor
     FROM rated r WHERE r.access_ends_at > r.starts_at
 ),
-stocks AS (
+stocks AS MATERIALIZED (
     SELECT m.bundle_id, m.environment, m.currency,
         greatest(date_trunc(step, m.at - interval '1 microsecond'), (SELECT first_start FROM bounds) - ('1 ' || step)::interval) AS bucket,
         sum(m.sign) FILTER (WHERE NOT m.is_trial) AS paid,
@@ -334,6 +334,21 @@ flows AS (
 ),
 keys AS (
     SELECT DISTINCT r.bundle_id, r.environment, r.currency FROM rated r
+),
+-- The stocks at each interval's end: the running sum of the changes up to it (the changes before
+-- the first interval are all in the bucket before it).
+levels AS MATERIALIZED (
+    SELECT k.bundle_id, k.environment, k.currency, b.bucket,
+        sum(coalesce(st.paid, 0)) OVER w AS paid, sum(coalesce(st.trials, 0)) OVER w AS trials,
+        sum(coalesce(st.mrr, 0)) OVER w AS mrr, sum(coalesce(st.unnormalised, 0)) OVER w AS unnormalised
+    FROM keys k
+    CROSS JOIN (
+        SELECT interval_start AS bucket FROM intervals
+        UNION ALL
+        SELECT first_start - ('1 ' || step)::interval FROM bounds
+    ) b
+    LEFT JOIN stocks st ON (st.bundle_id, st.environment, st.currency, st.bucket) = (k.bundle_id, k.environment, k.currency, b.bucket)
+    WINDOW w AS (PARTITION BY k.bundle_id, k.environment, k.currency ORDER BY b.bucket)
 )
 SELECT k.bundle_id, k.environment, i.interval_start, i.interval_end, k.currency,
     coalesce(st.paid, 0)::bigint, coalesce(st.trials, 0)::bigint, coalesce(st.mrr, 0),
@@ -345,10 +360,6 @@ SELECT k.bundle_id, k.environment, i.interval_start, i.interval_end, k.currency,
 FROM keys k
 CROSS JOIN intervals i
 LEFT JOIN flows f ON (f.bundle_id, f.environment, f.currency, f.bucket) = (k.bundle_id, k.environment, k.currency, i.interval_start)
-LEFT JOIN LATERAL (
-    SELECT sum(s.paid) AS paid, sum(s.trials) AS trials, sum(s.mrr) AS mrr, sum(s.unnormalised) AS unnormalised
-    FROM stocks s
-    WHERE (s.bundle_id, s.environment, s.currency) = (k.bundle_id, k.environment, k.currency) AND s.bucket <= i.interval_start
-) st ON true
+LEFT JOIN levels st ON (st.bundle_id, st.environment, st.currency, st.bucket) = (k.bundle_id, k.environment, k.currency, i.interval_start)
 ORDER BY k.bundle_id, k.environment, i.interval_start, k.currency
 $$;

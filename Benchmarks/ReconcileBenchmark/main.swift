@@ -60,6 +60,9 @@
 //    on a ledger of a million subscriptions (OverdueAtScale): serve's and status's count and the
 //    view's, median times and the plan's blocks (goal: an index range scan, < 100 ms), and
 //    migrate's fill of what older rows owe, per 1,000 rows.
+// 14. With --metrics [--metrics-subscriptions 1000000], and nothing else: issue 65's `metrics` for a
+//    year by day on ledgers of 100,000 and a million subscriptions made by SQL (MetricsAtScale):
+//    the command's wall time (goal ≤ 30 s at a million) and peak memory (goal: flat, ≤ 1.2×).
 
 import AppStoreSimulator
 import Foundation
@@ -120,6 +123,21 @@ if arguments.contains("--overdue") {
     await attempt("overdue") {
         var scale = OverdueAtScale(logger: logger)
         if let count = option("--overdue-subscriptions").flatMap(Int.init), count >= 1_000 { scale.subscriptions = count }
+        rows += try await scale.measure()
+    }
+    printTable(rows)
+    exit(0)
+}
+
+if arguments.contains("--metrics") {
+    guard FileManager.default.isExecutableFile(atPath: binary) else {
+        say("error: \(binary) not found: build it first (swift build -c release --product appstore-reconcile)")
+        exit(1)
+    }
+    say("14. metrics for a year by day, on ledgers of 100,000 and \(option("--metrics-subscriptions") ?? "1000000") subscriptions…")
+    await attempt("metrics") {
+        var scale = MetricsAtScale(binary: binary, logger: logger)
+        if let count = option("--metrics-subscriptions").flatMap(Int.init), count >= 1_000 { scale.sizes = [min(100_000, count), count] }
         rows += try await scale.measure()
     }
     printTable(rows)

@@ -72,7 +72,7 @@ enum MetricsPage {
             + "</figcaption><svg class=\"chart\" id=\"\(id)\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" role=\"img\" aria-label=\"\(HTMLPage.escape(title))\">"
         for fraction in [0.0, 0.5, 1.0] {
             svg += "<line class=\"axis\" x1=\(f(left)) x2=\(f(width - right)) y1=\(f(y(peak * fraction))) y2=\(f(y(peak * fraction)))></line>"
-                + "<text x=\(f(left - 6)) y=\(f(y(peak * fraction) + 4)) text-anchor=\"end\">\(HTMLPage.escape(String(format: peak * fraction >= 100 ? "%.0f" : "%.2f", peak * fraction)))</text>"
+                + "<text x=\(f(left - 6)) y=\(f(y(peak * fraction) + 4)) text-anchor=\"end\">\(HTMLPage.escape(fraction == 0 ? "0" : String(format: peak * fraction >= 100 ? "%.0f" : "%.2f", peak * fraction)))</text>"
         }
         let every = max(1, labels.count / 8)
         for (index, label) in labels.enumerated() where index % every == 0 {
