@@ -88,6 +88,15 @@ ORDER BY bundle_id, environment, product_id, periods DESC, duration NULLS LAST;
 -- its last change recorded at or before then. Only the columns the periods read. A change feed
 -- pruned (`prune --changes-older-than`) cannot say what it no longer holds: `metrics
 -- --as-known-at` refuses a time before the feed's first change.
+-- Amended for migration 0032, which gives these functions and the view a column more and the
+-- metrics a parameter more: when every file runs again, this one first drops 0032's shapes (the
+-- functions' return types cannot be replaced), and 0032 then makes them again. The earlier text:
+-- amends checksum bce26bc9d4fbfbfac9896b19f1bf8393882bdba0170c244897e48dccf4992570
+DROP VIEW IF EXISTS app_store.subscription_periods;
+DROP FUNCTION IF EXISTS app_store.subscription_periods_known_at(timestamptz);
+DROP FUNCTION IF EXISTS app_store.transaction_rows_known_at(timestamptz);
+DROP FUNCTION IF EXISTS app_store.metrics(timestamptz, timestamptz, text, text, text, boolean, timestamptz, boolean, timestamptz, uuid);
+
 CREATE OR REPLACE FUNCTION app_store.ms_time(ms text) RETURNS timestamptz
     LANGUAGE sql IMMUTABLE
 AS $$ SELECT to_timestamp(ms::numeric / 1000) $$;

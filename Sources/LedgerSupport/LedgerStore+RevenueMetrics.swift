@@ -28,16 +28,48 @@ extension LedgerStore {
 
     /// app_store.metrics from `from` to `to`: one row per App Store, interval and currency.
     /// `knownAt`: the ledger as it was then, rebuilt from the change feed (nil: as it is now).
-    package func revenueMetrics(from: Date, to: Date, choices: MetricsChoices, asOf: Date, knownAt: Date? = nil) async throws -> [MetricsRow] {
-        let rows = try await client.query(
+    /// `pricePoints`: Apple's proceeds for the prices they match, loaded into
+    /// app_store.price_points for this query alone (one transaction: inserted, used, deleted).
+    package func revenueMetrics(
+        from: Date, to: Date, choices: MetricsChoices, asOf: Date, knownAt: Date? = nil, pricePoints: PricePoints? = nil
+    ) async throws -> [MetricsRow] {
+        guard let pricePoints else {
+            return try await client.withConnection { connection in
+                try await Self.revenueMetrics(on: connection, logger: logger, from: from, to: to, choices: choices, asOf: asOf, knownAt: knownAt, set: nil)
+            }
+        }
+        let set = UUID()
+        return try await client.withTransaction(logger: logger) { connection in
+            let points = pricePoints.points
+            for start in stride(from: 0, to: points.count, by: 10_000) {
+                let batch = points[start..<min(start + 10_000, points.count)]
+                try await connection.query(
+                    """
+                    INSERT INTO app_store.price_points (price_set, product_id, territory, customer_price_milliunits, proceeds_milliunits, proceeds_year2_milliunits)
+                    SELECT \(set), * FROM unnest(\(batch.map(\.productId))::text[], \(batch.map(\.territory))::text[],
+                        \(batch.map(\.customerPrice))::bigint[], \(batch.map(\.proceeds))::bigint[], \(batch.map(\.proceedsYear2))::bigint[])
+                    """,
+                    logger: logger
+                )
+            }
+            let rows = try await Self.revenueMetrics(on: connection, logger: logger, from: from, to: to, choices: choices, asOf: asOf, knownAt: knownAt, set: set)
+            try await connection.query("DELETE FROM app_store.price_points WHERE price_set = \(set)", logger: logger)
+            return rows
+        }
+    }
+
+    static func revenueMetrics(
+        on connection: PostgresConnection, logger: Logger, from: Date, to: Date, choices: MetricsChoices, asOf: Date, knownAt: Date?, set: UUID?
+    ) async throws -> [MetricsRow] {
+        let rows = try await connection.query(
             """
             SELECT bundle_id, environment, interval_start, interval_end, currency,
                 active_subscriptions, active_trials, round(mrr_milliunits)::bigint, new_subscriptions, trial_starts,
                 trial_conversions, trials_ended, trials_ended_converted, churned, churned_voluntary, churned_billing,
                 churned_refund, reactivations, gross_milliunits::bigint, refund_count, refund_milliunits::bigint,
-                estimated_proceeds_milliunits::bigint, active_unnormalised
+                estimated_proceeds_milliunits::bigint, active_unnormalised, proceeds_estimated
             FROM app_store.metrics(\(from), \(to), \(choices.interval.rawValue), \(choices.convention.rawValue),
-                \(choices.refunds.rawValue), \(choices.smallBusinessProgram), \(asOf), \(choices.gracePeriod == .active), \(knownAt))
+                \(choices.refunds.rawValue), \(choices.smallBusinessProgram), \(asOf), \(choices.gracePeriod == .active), \(knownAt), \(set))
             """,
             logger: logger
         )
@@ -70,6 +102,7 @@ extension LedgerStore {
             metrics.refundAmount = try count(20)
             metrics.estimatedProceeds = try count(21)
             metrics.activeUnnormalised = try count(22)
+            metrics.proceedsEstimated = try count(23)
             found.append(metrics)
         }
         return found

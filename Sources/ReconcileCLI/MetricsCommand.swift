@@ -16,10 +16,14 @@ struct MetricsCommand: AsyncParsableCommand {
         abstract: "What the ledger is worth: MRR, active subscriptions, churn, trials and refunds, per App Store, interval and currency.",
         discussion: """
             Computed by the database from Apple's signed transactions (app_store.subscription_periods and \
-            app_store.metrics, migration 0031; docs/metrics.md defines every figure and the choices behind them). \
+            app_store.metrics, migrations 0031 and 0032; docs/metrics.md defines every figure and the choices behind them). \
             Writes metrics.json ({"rows": [...]}), metrics.csv and report.html (charts) into --report-dir, and \
             prints a summary of the last interval (--json: metrics.json's text). Operating metrics, exact on Apple's \
             signed data, not accounting: App Store Connect's reports are the record.
+
+            With --price-points, a paid period whose product, storefront and price match one of Apple's price \
+            points earns that point's proceeds (proceeds_year2 after a year of paid service); the others keep the \
+            estimate, and each row's proceeds_estimated counts them.
 
             A product's duration comes from the configuration's `products` (id: P1M), else from its periods' \
             lengths; a product with neither is listed as unnormalised and left out of MRR. Needs only DATABASE_URL \
@@ -49,6 +53,9 @@ struct MetricsCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("A CSV of exchange rates (a header `currency,USD`, then `EUR,1.08` lines): adds a total row per App Store and interval in that currency.", valueName: "file"))
     var rates: String?
+
+    @Option(name: .customLong("price-points"), help: ArgumentHelp("A CSV of Apple's price points (a header `product_id,territory,customer_price,proceeds,proceeds_year2`, amounts as App Store Connect gives them): Apple's proceeds for the periods they match, instead of the 70% / 85% estimate.", valueName: "file"))
+    var pricePoints: String?
 
     @Option(name: .customLong("as-known-at"), help: ArgumentHelp("The numbers as the ledger knew them at this time (ISO 8601), rebuilt from the change feed: before a recovery, say.", valueName: "time"), transform: Self.date)
     var asKnownAt: Date?
@@ -86,6 +93,19 @@ struct MetricsCommand: AsyncParsableCommand {
         return (from, to)
     }
 
+    /// `--price-points`: a file that cannot be read, is too large or does not parse is a
+    /// configuration error (78) naming it and the line.
+    static func readPricePoints(_ path: String) throws -> PricePoints {
+        guard let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int else { throw ConfigurationError(setting: "--price-points \(path)", problem: "cannot be read") }
+        guard size <= PricePoints.maximumBytes else {
+            throw ConfigurationError(setting: "--price-points \(path)", problem: "is larger than \(PricePoints.maximumBytes >> 20) MB: give the points of the prices you charge")
+        }
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            throw ConfigurationError(setting: "--price-points \(path)", problem: "cannot be read as UTF-8 text")
+        }
+        do { return try PricePoints(csv: text) } catch { throw ConfigurationError(setting: "--price-points \(path)", problem: error.description) }
+    }
+
     func validate() throws {
         _ = try choices
         _ = try range(now: Date())
@@ -105,6 +125,7 @@ struct MetricsCommand: AsyncParsableCommand {
                 }
                 do { return try ExchangeRates(csv: text) } catch let problem as ExchangeRates.Problem { throw ConfigurationError(setting: "--rates \(path)", problem: problem.description) }
             }
+            let points = try pricePoints.map(Self.readPricePoints)
             let url = try database.settings.databaseURL()
             let logger = Logger(label: "appstore-reconcile.metrics")
             try await LedgerDatabase.checkReachable(url, logger: logger)
@@ -117,7 +138,7 @@ struct MetricsCommand: AsyncParsableCommand {
                     }
                 }
                 try await store.configureProductDurations(products)
-                let rows = try await store.revenueMetrics(from: from, to: to, choices: choices, asOf: knownAt ?? now, knownAt: knownAt)
+                let rows = try await store.revenueMetrics(from: from, to: to, choices: choices, asOf: knownAt ?? now, knownAt: knownAt, pricePoints: points)
                 return (rows, try await store.unnormalisedProducts())
             }
             var all = rows
@@ -130,6 +151,7 @@ struct MetricsCommand: AsyncParsableCommand {
             }
             var result = MetricsResult(rows: all, unnormalised: unnormalised, choices: choices, from: from, to: to)
             result.knownAt = knownAt
+            result.pricePoints = points?.points.count
             let directory = reportDir ?? ReportFiles.defaultDirectory(prefix: "appstore-reconcile-metrics", dryRun: false, now: now)
             try MetricsFiles.write(result, to: directory)
             if json {

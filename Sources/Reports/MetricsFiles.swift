@@ -6,12 +6,14 @@ package import RevenueMetrics
 /// numbers of the currency's units (9990 milliunits is 9.99); times ISO 8601 in UTC.
 package enum MetricsFiles {
     /// The fields of a row, in order: a contract (docs/metrics.md). `total` (a row of every
-    /// currency converted by `--rates`) and `active_unnormalised` follow the named ones.
+    /// currency converted by `--rates`), `active_unnormalised` and `proceeds_estimated` follow the
+    /// named ones.
     package static let fields = [
         "bundle_id", "environment", "interval_start", "interval_end", "currency",
         "active_subscriptions", "active_trials", "mrr", "arr", "new_subscriptions", "trial_starts", "trial_conversions",
         "trial_conversion_rate", "churned", "churned_voluntary", "churned_billing", "churned_refund", "reactivations",
         "gross", "refund_count", "refund_amount", "net", "estimated_proceeds", "total", "active_unnormalised",
+        "proceeds_estimated",
     ]
 
     /// Apple's word on these figures, said wherever they are shown.
@@ -44,7 +46,7 @@ package enum MetricsFiles {
             "\(row.trialStarts)", "\(row.trialConversions)", row.trialConversionRate.map(rate) ?? "null", "\(row.churned)",
             "\(row.churnedVoluntary)", "\(row.churnedBilling)", "\(row.churnedRefund)", "\(row.reactivations)", amount(row.gross),
             "\(row.refundCount)", amount(row.refundAmount), amount(row.net), amount(row.estimatedProceeds), row.isTotal ? "true" : "false",
-            "\(row.activeUnnormalised)",
+            "\(row.activeUnnormalised)", "\(row.proceedsEstimated)",
         ]
     }
 
@@ -73,7 +75,8 @@ package enum MetricsFiles {
         var text = "{\"note\": \(json(appleNote)),\n \"from\": \(json(iso(result.from))), \"to\": \(json(iso(result.to))), "
         text += "\"as_known_at\": \(result.knownAt.map { json(iso($0)) } ?? "null"),\n"
         text += " \"choices\": {\"interval\": \(json(result.choices.interval.rawValue)), \"convention\": \(json(result.choices.convention.rawValue)), "
-        text += "\"refunds\": \(json(result.choices.refunds.rawValue)), \"grace_period\": \(json(result.choices.gracePeriod.rawValue)), \"small_business_program\": \(result.choices.smallBusinessProgram)},\n"
+        text += "\"refunds\": \(json(result.choices.refunds.rawValue)), \"grace_period\": \(json(result.choices.gracePeriod.rawValue)), \"small_business_program\": \(result.choices.smallBusinessProgram), "
+        text += "\"price_points\": \(result.pricePoints.map(String.init) ?? "null")},\n"
         text += " \"unnormalised\": [" + result.unnormalised.map { product in
             "{\"bundle_id\": \(json(product.bundleId)), \"environment\": \(json(product.environment)), \"product_id\": \(json(product.productId)), \"periods\": \(product.periods)}"
         }.joined(separator: ", ") + "],\n"
@@ -117,7 +120,8 @@ package enum MetricsFiles {
                 "\(key): at \(iso(last.intervalEnd)) MRR \(amount(last.mrr)), \(last.activeSubscriptions) active subscriptions, \(last.activeTrials) trials; "
                     + "over the range \(sum(\.newSubscriptions)) new, \(sum(\.trialConversions)) trial conversions, \(sum(\.churned)) churned, "
                     + "\(sum(\.reactivations)) reactivated, gross \(amount(sum(\.gross))), refunds \(sum(\.refundCount)) (\(amount(sum(\.refundAmount)))), "
-                    + "estimated proceeds \(amount(sum(\.estimatedProceeds)))."
+                    + "estimated proceeds \(amount(sum(\.estimatedProceeds)))"
+                    + (result.pricePoints == nil ? "." : " (\(sum(\.proceedsEstimated)) paid periods at the 70% / 85% estimate, the others at Apple's price points).")
             )
         }
         for product in result.unnormalised {

@@ -81,6 +81,7 @@ package struct ExchangeRates: Sendable, Equatable {
             total.refundAmount += convert(row.refundAmount)
             total.estimatedProceeds += convert(row.estimatedProceeds)
             total.activeUnnormalised += row.activeUnnormalised
+            total.proceedsEstimated += row.proceedsEstimated
             totals[key] = total
         }
         return order.compactMap { totals[$0] }

@@ -36,6 +36,10 @@ package struct MetricsRow: Sendable, Equatable {
     /// Active paid periods whose product's duration is neither configured nor derivable: counted
     /// in `activeSubscriptions`, left out of `mrr`.
     package var activeUnnormalised: Int64 = 0
+    /// Paid periods started in the interval whose `estimatedProceeds` are the 70% / 85% estimate:
+    /// no price point of `--price-points` matched their product, storefront and price (every
+    /// paid period, without the flag).
+    package var proceedsEstimated: Int64 = 0
 
     package init(bundleId: String, environment: String, intervalStart: Date, intervalEnd: Date, currency: String) {
         self.bundleId = bundleId
@@ -63,6 +67,9 @@ package struct MetricsResult: Sendable, Equatable {
     package var to: Date
     /// `--as-known-at`: the ledger as it was then (nil: now).
     package var knownAt: Date? = nil
+    /// `--price-points`: how many of Apple's price points were given (nil: none, every proceeds
+    /// figure the 70% / 85% estimate).
+    package var pricePoints: Int? = nil
 
     package init(rows: [MetricsRow], unnormalised: [UnnormalisedProduct], choices: MetricsChoices, from: Date, to: Date) {
         self.rows = rows

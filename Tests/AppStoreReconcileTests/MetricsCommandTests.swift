@@ -99,6 +99,25 @@ struct MetricsCommandTests {
             let totalRows = try #require(try Self.json(totals.standardOutput)["rows"] as? [[String: Any]]).filter { $0["total"] as? Bool == true }
             #expect(totalRows.count == 9 && totalRows.allSatisfy { $0["currency"] as? String == "EUR" })
 
+            // Apple's price points (figures made up for the test): the periods they match earn the
+            // point's year-2 proceeds (the configuration's Small Business Program), as the database
+            // gives them for the same points; a file that does not parse is a 78 naming it and the line.
+            let points = scratch.appendingPathComponent("price-points.csv").path
+            try "\(PricePoints.header)\ncom.example.simulated.monthly,USA,4.99,3.40,4.10\n".write(toFile: points, atomically: true, encoding: .utf8)
+            let priced = try await BuiltBinary.run(["metrics", "--json", "--config", config, "--price-points", points, "--report-dir", directory + "-points"] + range, environment: database)
+            #expect(priced.exitCode == 0, "\(priced.combined)")
+            let pricedJSON = try Self.json(priced.standardOutput)
+            #expect((pricedJSON["choices"] as? [String: Any])?["price_points"] as? Int == 1)
+            let pricedRows = try #require(pricedJSON["rows"] as? [[String: Any]])
+            let point = PricePoints.Point(productId: "com.example.simulated.monthly", territory: "USA", customerPrice: 4990, proceeds: 3400, proceedsYear2: 4100)
+            let pricedDirect = try await store.revenueMetrics(from: from, to: to, choices: MetricsChoices(smallBusinessProgram: true), asOf: Date(), pricePoints: PricePoints(points: [point]))
+            #expect(pricedRows.map { Self.decimal($0["estimated_proceeds"]) } == pricedDirect.map { Self.decimal(Double($0.estimatedProceeds) / 1000) })
+            #expect(pricedRows.map { $0["proceeds_estimated"] as? Int } == pricedDirect.map { Int($0.proceedsEstimated) })
+            #expect(pricedDirect.map(\.estimatedProceeds) != direct.map(\.estimatedProceeds), "the points change the proceeds")
+            try "\(PricePoints.header)\ncom.example.simulated.monthly,USA,4.99,5.10,4.10\n".write(toFile: points, atomically: true, encoding: .utf8)
+            let badPoints = try await BuiltBinary.run(["metrics", "--price-points", points] + range, environment: database)
+            #expect(badPoints.exitCode == 78 && badPoints.standardError.contains(points) && badPoints.standardError.contains("line 2"), "\(badPoints.combined)")
+
             // Bad input: usage (64) and configuration (78) errors, each saying what is wrong.
             for arguments in [["--interval", "hour"], ["--from", "2026-02-02", "--to", "2026-02-01"], ["--convention", "chartmogul"], ["--refunds", "never"], ["--grace-period", "some"], ["--from", "yesterday"]] {
                 let refused = try await BuiltBinary.run(["metrics"] + arguments, environment: database)

@@ -24,6 +24,25 @@ struct RevenueMetricsValuesTests {
         #expect(throws: ExchangeRates.Problem.self) { try ExchangeRates(csv: "") }
     }
 
+    /// Apple's example (App Store Connect API, "List all price points for a subscription": USA,
+    /// customerPrice 0.29, proceeds 0.21, proceedsYear2 0.25) reads as milliunits.
+    @Test func pricePointsReadAppStoreConnectsAmountsAsMilliunitsAndNameTheLineOfAProblem() throws {
+        let header = PricePoints.header
+        let points = try PricePoints(csv: "\(header)\r\ncom.example.monthly,USA,0.29,0.21,0.25\n# a comment\n\ncom.example.monthly, CAN ,4.99,3.4,4.245\ncom.example.monthly,USA,0.29,0.21,0.25\n")
+        #expect(points.points == [
+            .init(productId: "com.example.monthly", territory: "USA", customerPrice: 290, proceeds: 210, proceedsYear2: 250),
+            .init(productId: "com.example.monthly", territory: "CAN", customerPrice: 4990, proceeds: 3400, proceedsYear2: 4245),
+        ], "a point given twice alike is one point")
+        #expect(throws: PricePoints.Problem(description: "line 3: com.example.monthly USA at 0.29 is given again with other proceeds")) {
+            try PricePoints(csv: "\(header)\ncom.example.monthly,USA,0.29,0.21,0.25\ncom.example.monthly,USA,0.29,0.20,0.25\n")
+        }
+        for bad in ["p,US,0.29,0.21,0.25", "p,USA,0,0,0", "p,USA,0.29,0.30,0.25", "p,USA,0.29,0.21", "p,USA,1e3,1,1", "p,USA,-1,0,0", "p,USA,0.2999,0.2,0.2", ",USA,1,1,1", "p,USA,1.,1,1"] {
+            #expect(throws: PricePoints.Problem.self, "\(bad)") { try PricePoints(csv: "\(header)\n\(bad)\n") }
+        }
+        #expect(throws: PricePoints.Problem(description: "line 1: expected the header `\(header)`")) { try PricePoints(csv: "product,territory\n") }
+        #expect(throws: PricePoints.Problem.self) { try PricePoints(csv: "# nothing\n") }
+    }
+
     @Test func aTotalAddsCountsAndConvertsAmountsToTheMilliunitPerAppStoreAndInterval() throws {
         let rates = try ExchangeRates(csv: "currency,USD\nEUR,1.5\n")
         let start = Date(timeIntervalSince1970: 1_800_000_000), end = start.addingTimeInterval(86_400)

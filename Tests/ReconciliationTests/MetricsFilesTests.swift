@@ -26,6 +26,6 @@ struct MetricsFilesTests {
         #expect(rows[0]["net"] as? Double == 3.99 && rows[0]["trial_conversion_rate"] as? Double == 0.6667)
         let csv = MetricsFiles.csv(result).split(separator: "\n").map(String.init)
         #expect(csv[0].hasPrefix("bundle_id,environment,interval_start,interval_end,currency,active_subscriptions,active_trials,mrr,arr,new_subscriptions,trial_starts,trial_conversions,trial_conversion_rate,churned,churned_voluntary,churned_billing,churned_refund,reactivations,gross,refund_count,refund_amount,net,estimated_proceeds"))
-        #expect(csv[1] == "com.example.app,Production,2027-01-01T00:00:00Z,2027-01-02T00:00:00Z,USD,0,0,9.99,119.88,0,0,0,0.6667,0,0,0,0,0,4.99,0,1,3.99,0,false,0")
+        #expect(csv[1] == "com.example.app,Production,2027-01-01T00:00:00Z,2027-01-02T00:00:00Z,USD,0,0,9.99,119.88,0,0,0,0.6667,0,0,0,0,0,4.99,0,1,3.99,0,false,0,0")
     }
 }

@@ -11,6 +11,7 @@ struct MetricsOracle {
         var subscription: String
         var transactionId: String
         var productId: String
+        var storefront: String
         var currency: String
         var starts: Date
         var ends: Date
@@ -59,7 +60,7 @@ struct MetricsOracle {
                     let price = transaction.price ?? 0
                     var period = Period(
                         subscription: purchase.originalTransactionId, transactionId: transaction.transactionId!, productId: transaction.productId ?? "",
-                        currency: transaction.currency ?? "", starts: starts, ends: ends, isTrial: transaction.offerDiscountType == "FREE_TRIAL", price: price,
+                        storefront: transaction.storefront ?? "", currency: transaction.currency ?? "", starts: starts, ends: ends, isTrial: transaction.offerDiscountType == "FREE_TRIAL", price: price,
                         refundedAt: refund ? revoked : nil, reason: transaction.transactionReason
                     )
                     let access = grace == .active ? ends : expires
@@ -105,21 +106,21 @@ struct MetricsOracle {
         return found
     }
 
-    func rows(from: Date, to: Date, choices: MetricsChoices, asOf: Date) -> [MetricsRow] {
+    func rows(from: Date, to: Date, choices: MetricsChoices, asOf: Date, pricePoints: PricePoints? = nil) -> [MetricsRow] {
         let intervals = Self.intervals(from: from, to: to, choices.interval)
         let currencies = Set(subscriptions.flatMap { $0.periods.map(\.currency) }).sorted()
         var rows: [MetricsRow] = []
         for (start, end) in intervals {
             for currency in currencies {
                 var row = MetricsRow(bundleId: bundleId, environment: environment, intervalStart: start, intervalEnd: end, currency: currency)
-                for subscription in subscriptions { add(subscription, currency: currency, start: start, end: end, choices: choices, asOf: asOf, to: &row) }
+                for subscription in subscriptions { add(subscription, currency: currency, start: start, end: end, choices: choices, asOf: asOf, points: pricePoints?.points ?? [], to: &row) }
                 rows.append(row)
             }
         }
         return rows
     }
 
-    func add(_ subscription: Subscription, currency: String, start: Date, end: Date, choices: MetricsChoices, asOf: Date, to row: inout MetricsRow) {
+    func add(_ subscription: Subscription, currency: String, start: Date, end: Date, choices: MetricsChoices, asOf: Date, points: [PricePoints.Point], to row: inout MetricsRow) {
         let periods = subscription.periods
         var paidSecondsBefore = 0.0
         func within(_ date: Date) -> Bool { date >= start && date < end }
@@ -128,7 +129,10 @@ struct MetricsOracle {
             guard period.currency == currency else { continue }
             let previous = index > 0 ? periods[index - 1] : nil
             let next = index + 1 < periods.count ? periods[index + 1] : nil
-            let share = choices.smallBusinessProgram || paidSecondsBefore >= 365 * 86_400 ? 0.85 : 0.70
+            let secondYear = choices.smallBusinessProgram || paidSecondsBefore >= 365 * 86_400
+            // Apple's proceeds where a price point matches the period's product, storefront and price.
+            let point = period.isTrial ? nil : points.first { ($0.productId, $0.territory, $0.customerPrice) == (period.productId, period.storefront, period.price) }
+            let share = point.map { Double(secondYear ? $0.proceedsYear2 : $0.proceeds) / Double($0.customerPrice) } ?? (secondYear ? 0.85 : 0.70)
             // Stocks at the interval's end.
             if period.accessEnds > period.starts, period.starts <= end, period.accessEnds > end {
                 if period.isTrial {
@@ -148,6 +152,7 @@ struct MetricsOracle {
                     if let previous, !previous.isTrial, previous.accessEnds < period.starts, period.reason != "RENEWAL" { row.reactivations += 1 }
                     row.gross += period.price
                     row.estimatedProceeds += Int64((Double(period.price) * share).rounded())
+                    if point == nil { row.proceedsEstimated += 1 }
                 }
             }
             // What ended in it.

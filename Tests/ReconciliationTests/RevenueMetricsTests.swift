@@ -124,6 +124,29 @@ struct RevenueMetricsTests {
                     #expect(Self.total(moved, \.refundAmount) == Self.total(rows, \.refundAmount))
                     #expect(moved.map(\.refundAmount) != rows.map(\.refundAmount), "some refund came in a later month than its period")
                     #expect(moved.map(\.mrr) == rows.map(\.mrr) && moved.map(\.gross) == rows.map(\.gross), "and nothing else moves")
+                    // Apple's price points: the monthly product's price in the USA earns the
+                    // point's proceeds (figures made up for the test, unlike 70% / 85%), the year-2
+                    // figure after a year of paid service; a point of another territory matches
+                    // nothing; the annual product keeps the estimate; nothing else moves.
+                    let points = PricePoints(points: [
+                        .init(productId: "com.example.simulated.monthly", territory: "USA", customerPrice: 4990, proceeds: 3400, proceedsYear2: 4100),
+                        .init(productId: "com.example.simulated.monthly", territory: "CAN", customerPrice: 4990, proceeds: 1, proceedsYear2: 1),
+                    ])
+                    let priced = try await store.revenueMetrics(from: from, to: to, choices: choices, asOf: now, pricePoints: points)
+                    let pricedTruth = oracle.rows(from: from, to: to, choices: choices, asOf: now, pricePoints: points)
+                    #expect(Self.differences(priced, pricedTruth).isEmpty, "price points: \(Self.differences(priced, pricedTruth).prefix(4))")
+                    // The simulator charges 4.99 for every paid period: without points each is an estimate.
+                    #expect(Self.total(rows, \.proceedsEstimated) * 4990 == Self.total(rows, \.gross), "without price points every paid period is an estimate")
+                    #expect(Self.total(priced, \.proceedsEstimated) > 0 && Self.total(priced, \.proceedsEstimated) < Self.total(rows, \.proceedsEstimated))
+                    #expect(Self.total(priced, \.estimatedProceeds) < Self.total(rows, \.estimatedProceeds))
+                    var same = priced
+                    for index in same.indices {
+                        same[index].estimatedProceeds = rows[index].estimatedProceeds
+                        same[index].proceedsEstimated = rows[index].proceedsEstimated
+                    }
+                    #expect(same == rows, "and nothing else moves")
+                    let left = try await store.client.query("SELECT count(*) FROM app_store.price_points", logger: store.logger)
+                    for try await count in left.decode(Int64.self) { #expect(count == 0, "the query's set is deleted with it") }
                 }
             }
         }
