@@ -106,8 +106,9 @@ let package = Package(
         .target(
             name: "Ledger",
             dependencies: [
-                // Decisions: what a row owes (SubscriptionDue), stored with it by the one writer.
-                "LedgerModel", "SignedData", "FailureKind", "Decisions",
+                // Decisions: what a row owes (SubscriptionDue), stored with it by the one writer;
+                // LifecycleEvents: the events of a change, written with it into the outbox.
+                "LedgerModel", "SignedData", "FailureKind", "Decisions", "LifecycleEvents",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -119,11 +120,12 @@ let package = Package(
         ),
         // The ledger's statements for a team's first day and its support desk: an import's
         // checkpoints (migration 0025: how far an input went, the accounts it imported, keyed by the
-        // input's content) and what `customer` reads of one account.
+        // input's content) and what `customer` reads of one account; `prune`'s; the outbox's
+        // publication, which `migrate` makes.
         .target(
             name: "LedgerSupport",
             dependencies: [
-                "Ledger", "LedgerModel", "SignedData", "RevenueMetrics",
+                "Ledger", "LedgerModel", "SignedData", "RevenueMetrics", "FailureKind",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -133,6 +135,9 @@ let package = Package(
         // (interval, MRR convention, where refunds count), a product's duration, exchange rates for
         // a total. The figures themselves are app_store.metrics (migration 0031). Pure.
         .target(name: "RevenueMetrics", swiftSettings: strictSettings),
+        // What happened to a subscription, for a team's other services (issue 66): lifecycle
+        // events derived from the ledger's rows before and after a change, whoever wrote it. Pure.
+        .target(name: "LifecycleEvents", dependencies: ["LedgerModel"], swiftSettings: strictSettings),
         // The decisions, pure: what to ask Apple, what to apply, which accounts to repair, which
         // window a nightly run covers, what to re-deliver. Values in, values out: no database, no
         // network (TargetBoundaryTests.aPureTargetImportsNoIO keeps it so).
@@ -310,7 +315,7 @@ let package = Package(
         // App receipts read without I/O; Apple's own Xcode test receipts are among the fixtures.
         .testTarget(name: "AppReceiptTests", dependencies: ["AppReceipt", "AppStoreSimulator"], exclude: ["AppleReceipts"], swiftSettings: strictSettings),
         // The pure decisions, tested without I/O: links neither PostgreSQL nor the simulator.
-        .testTarget(name: "DecisionsTests", dependencies: ["RevenueMetrics", "Decisions", "RemedyDecisions", "LedgerModel", "SignedData", "AppStoreServerModel"], swiftSettings: strictSettings),
+        .testTarget(name: "DecisionsTests", dependencies: ["LifecycleEvents", "RevenueMetrics", "Decisions", "RemedyDecisions", "LedgerModel", "SignedData", "AppStoreServerModel"], swiftSettings: strictSettings),
         // The configuration file, read without I/O: links neither PostgreSQL nor the simulator.
         // The ledger's records and columns as values: links neither PostgreSQL nor the simulator.
         .testTarget(name: "LedgerModelTests", dependencies: ["LedgerModel"], swiftSettings: strictSettings),
@@ -327,7 +332,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .testTarget(name: "AppStoreSimulatorTests", dependencies: ["AppStoreSimulator", "AppReceipt", "AppStoreServerAPI", "SignedData", .product(name: "Crypto", package: "swift-crypto")], swiftSettings: strictSettings),
-        .testTarget(name: "ReconciliationTests", dependencies: ["RevenueMetrics", "DeploymentConfiguration", "Deployment", "Reconciliation", "FailureKind", "Reports", "RunResults", "LiveReceiver", "Decisions", "RemedyDecisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerModel", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", "LedgerSupport", .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
+        .testTarget(name: "ReconciliationTests", dependencies: ["LifecycleEvents", "RevenueMetrics", "DeploymentConfiguration", "Deployment", "Reconciliation", "FailureKind", "Reports", "RunResults", "LiveReceiver", "Decisions", "RemedyDecisions", "TestSupport", "ThrowawayPostgres", "AppStoreSimulator", "AppStoreServerModel", "AppStoreServerAPI", "SignedData", "Ledger", "LedgerModel", "LedgerSupport", .product(name: "NIOCore", package: "swift-nio"), .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log")], swiftSettings: strictSettings),
         // serve's routes in process (HummingbirdTesting), against a real ledger.
         .testTarget(
             name: "LiveReceiverTests",

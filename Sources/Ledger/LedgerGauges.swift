@@ -44,11 +44,15 @@ package struct LedgerGauges: Hashable, Sendable {
     /// The newest audit's upper bound (95%) of the share of accounts that differ from Apple
     /// (`LedgerStore.auditBounds`), by App Store; absent: never audited.
     package var auditDriftUpperBound: [AppStorePair: Double] = [:]
+    /// The bytes of WAL each logical replication slot of the ledger's database (the outbox's
+    /// readers) holds back, by name (`pg_replication_slots`). Empty: no slot, or a standby.
+    package var outboxSlotLagBytes: [String: Int64] = [:]
 
     package init(
         lastSuccess: [RunKey: Date] = [:], unansweredConsumptionRequests: [AppStorePair: Unanswered] = [:], overdueSubscriptions: [AppStorePair: Int] = [:],
-        auditDriftUpperBound: [AppStorePair: Double] = [:]
+        auditDriftUpperBound: [AppStorePair: Double] = [:], outboxSlotLagBytes: [String: Int64] = [:]
     ) {
+        self.outboxSlotLagBytes = outboxSlotLagBytes
         self.lastSuccess = lastSuccess
         self.unansweredConsumptionRequests = unansweredConsumptionRequests
         self.overdueSubscriptions = overdueSubscriptions
@@ -101,6 +105,17 @@ extension LedgerStore {
         }
         gauges.overdueSubscriptions = try await overdueCounts(for: pairs, now: now, after: overdueAfter)
         gauges.auditDriftUpperBound = try await auditBounds(for: pairs).mapValues(\.upperBound)
+        let slots = try await client.query(
+            """
+            SELECT slot_name::text, pg_wal_lsn_diff(pg_current_wal_lsn(), coalesce(confirmed_flush_lsn, restart_lsn))::bigint
+            FROM pg_replication_slots
+            WHERE slot_type = 'logical' AND database = current_database() AND NOT pg_is_in_recovery()
+            """,
+            logger: logger
+        )
+        for try await (slot, lag) in slots.decode((String, Int64?).self) {
+            if let lag { gauges.outboxSlotLagBytes[slot] = lag }
+        }
         return gauges
     }
 }

@@ -15,7 +15,9 @@ extension LedgerStore {
     package func apply(_ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)? = nil) async throws -> LedgerBatchOutcome {
         guard !batch.isEmpty || checkpoint != nil else { return LedgerBatchOutcome() }
         let logger = self.logger
-        if batch.rejected.isEmpty && batch.accounts.isEmpty && batch.refundRequestTransactions.isEmpty {
+        // Rows of transactions or subscriptions bring their lifecycle events into the outbox, a
+        // statement more in the same transaction.
+        if batch.rejected.isEmpty && batch.accounts.isEmpty && batch.refundRequestTransactions.isEmpty && batch.transactions.isEmpty && batch.subscriptions.isEmpty {
             let statement = RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint)
             return try await client.withConnection { connection in
                 try await Self.outcome(of: statement, on: connection, logger: logger)
@@ -101,6 +103,10 @@ extension LedgerStore {
         let writesRows = !batch.notifications.isEmpty || !batch.transactions.isEmpty || !batch.subscriptions.isEmpty || checkpoint != nil
         guard writesRows else { return LedgerBatchOutcome() }
         let outcome = try await Self.outcome(of: RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint), on: connection, logger: logger)
+        if !outcome.changedTransactions.isEmpty || !outcome.changedSubscriptions.isEmpty {
+            let customers = Set(batch.transactions.map(\.originalTransactionId) + batch.subscriptions.map(\.originalTransactionId))
+            try await Self.recordLifecycleEvents(customers: customers, on: connection, logger: logger)
+        }
         // One open refund request per transaction (migration 0022), decided from the events of
         // the transactions whose requests or decisions this batch recorded.
         for (store, transactions) in batch.refundRequestTransactions {

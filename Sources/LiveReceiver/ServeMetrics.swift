@@ -199,6 +199,12 @@ package final class ServeMetrics: Sendable {
                 )
             }
         }
+        for (slot, lag) in ledger.outboxSlotLagBytes.sorted(by: { $0.key < $1.key }) {
+            out.set(
+                "appstore_reconcile_outbox_slot_lag_bytes", [("slot", slot)], Double(lag),
+                help: "Bytes of WAL each logical replication slot of the ledger's database (the outbox's Debezium or Sequin) holds back: how far behind its reader is. Alert when it grows."
+            )
+        }
         return out.text
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Deployment
 import Ledger
+import LedgerSupport
 import Logging
 import Reconciliation
 
@@ -25,8 +26,8 @@ struct MigrateCommand: AsyncParsableCommand {
         try await withExitStatus {
             let url = try database.settings.databaseURL()
             let logger = Logger(label: "appstore-reconcile.migrate")
-            let outcome = try await LedgerDatabase.withClient(url, logger: logger) { client in
-                try await Migrator().migrate(client, logger: logger)
+            let (outcome, publication) = try await LedgerDatabase.withClient(url, logger: logger) { client in
+                (try await Migrator().migrate(client, logger: logger), try await OutboxPublication.ensure(client, logger: logger))
             }
             if outcome.applied.isEmpty {
                 print("The ledger is up to date (\(outcome.alreadyApplied) migrations applied before).")
@@ -42,6 +43,7 @@ struct MigrateCommand: AsyncParsableCommand {
             if outcome.dueFilled > 0 {
                 print("Stored what Apple owes \(outcome.dueFilled) subscriptions written before migration 0029.")
             }
+            if let message = publication.message { print(message) }
         }
     }
 }

@@ -29,6 +29,7 @@ package final class ThrowawayPostgres: Sendable {
     private let binaries: String
     private let runAs: String?
     private let stopped = Mutex(false)
+    private let settings: [String]
     private let logger: Logger
 
     package var dataDirectory: String { directory + "/data" }
@@ -38,8 +39,9 @@ package final class ThrowawayPostgres: Sendable {
         "postgresql://\(user)@localhost:\(port)/\(database)?host=\(directory)"
     }
 
-    /// Creates and starts a cluster. Takes a second or two.
-    package static func start(logger: Logger = Logger(label: "throwaway-postgres")) throws -> ThrowawayPostgres {
+    /// Creates and starts a cluster. Takes a second or two. `settings` (`name=value`) come after
+    /// the cluster's own, which they may override (`wal_level=replica`).
+    package static func start(logger: Logger = Logger(label: "throwaway-postgres"), settings: [String] = []) throws -> ThrowawayPostgres {
         let binaries = try findServerBinaries()
         let runAs: String? = geteuid() == 0 ? try unprivilegedUser() : nil
         let temporary = NSTemporaryDirectory().hasSuffix("/") ? String(NSTemporaryDirectory().dropLast()) : NSTemporaryDirectory()
@@ -48,7 +50,7 @@ package final class ThrowawayPostgres: Sendable {
             throw ThrowawayPostgresError("cannot create a temporary directory: \(String(cString: strerror(errno)))")
         }
         let directory = String(cString: created)
-        let cluster = ThrowawayPostgres(directory: directory, binaries: binaries, runAs: runAs, logger: logger)
+        let cluster = ThrowawayPostgres(directory: directory, binaries: binaries, runAs: runAs, settings: settings, logger: logger)
         do {
             try cluster.initializeAndStart()
         } catch {
@@ -58,7 +60,8 @@ package final class ThrowawayPostgres: Sendable {
         return cluster
     }
 
-    private init(directory: String, binaries: String, runAs: String?, logger: Logger) {
+    private init(directory: String, binaries: String, runAs: String?, settings: [String], logger: Logger) {
+        self.settings = settings
         self.directory = directory
         self.binaries = binaries
         self.runAs = runAs
@@ -101,12 +104,13 @@ package final class ThrowawayPostgres: Sendable {
         // fsync off: nothing is flushed to the disk, which only an operating system's crash would
         // notice. synchronous_commit stays on: a commit is in the WAL (the kernel's cache) before
         // it is acknowledged, so a server killed by `crash()` keeps every commit it acknowledged,
-        // as a real one does; tests of what survives a crash depend on it.
+        // as a real one does; tests of what survives a crash depend on it. wal_level logical: the
+        // outbox's publication is made and read through a replication slot (issue 66).
         let settings = [
             "listen_addresses=''", "unix_socket_directories='\(directory)'", "unix_socket_permissions=0700",
             "port=\(port)", "fsync=off", "full_page_writes=off",
-            "max_connections=400", "shared_buffers=128MB", "max_locks_per_transaction=256",
-        ] + Self.extraSettings(ProcessInfo.processInfo.environment)
+            "max_connections=400", "shared_buffers=128MB", "max_locks_per_transaction=256", "wal_level=logical",
+        ] + self.settings + Self.extraSettings(ProcessInfo.processInfo.environment)
         try run(
             "pg_ctl",
             ["-D", dataDirectory, "-l", directory + "/server.log", "-w", "-t", "60",

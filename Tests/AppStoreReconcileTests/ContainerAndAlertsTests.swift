@@ -245,7 +245,7 @@ struct ContainerAndAlertsTests {
         let ledger = LedgerGauges(
             lastSuccess: Dictionary(uniqueKeysWithValues: LedgerGauges.scheduledKinds.map { (LedgerGauges.RunKey(kind: $0, pair: pair), Date(timeIntervalSince1970: 1_789_990_000)) }),
             unansweredConsumptionRequests: [pair: .init(count: 1, nextDeadline: Date(timeIntervalSince1970: 1_790_000_000))],
-            auditDriftUpperBound: [pair: 0.001]
+            auditDriftUpperBound: [pair: 0.001], outboxSlotLagBytes: ["debezium_outbox": 4096]
         )
         var texts = [ServeMetrics(pairs: [pair]).text(forwards: DeliveryCounts(pending: 0, failed: 0), ledger: ledger)]
         for kind in RunKind.allCases {

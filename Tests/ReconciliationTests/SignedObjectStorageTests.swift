@@ -4,6 +4,7 @@ import Decisions
 import Foundation
 import Ledger
 import LedgerModel
+import LedgerSupport
 import Logging
 import PostgresNIO
 import Reconciliation

@@ -12,7 +12,7 @@ import Testing
     static let toolchain: Set<String> = ["Foundation", "FoundationEssentials", "Dispatch", "Synchronization", "Glibc", "Musl", "Darwin", "Testing", "XCTest"]
 
     /// The targets without I/O: values and decisions, tested without a database or a network.
-    static let pure: Set<String> = ["SignedData", "AppStoreServerModel", "AppReceipt", "FailureKind", "LedgerModel", "Decisions", "RemedyDecisions", "RunResults", "RevenueMetrics"]
+    static let pure: Set<String> = ["SignedData", "AppStoreServerModel", "AppReceipt", "FailureKind", "LedgerModel", "Decisions", "RemedyDecisions", "RunResults", "RevenueMetrics", "LifecycleEvents"]
     /// The libraries a pure target may use: cryptography, ASN.1 and certificates, atomics.
     static let pureProducts: Set<String> = ["Crypto", "SwiftASN1", "X509", "Atomics"]
 

@@ -1,5 +1,6 @@
 package import FailureKind
 package import Foundation
+import Ledger
 import Logging
 package import PostgresNIO
 
