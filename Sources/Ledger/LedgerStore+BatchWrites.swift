@@ -15,8 +15,7 @@ extension LedgerStore {
     package func apply(_ batch: LedgerBatch, runId: UUID?, checkpoint: (QueryCheckpoint, CheckpointScope)? = nil) async throws -> LedgerBatchOutcome {
         guard !batch.isEmpty || checkpoint != nil else { return LedgerBatchOutcome() }
         let logger = self.logger
-        // Rows of transactions or subscriptions bring their lifecycle events into the outbox, a
-        // statement more in the same transaction.
+        // Rows of transactions or subscriptions bring their lifecycle events (a statement more).
         if batch.rejected.isEmpty && batch.accounts.isEmpty && batch.refundRequestTransactions.isEmpty && batch.transactions.isEmpty && batch.subscriptions.isEmpty {
             let statement = RowsWrite(batch: batch, runId: runId, checkpoint: checkpoint)
             return try await client.withConnection { connection in

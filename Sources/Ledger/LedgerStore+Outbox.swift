@@ -5,14 +5,15 @@ import PostgresNIO
 
 /// The outbox of lifecycle events (migration 0033, issue 66), written in the change's transaction.
 extension LedgerStore {
-    /// The events of what this transaction changed for `customers`, into app_store.outbox: the change
-    /// feed's rows of the transaction (its `xmin`) hold each row before and after.
+    /// This transaction's changes' events for `customers`, into app_store.outbox while its publication exists
+    /// (docs/streams.md): the feed's newest rows, above others' (it holds the feed's lock), hold before and after.
     static func recordLifecycleEvents(customers: Set<String>, on connection: PostgresConnection, logger: Logger) async throws {
         let feed = try await connection.query(
             """
             SELECT kind, bundle_id, environment, original_transaction_id, cause, before::text, after::text, changed_at
-            FROM app_store.changes
-            WHERE original_transaction_id = ANY(\(Array(customers))) AND xmin = pg_current_xact_id()::xid AND kind IN ('subscription', 'transaction')
+            FROM app_store.changes WHERE kind IN ('subscription', 'transaction') AND original_transaction_id = ANY(\(Array(customers)))
+                AND id > coalesce((SELECT id FROM app_store.changes WHERE xmin <> pg_current_xact_id()::xid ORDER BY id DESC LIMIT 1), 0)
+                AND EXISTS (SELECT 1 FROM pg_publication WHERE pubname = 'appstore_reconcile_outbox')
             ORDER BY id
             """,
             logger: logger

@@ -282,12 +282,19 @@ struct OutboxTests {
         }
     }
 
-    /// A change that is no event (Apple's same values signed again) writes no outbox row; the
-    /// same notification recorded twice gives its events once.
-    @Test func theSameNotificationsAgainWriteNoEvents() async throws {
+    /// Without the publication nothing is written to the outbox; with it, a change that is no event
+    /// (Apple's same values signed again) writes no row, and the same notifications give their events once.
+    @Test func withoutThePublicationNothingIsWrittenAndTheSameNotificationsAgainWriteNoEvents() async throws {
         let harness = try RecoveryHarness(customers: 30, seed: 661)
         try await TestDatabase.withFreshLedger { client, _ in
             let store = LedgerStore(client: client, logger: harness.logger)
+            // No publication, no events: nobody could read them.
+            try await harness.seedDeliveredNotifications(store)
+            #expect(try await Self.outbox(client).isEmpty)
+        }
+        try await TestDatabase.withFreshLedger { client, _ in
+            let store = LedgerStore(client: client, logger: harness.logger)
+            #expect(try await OutboxPublication.ensure(client, logger: TestDatabase.logger) == .created)
             try await harness.seedDeliveredNotifications(store)
             let first = try await Self.outbox(client).count
             #expect(first > 0)
