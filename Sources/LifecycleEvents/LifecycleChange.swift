@@ -43,7 +43,11 @@ package struct LifecycleChange: Sendable {
     static let autoRenewable = "Auto-Renewable Subscription"
 
     /// Whether a subscription row grants access at `at`: active and not expired, or in the billing
-    /// grace period before it ends (the rule of the app_store.entitlements view).
+    /// grace period before it ends (the rule of the app_store.entitlements view). Apple's statuses
+    /// (App Store Server API, "status": 1 active, 2 expired, 3 billing retry, 4 billing grace period,
+    /// 5 revoked) and "Reducing involuntary subscriber churn" (developer.apple.com/documentation/
+    /// storekit/reducing-involuntary-subscriber-churn): a subscriber in grace keeps access, one in
+    /// billing retry after it does not.
     package static func entitled(_ subscription: SubscriptionRecord?, at: Date) -> Bool {
         guard let subscription else { return false }
         switch subscription.status {
@@ -112,7 +116,12 @@ package struct LifecycleChange: Sendable {
     /// A new paid period of another product that starts before the previous period expired: a
     /// plan change Apple made at once. Apple makes an upgrade, or a crossgrade to a plan of the
     /// same duration, at once (DID_CHANGE_RENEWAL_PREF, subtype UPGRADE): `upgraded`, or
-    /// `crossgraded` when the levels say the plans are of one level.
+    /// `crossgraded` when the levels say the plans are of one level. Sources: App Store Server
+    /// Notifications, "subtype" (developer.apple.com/documentation/appstoreservernotifications/subtype:
+    /// UPGRADE takes effect immediately, DOWNGRADE at the next renewal); App Store Connect Help,
+    /// "Offer auto-renewable subscriptions" (levels: an upgrade begins at once, a downgrade and a
+    /// crossgrade of another duration at the next renewal); an Apple engineer's answer on the
+    /// Developer Forums, thread 729677 (the subtypes tell upgrade, downgrade and crossgrade apart).
     static func planChangeAtOnce(from last: TransactionRecord, to period: TransactionRecord, levels: ProductLevels) -> LifecycleEventType? {
         guard let from = last.productId, let to = period.productId, from != to, let expires = last.expiresDate, let starts = period.purchaseDate,
             starts < expires, last.revocationDate == nil || last.isUpgraded == true

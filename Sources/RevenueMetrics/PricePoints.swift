@@ -1,7 +1,9 @@
 package import Foundation
 
 /// `--price-points`: Apple's own proceeds for the prices a team charges, as App Store Connect
-/// gives them (`GET /v1/subscriptions/{id}/pricePoints?filter[territory]=…`: each point's
+/// gives them (App Store Connect API, "List all price points for a subscription",
+/// developer.apple.com/documentation/appstoreconnectapi/get-v1-subscriptions-_id_-pricepoints:
+/// `GET /v1/subscriptions/{id}/pricePoints?filter[territory]=…`: each point's
 /// `customerPrice`, `proceeds` and `proceedsYear2`, and its territory, an ISO 3166-1 alpha-3
 /// code such as USA, the code a transaction's `storefront` carries). A CSV file with the header
 /// `product_id,territory,customer_price,proceeds,proceeds_year2` and one line per point, amounts
